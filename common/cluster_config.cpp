@@ -1,0 +1,235 @@
+#include "cluster_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace fakegpu {
+namespace {
+
+// Edit distance, for "did you mean" hints on unknown keys and names.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& choices) {
+  std::string best;
+  size_t best_d = 3;  // only suggest close matches
+  for (const auto& c : choices) {
+    size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// Walks the document and turns every problem into a ConfigError with its location.
+class Parser {
+ public:
+  explicit Parser(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& what) const {
+    std::ostringstream msg;
+    msg << source_;
+    if (at.IsDefined() && at.Mark().line >= 0) msg << ":" << at.Mark().line + 1 << ":" << at.Mark().column + 1;
+    msg << ": " << key << ": " << what;
+    throw ConfigError(msg.str());
+  }
+
+  void expect_map(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsMap()) fail(node, key, "expected a mapping");
+  }
+
+  void only_keys(const YAML::Node& map, const std::string& key, const std::vector<std::string>& allowed) const {
+    for (const auto& kv : map) {
+      auto name = kv.first.as<std::string>();
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+        fail(kv.first, key.empty() ? name : key + "." + name,
+             "unknown key (allowed: " + join(allowed) + ")" + did_you_mean(name, allowed));
+    }
+  }
+
+  YAML::Node required(const YAML::Node& map, const char* name, const std::string& key) const {
+    YAML::Node child = map[name];
+    if (!child.IsDefined() || child.IsNull()) fail(map, key.empty() ? name : key + "." + name, "required key is missing");
+    return child;
+  }
+
+  template <typename T>
+  T scalar(const YAML::Node& node, const std::string& key, const char* type_name) const {
+    if (!node.IsScalar()) fail(node, key, std::string("expected ") + type_name);
+    try {
+      return node.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(node, key, std::string("expected ") + type_name + ", got '" + node.Scalar() + "'");
+    }
+  }
+
+  double number(const YAML::Node& map, const char* name, const std::string& key) const {
+    return scalar<double>(required(map, name, key), key + "." + name, "a number");
+  }
+
+  ClusterConfig parse(const YAML::Node& root) {
+    if (!root.IsDefined() || root.IsNull()) fail(root, "(document)", "the file is empty");
+    expect_map(root, "(document)");
+    only_keys(root, "", {"version", "cluster", "nodes", "fabric"});
+    ClusterConfig cfg;
+    cfg.source = source_;
+    YAML::Node version = required(root, "version", "");
+    cfg.version = scalar<int>(version, "version", "an integer");
+    if (cfg.version != 1) fail(version, "version", "unsupported schema version " + std::to_string(cfg.version) + " (supported: 1)");
+
+    YAML::Node cluster = required(root, "cluster", "");
+    expect_map(cluster, "cluster");
+    only_keys(cluster, "cluster", {"name", "default_backend"});
+    cfg.name = scalar<std::string>(required(cluster, "name", "cluster"), "cluster.name", "a string");
+    if (cluster["default_backend"]) {
+      cfg.default_backend = scalar<std::string>(cluster["default_backend"], "cluster.default_backend", "a string");
+      if (cfg.default_backend != "nccl")
+        fail(cluster["default_backend"], "cluster.default_backend", "unsupported backend '" + cfg.default_backend + "' (supported: nccl)");
+    }
+
+    parse_nodes(required(root, "nodes", ""), cfg);
+    parse_fabric(required(root, "fabric", ""), cfg);
+    return cfg;
+  }
+
+ private:
+  void parse_nodes(const YAML::Node& nodes, ClusterConfig& cfg) {
+    if (!nodes.IsSequence() || nodes.size() == 0) fail(nodes, "nodes", "expected a non-empty list of nodes");
+    std::set<std::string> ids;
+    std::vector<std::pair<int, YAML::Node>> all_ranks;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const YAML::Node n = nodes[i];
+      std::string key = "nodes[" + std::to_string(i) + "]";
+      expect_map(n, key);
+      only_keys(n, key, {"id", "host", "ranks", "gpus"});
+      NodeConfig node;
+      node.id = scalar<std::string>(required(n, "id", key), key + ".id", "a string");
+      if (!ids.insert(node.id).second) fail(n["id"], key + ".id", "duplicate node id '" + node.id + "'");
+      node.host = n["host"] ? scalar<std::string>(n["host"], key + ".host", "a string") : "127.0.0.1";
+
+      YAML::Node ranks = required(n, "ranks", key);
+      if (!ranks.IsSequence() || ranks.size() == 0) fail(ranks, key + ".ranks", "expected a non-empty list of ranks");
+      for (size_t r = 0; r < ranks.size(); ++r) {
+        int rank = scalar<int>(ranks[r], key + ".ranks[" + std::to_string(r) + "]", "an integer rank");
+        if (rank < 0) fail(ranks[r], key + ".ranks[" + std::to_string(r) + "]", "rank must be >= 0");
+        node.ranks.push_back(rank);
+        all_ranks.emplace_back(rank, ranks[r]);
+      }
+
+      YAML::Node gpus = required(n, "gpus", key);
+      if (!gpus.IsSequence()) fail(gpus, key + ".gpus", "expected a list of GPUs");
+      for (size_t g = 0; g < gpus.size(); ++g) {
+        std::string gkey = key + ".gpus[" + std::to_string(g) + "]";
+        expect_map(gpus[g], gkey);
+        only_keys(gpus[g], gkey, {"profile"});
+        YAML::Node profile = required(gpus[g], "profile", gkey);
+        auto name = scalar<std::string>(profile, gkey + ".profile", "a string");
+        const GpuProfile* p = find_gpu_profile(name);
+        if (!p) {
+          auto known = gpu_profile_names();
+          fail(profile, gkey + ".profile", "unknown GPU profile '" + name + "' (known: " + join(known) + ")" + did_you_mean(name, known));
+        }
+        node.gpus.push_back(p);
+      }
+      if (node.gpus.size() != node.ranks.size())
+        fail(n, key, "node '" + node.id + "' lists " + std::to_string(node.ranks.size()) + " ranks but " +
+                         std::to_string(node.gpus.size()) + " gpus; each rank needs exactly one GPU");
+      cfg.nodes.push_back(std::move(node));
+    }
+
+    // Ranks must be unique and cover 0..N-1 with no gap.
+    std::sort(all_ranks.begin(), all_ranks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < all_ranks.size(); ++i) {
+      if (i > 0 && all_ranks[i].first == all_ranks[i - 1].first)
+        fail(all_ranks[i].second, "nodes", "rank " + std::to_string(all_ranks[i].first) + " is listed twice");
+      if (all_ranks[i].first != static_cast<int>(i))
+        fail(all_ranks[i].second, "nodes", "ranks must be contiguous from 0: rank " + std::to_string(i) +
+                                               " is missing (found " + std::to_string(all_ranks[i].first) + ")");
+    }
+  }
+
+  LinkConfig parse_link(const YAML::Node& link, const std::string& key, const std::vector<std::string>& types) {
+    expect_map(link, key);
+    only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription"});
+    LinkConfig out;
+    out.type = scalar<std::string>(required(link, "type", key), key + ".type", "a string");
+    if (std::find(types.begin(), types.end(), out.type) == types.end())
+      fail(link["type"], key + ".type", "unknown link type '" + out.type + "' (known: " + join(types) + ")" + did_you_mean(out.type, types));
+    out.bandwidth_gbps = number(link, "bandwidth_gbps", key);
+    if (!(out.bandwidth_gbps > 0)) fail(link["bandwidth_gbps"], key + ".bandwidth_gbps", "must be > 0 (Gbit/s)");
+    out.latency_us = number(link, "latency_us", key);
+    if (!(out.latency_us >= 0)) fail(link["latency_us"], key + ".latency_us", "must be >= 0 (microseconds)");
+    if (link["oversubscription"]) {
+      out.oversubscription = number(link, "oversubscription", key);
+      if (!(out.oversubscription >= 1)) fail(link["oversubscription"], key + ".oversubscription", "must be >= 1 (1 means not oversubscribed)");
+    }
+    return out;
+  }
+
+  void parse_fabric(const YAML::Node& fabric, ClusterConfig& cfg) {
+    expect_map(fabric, "fabric");
+    only_keys(fabric, "fabric", {"intra_node", "inter_node"});
+    cfg.intra_node = parse_link(required(fabric, "intra_node", "fabric"), "fabric.intra_node", {"nvlink", "nvswitch", "pcie"});
+    if (fabric["inter_node"]) {
+      cfg.inter_node = parse_link(fabric["inter_node"], "fabric.inter_node", {"infiniband", "roce", "ethernet"});
+      cfg.has_inter_node = true;
+    } else if (cfg.nodes.size() > 1) {
+      fail(fabric, "fabric.inter_node", "required key is missing: the cluster has " + std::to_string(cfg.nodes.size()) + " nodes");
+    }
+  }
+
+  std::string source_;
+};
+
+}  // namespace
+
+int ClusterConfig::world_size() const {
+  int n = 0;
+  for (const auto& node : nodes) n += static_cast<int>(node.ranks.size());
+  return n;
+}
+
+int ClusterConfig::node_of_rank(int rank) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (std::find(nodes[i].ranks.begin(), nodes[i].ranks.end(), rank) != nodes[i].ranks.end()) return static_cast<int>(i);
+  return -1;
+}
+
+ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                      ": (syntax): " + e.msg);
+  }
+  return Parser(source_name).parse(root);
+}
+
+ClusterConfig load_cluster_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open the cluster config file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_cluster_config(text.str(), path);
+}
+
+}  // namespace fakegpu

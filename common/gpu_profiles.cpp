@@ -1,0 +1,55 @@
+#include "gpu_profiles.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+namespace fakegpu {
+namespace {
+
+// Public datasheet figures. NVLink bandwidth is per link and direction.
+const GpuProfile kProfiles[] = {
+    {"v100", "Tesla V100-SXM2-32GB", 32768, 80, 7, 0, 6, 25.0, 3},
+    {"a100-40gb", "NVIDIA A100-SXM4-40GB", 40960, 108, 8, 0, 12, 25.0, 4},
+    {"a100-80gb", "NVIDIA A100-SXM4-80GB", 81920, 108, 8, 0, 12, 25.0, 4},
+    {"a800", "NVIDIA A800-SXM4-80GB", 81920, 108, 8, 0, 8, 25.0, 4},
+    {"h100-sxm", "NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, 18, 25.0, 5},
+    {"h100-pcie", "NVIDIA H100 PCIe", 81559, 114, 9, 0, 0, 0.0, 5},
+    {"h800", "NVIDIA H800", 81559, 132, 9, 0, 8, 25.0, 5},
+    {"h20", "NVIDIA H20", 97871, 78, 9, 0, 18, 25.0, 5},
+    {"h200", "NVIDIA H200", 143771, 132, 9, 0, 18, 25.0, 5},
+    {"b200", "NVIDIA B200", 183359, 148, 10, 0, 18, 50.0, 6},
+    {"gb200", "NVIDIA GB200", 189471, 152, 10, 0, 18, 50.0, 6},
+    {"l40s", "NVIDIA L40S", 46068, 142, 8, 9, 0, 0.0, 4},
+};
+
+const std::pair<const char*, const char*> kAliases[] = {
+    {"a100", "a100-80gb"}, {"a100-80g", "a100-80gb"}, {"a100-40g", "a100-40gb"},
+    {"h100", "h100-sxm"},  {"b200-sxm", "b200"},      {"v100-sxm2", "v100"},
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+const GpuProfile* find_gpu_profile(const std::string& name) {
+  std::string key = lower(name);
+  for (const auto& [alias, target] : kAliases)
+    if (key == alias) key = target;
+  for (const auto& p : kProfiles)
+    if (key == p.name) return &p;
+  return nullptr;
+}
+
+std::vector<std::string> gpu_profile_names() {
+  std::vector<std::string> names;
+  for (const auto& p : kProfiles) names.emplace_back(p.name);
+  for (const auto& [alias, target] : kAliases) names.emplace_back(alias);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace fakegpu

@@ -1,0 +1,26 @@
+// Catalogue of GPU models that a cluster config may name with `profile:`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fakegpu {
+
+struct GpuProfile {
+  const char* name;          // canonical key used in cluster YAML
+  const char* product_name;  // what cudaGetDeviceProperties reports
+  int memory_mib;
+  int sm_count;
+  int cc_major;
+  int cc_minor;
+  int nvlink_links;                 // 0: no NVLink
+  double nvlink_gbytes_per_link;    // GB/s per direction per link
+  int pcie_gen;
+};
+
+// Returns nullptr for an unknown name. Lookup is case-insensitive and accepts aliases
+// ("a100" is the 80 GB SXM part, "h100" the SXM part).
+const GpuProfile* find_gpu_profile(const std::string& name);
+std::vector<std::string> gpu_profile_names();
+
+}  // namespace fakegpu

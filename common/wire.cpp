@@ -1,0 +1,240 @@
+#include "wire.h"
+
+namespace fakegpu::wire {
+
+const char* msg_type_name(MsgType type) {
+  switch (type) {
+    case MsgType::kHello: return "Hello";
+    case MsgType::kWelcome: return "Welcome";
+    case MsgType::kError: return "Error";
+    case MsgType::kCommInit: return "CommInit";
+    case MsgType::kCommInitDone: return "CommInitDone";
+    case MsgType::kCommSplit: return "CommSplit";
+    case MsgType::kCommSplitDone: return "CommSplitDone";
+    case MsgType::kCommDestroy: return "CommDestroy";
+    case MsgType::kAck: return "Ack";
+    case MsgType::kCollective: return "Collective";
+    case MsgType::kCollectiveDone: return "CollectiveDone";
+  }
+  return "Unknown";
+}
+
+const char* coll_type_name(CollType type) {
+  switch (type) {
+    case CollType::kAllReduce: return "AllReduce";
+  }
+  return "Unknown";
+}
+
+void encode_header(const FrameHeader& header, uint8_t out[kHeaderBytes]) {
+  Writer w;
+  w.u32(kFrameMagic);
+  w.u32(static_cast<uint16_t>(header.type));
+  w.u32(header.fields_bytes);
+  w.u32(0);  // reserved
+  w.u64(header.request_id);
+  w.u64(header.body_bytes);
+  std::memcpy(out, w.bytes().data(), kHeaderBytes);
+}
+
+FrameHeader decode_header(const uint8_t in[kHeaderBytes]) {
+  Reader r(in, kHeaderBytes);
+  if (r.u32() != kFrameMagic) throw WireError("bad frame magic: the peer does not speak the fakegpu protocol");
+  uint32_t type = r.u32();
+  FrameHeader header;
+  header.fields_bytes = r.u32();
+  r.u32();  // reserved
+  header.request_id = r.u64();
+  header.body_bytes = r.u64();
+  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kCollectiveDone))
+    throw WireError("unknown message type " + std::to_string(type));
+  if (header.body_bytes > kMaxBodyBytes)
+    throw WireError("frame body of " + std::to_string(header.body_bytes) + " bytes exceeds the limit of " +
+                    std::to_string(kMaxBodyBytes));
+  if (header.fields_bytes > kMaxFieldsBytes || header.fields_bytes > header.body_bytes)
+    throw WireError("frame fields of " + std::to_string(header.fields_bytes) + " bytes do not fit its body of " +
+                    std::to_string(header.body_bytes));
+  header.type = static_cast<MsgType>(type);
+  return header;
+}
+
+void Writer::str(const std::string& s) {
+  u32(static_cast<uint32_t>(s.size()));
+  raw(s.data(), s.size());
+}
+
+void Writer::raw(const void* data, size_t n) {
+  auto* p = static_cast<const uint8_t*>(data);
+  bytes_.insert(bytes_.end(), p, p + n);
+}
+
+void Reader::need(size_t n) const {
+  if (n > size_ - pos_)
+    throw WireError("truncated frame: needed " + std::to_string(n) + " more bytes at offset " +
+                    std::to_string(pos_) + " of " + std::to_string(size_));
+}
+
+std::string Reader::str() {
+  uint32_t n = u32();
+  need(n);
+  std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
+  pos_ += n;
+  return s;
+}
+
+void Reader::raw(void* out, size_t n) {
+  need(n);
+  std::memcpy(out, data_ + pos_, n);
+  pos_ += n;
+}
+
+void Hello::encode(Writer& w) const {
+  w.u32(protocol_version);
+  w.i32(env_rank);
+  w.i32(env_world_size);
+  w.u32(pid);
+  w.str(hostname);
+}
+Hello Hello::decode(Reader& r) {
+  Hello m;
+  m.protocol_version = r.u32();
+  // A peer of another version may lay out the rest differently: stop reading here and let
+  // the coordinator answer with a version error.
+  if (m.protocol_version != kProtocolVersion) return m;
+  m.env_rank = r.i32();
+  m.env_world_size = r.i32();
+  m.pid = r.u32();
+  m.hostname = r.str();
+  return m;
+}
+
+void Welcome::encode(Writer& w) const {
+  w.u32(protocol_version);
+  w.u32(world_size);
+  w.u64(client_id);
+  w.str(cluster_name);
+}
+Welcome Welcome::decode(Reader& r) {
+  Welcome m;
+  m.protocol_version = r.u32();
+  m.world_size = r.u32();
+  m.client_id = r.u64();
+  m.cluster_name = r.str();
+  return m;
+}
+
+void ErrorReply::encode(Writer& w) const {
+  w.i32(code);
+  w.str(message);
+}
+ErrorReply ErrorReply::decode(Reader& r) {
+  ErrorReply m;
+  m.code = r.i32();
+  m.message = r.str();
+  return m;
+}
+
+void CommInit::encode(Writer& w) const {
+  w.raw(key.bytes, kCommKeyBytes);
+  w.i32(nranks);
+  w.i32(rank);
+  w.i32(cuda_device);
+  w.str(comm_name);
+}
+CommInit CommInit::decode(Reader& r) {
+  CommInit m;
+  r.raw(m.key.bytes, kCommKeyBytes);
+  m.nranks = r.i32();
+  m.rank = r.i32();
+  m.cuda_device = r.i32();
+  m.comm_name = r.str();
+  return m;
+}
+
+void CommInitDone::encode(Writer& w) const {
+  w.u64(comm_id);
+  w.i32(global_rank);
+}
+CommInitDone CommInitDone::decode(Reader& r) {
+  CommInitDone m;
+  m.comm_id = r.u64();
+  m.global_rank = r.i32();
+  return m;
+}
+
+void CommSplit::encode(Writer& w) const {
+  w.u64(parent_comm);
+  w.i32(rank);
+  w.u64(split_index);
+  w.i32(color);
+  w.i32(key);
+}
+CommSplit CommSplit::decode(Reader& r) {
+  CommSplit m;
+  m.parent_comm = r.u64();
+  m.rank = r.i32();
+  m.split_index = r.u64();
+  m.color = r.i32();
+  m.key = r.i32();
+  return m;
+}
+
+void CommSplitDone::encode(Writer& w) const {
+  w.u64(comm_id);
+  w.i32(nranks);
+  w.i32(rank);
+  w.i32(global_rank);
+}
+CommSplitDone CommSplitDone::decode(Reader& r) {
+  CommSplitDone m;
+  m.comm_id = r.u64();
+  m.nranks = r.i32();
+  m.rank = r.i32();
+  m.global_rank = r.i32();
+  return m;
+}
+
+void CommDestroy::encode(Writer& w) const {
+  w.u64(comm_id);
+  w.i32(rank);
+}
+CommDestroy CommDestroy::decode(Reader& r) {
+  CommDestroy m;
+  m.comm_id = r.u64();
+  m.rank = r.i32();
+  return m;
+}
+
+void Collective::encode(Writer& w) const {
+  w.u64(comm_id);
+  w.i32(rank);
+  w.u64(seq);
+  w.u8(static_cast<uint8_t>(coll));
+  w.u8(dtype);
+  w.u8(op);
+  w.i32(root);
+  w.u64(count);
+}
+Collective Collective::decode(Reader& r) {
+  Collective m;
+  m.comm_id = r.u64();
+  m.rank = r.i32();
+  m.seq = r.u64();
+  uint8_t coll = r.u8();
+  if (coll != static_cast<uint8_t>(CollType::kAllReduce)) throw WireError("unknown collective type " + std::to_string(coll));
+  m.coll = static_cast<CollType>(coll);
+  m.dtype = r.u8();
+  m.op = r.u8();
+  m.root = r.i32();
+  m.count = r.u64();
+  return m;
+}
+
+void CollectiveDone::encode(Writer& w) const { w.u64(seq); }
+CollectiveDone CollectiveDone::decode(Reader& r) {
+  CollectiveDone m;
+  m.seq = r.u64();
+  return m;
+}
+
+}  // namespace fakegpu::wire

@@ -1,0 +1,264 @@
+// The one definition of every message exchanged between a rank (libnccl stub) and the
+// coordinator. Both sides compile this file; nothing else encodes or decodes frames.
+//
+// A frame is a fixed 32-byte header followed by a body. The header layout never changes, so a
+// peer speaking another protocol version can always be read far enough to be told so. The body
+// is the message's fixed fields, then any bulk data (collective payloads). The header gives the
+// length of the fields, so a receiver can read the bulk straight into its destination buffer.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fakegpu::wire {
+
+// Bump whenever any message below changes shape.
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
+constexpr size_t kHeaderBytes = 32;
+// Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
+constexpr uint64_t kMaxBodyBytes = uint64_t{16} << 30;
+constexpr uint32_t kMaxFieldsBytes = 1 << 20;
+
+class WireError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class MsgType : uint16_t {
+  kHello = 1,
+  kWelcome = 2,
+  kError = 3,
+  kCommInit = 4,
+  kCommInitDone = 5,
+  kCommSplit = 6,
+  kCommSplitDone = 7,
+  kCommDestroy = 8,
+  kAck = 9,
+  kCollective = 10,
+  kCollectiveDone = 11,
+};
+const char* msg_type_name(MsgType type);
+
+struct FrameHeader {
+  MsgType type{};
+  uint64_t request_id = 0;  // echoed in the reply so a client can match it to its request
+  uint32_t fields_bytes = 0;
+  uint64_t body_bytes = 0;  // fields plus bulk
+  uint64_t bulk_bytes() const { return body_bytes - fields_bytes; }
+};
+void encode_header(const FrameHeader& header, uint8_t out[kHeaderBytes]);
+// Throws WireError on a bad magic, an unknown type or inconsistent sizes.
+FrameHeader decode_header(const uint8_t in[kHeaderBytes]);
+
+// Little-endian field encoder.
+class Writer {
+ public:
+  void u8(uint8_t v) { bytes_.push_back(v); }
+  void u32(uint32_t v) { put(v); }
+  void i32(int32_t v) { put(static_cast<uint32_t>(v)); }
+  void u64(uint64_t v) { put(v); }
+  void str(const std::string& s);
+  void raw(const void* data, size_t n);
+  std::vector<uint8_t>& bytes() { return bytes_; }
+
+ private:
+  template <typename T>
+  void put(T v) {
+    for (size_t i = 0; i < sizeof(T); ++i) bytes_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::vector<uint8_t> bytes_;
+};
+
+// Bounds-checked decoder; every read past the end throws WireError.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t u8() { return get<uint8_t>(); }
+  uint32_t u32() { return get<uint32_t>(); }
+  int32_t i32() { return static_cast<int32_t>(get<uint32_t>()); }
+  uint64_t u64() { return get<uint64_t>(); }
+  std::string str();
+  void raw(void* out, size_t n);
+  size_t offset() const { return pos_; }
+  size_t remaining() const { return size_ - pos_; }
+
+ private:
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(T(data_[pos_ + i]) << (8 * i));
+    pos_ += sizeof(T);
+    return v;
+  }
+  void need(size_t n) const;
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+// ---- Messages ----------------------------------------------------------------------------
+// Each has kType, encode() for its fixed fields and decode(). Bulk data, where a message has
+// any, is the rest of the body after the fixed fields.
+
+// First frame on every connection, client to coordinator.
+struct Hello {
+  static constexpr MsgType kType = MsgType::kHello;
+  uint32_t protocol_version = kProtocolVersion;
+  int32_t env_rank = -1;        // RANK / OMPI_COMM_WORLD_RANK / ... when the launcher set one
+  int32_t env_world_size = -1;  // WORLD_SIZE / OMPI_COMM_WORLD_SIZE / ... when set
+  uint32_t pid = 0;
+  std::string hostname;
+  void encode(Writer& w) const;
+  static Hello decode(Reader& r);
+};
+
+// A Hello from another protocol version is only read up to its version field.
+template <typename Msg>
+bool msg_has_foreign_version(const Msg& msg) {
+  if constexpr (Msg::kType == MsgType::kHello) return msg.protocol_version != kProtocolVersion;
+  return false;
+}
+
+struct Welcome {
+  static constexpr MsgType kType = MsgType::kWelcome;
+  uint32_t protocol_version = kProtocolVersion;
+  uint32_t world_size = 0;
+  uint64_t client_id = 0;
+  std::string cluster_name;
+  void encode(Writer& w) const;
+  static Welcome decode(Reader& r);
+};
+
+// Error codes carried in ErrorReply, numbered exactly as ncclResult_t.
+enum class Status : int32_t {
+  kSuccess = 0,
+  kUnhandledCudaError = 1,
+  kSystemError = 2,
+  kInternalError = 3,
+  kInvalidArgument = 4,
+  kInvalidUsage = 5,
+  kRemoteError = 6,
+  kInProgress = 7,
+};
+
+// Reply to any request that failed. code is a Status.
+struct ErrorReply {
+  static constexpr MsgType kType = MsgType::kError;
+  int32_t code = 0;
+  std::string message;
+  void encode(Writer& w) const;
+  static ErrorReply decode(Reader& r);
+};
+
+constexpr size_t kCommKeyBytes = 16;
+struct CommKey {
+  uint8_t bytes[kCommKeyBytes]{};
+  bool operator<(const CommKey& o) const { return std::memcmp(bytes, o.bytes, kCommKeyBytes) < 0; }
+  bool operator==(const CommKey& o) const { return std::memcmp(bytes, o.bytes, kCommKeyBytes) == 0; }
+};
+
+struct CommInit {
+  static constexpr MsgType kType = MsgType::kCommInit;
+  CommKey key;  // the random part of the ncclUniqueId: ranks presenting the same key meet
+  int32_t nranks = 0;
+  int32_t rank = 0;
+  int32_t cuda_device = 0;
+  std::string comm_name;
+  void encode(Writer& w) const;
+  static CommInit decode(Reader& r);
+};
+
+struct CommInitDone {
+  static constexpr MsgType kType = MsgType::kCommInitDone;
+  uint64_t comm_id = 0;
+  int32_t global_rank = -1;  // this member's rank in the configured world, -1 if unknown
+  void encode(Writer& w) const;
+  static CommInitDone decode(Reader& r);
+};
+
+struct CommSplit {
+  static constexpr MsgType kType = MsgType::kCommSplit;
+  uint64_t parent_comm = 0;
+  int32_t rank = 0;  // rank in the parent
+  uint64_t split_index = 0;  // the n-th split of this parent: splits match by it
+  int32_t color = 0;  // NCCL_SPLIT_NOCOLOR (-1): this rank takes no part in a child
+  int32_t key = 0;
+  void encode(Writer& w) const;
+  static CommSplit decode(Reader& r);
+};
+
+struct CommSplitDone {
+  static constexpr MsgType kType = MsgType::kCommSplitDone;
+  uint64_t comm_id = 0;  // 0 when the rank asked for no colour
+  int32_t nranks = 0;
+  int32_t rank = 0;
+  int32_t global_rank = -1;
+  void encode(Writer& w) const;
+  static CommSplitDone decode(Reader& r);
+};
+
+struct CommDestroy {
+  static constexpr MsgType kType = MsgType::kCommDestroy;
+  uint64_t comm_id = 0;
+  int32_t rank = 0;
+  void encode(Writer& w) const;
+  static CommDestroy decode(Reader& r);
+};
+
+struct Ack {
+  static constexpr MsgType kType = MsgType::kAck;
+  void encode(Writer&) const {}
+  static Ack decode(Reader&) { return {}; }
+};
+
+enum class CollType : uint8_t { kAllReduce = 0 };
+const char* coll_type_name(CollType type);
+
+// One rank's part of a collective. Its send buffer follows as bulk data.
+struct Collective {
+  static constexpr MsgType kType = MsgType::kCollective;
+  uint64_t comm_id = 0;
+  int32_t rank = 0;
+  uint64_t seq = 0;  // per-communicator operation counter: ranks match on (comm, seq)
+  CollType coll = CollType::kAllReduce;
+  uint8_t dtype = 0;  // ncclDataType_t
+  uint8_t op = 0;     // ncclRedOp_t
+  int32_t root = -1;
+  uint64_t count = 0;
+  void encode(Writer& w) const;
+  static Collective decode(Reader& r);
+};
+
+// The result for one rank; the receive buffer contents follow as bulk data.
+struct CollectiveDone {
+  static constexpr MsgType kType = MsgType::kCollectiveDone;
+  uint64_t seq = 0;
+  void encode(Writer& w) const;
+  static CollectiveDone decode(Reader& r);
+};
+
+// Encodes a message's fixed fields.
+template <typename Msg>
+std::vector<uint8_t> encode_fields(const Msg& msg) {
+  Writer w;
+  msg.encode(w);
+  return std::move(w.bytes());
+}
+
+// Decodes a message's fixed fields; they must be consumed exactly.
+template <typename Msg>
+Msg decode_fields(const uint8_t* fields, size_t size) {
+  Reader r(fields, size);
+  Msg msg = Msg::decode(r);
+  if (r.remaining() != 0 && !msg_has_foreign_version(msg))
+    throw WireError(std::string(msg_type_name(Msg::kType)) + " frame has " + std::to_string(r.remaining()) +
+                    " unexpected trailing bytes");
+  return msg;
+}
+
+}  // namespace fakegpu::wire

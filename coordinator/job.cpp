@@ -1,0 +1,449 @@
+#include "job.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "reduce.h"
+
+namespace fakegpu::coord {
+
+using wire::Status;
+
+namespace {
+
+constexpr size_t kMaxReportedErrors = 100;
+
+std::string iso_time(std::chrono::system_clock::time_point t) {
+  std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string describe_call(const wire::Collective& c) {
+  std::string s = fmt::format("{}(count={}, {}, {}", wire::coll_type_name(c.coll), c.count, dtype_name(c.dtype),
+                              redop_name(c.op));
+  if (c.root >= 0) s += fmt::format(", root={}", c.root);
+  return s + ")";
+}
+
+bool same_call(const wire::Collective& a, const wire::Collective& b) {
+  return a.coll == b.coll && a.dtype == b.dtype && a.op == b.op && a.count == b.count && a.root == b.root;
+}
+
+}  // namespace
+
+Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
+    : cluster_(std::move(cluster)), server_(std::move(server)), out_(out), started_(std::chrono::system_clock::now()) {}
+
+size_t Job::connected_clients() const {
+  return std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.connected; });
+}
+
+template <typename Msg>
+void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, Bulk bulk) {
+  OutFrame frame;
+  frame.type = Msg::kType;
+  frame.request_id = request_id;
+  frame.fields = wire::encode_fields(msg);
+  frame.bulk = std::move(bulk);
+  out_.send(client, std::move(frame));
+}
+
+void Job::reply_error(ClientId client, uint64_t request_id, Status code, const std::string& message) {
+  auto it = clients_.find(client);
+  if (it != clients_.end()) ++it->second.errors;
+  if (errors_.size() < kMaxReportedErrors) errors_.push_back(message);
+  reply(client, request_id, wire::ErrorReply{static_cast<int32_t>(code), message});
+}
+
+std::string Job::describe_client(ClientId id) const {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return fmt::format("client {}", id);
+  const Client& c = it->second;
+  std::string who = c.global_rank >= 0 ? fmt::format("global rank {} ", c.global_rank) : "";
+  return who + fmt::format("(pid {} on {})", c.hello.pid, c.hello.hostname);
+}
+
+void Job::on_connect(ClientId client) { clients_[client]; }
+
+void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> body) {
+  Client& client = clients_[id];
+  try {
+    if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
+    if (header.type != wire::MsgType::kCollective && header.bulk_bytes() != 0)
+      throw wire::WireError(fmt::format("{} frame carries unexpected bulk data", wire::msg_type_name(header.type)));
+    auto fields = [&](auto tag) { return wire::decode_fields<decltype(tag)>(body.data(), header.fields_bytes); };
+    if (!client.greeted) {
+      if (header.type != wire::MsgType::kHello)
+        throw wire::WireError(fmt::format("expected Hello as the first frame, got {}", wire::msg_type_name(header.type)));
+      handle_hello(id, client, fields(wire::Hello{}), header.request_id);
+      return;
+    }
+    switch (header.type) {
+      case wire::MsgType::kCommInit: handle_comm_init(id, client, fields(wire::CommInit{}), header.request_id); break;
+      case wire::MsgType::kCommSplit: handle_comm_split(id, fields(wire::CommSplit{}), header.request_id); break;
+      case wire::MsgType::kCommDestroy: handle_comm_destroy(id, fields(wire::CommDestroy{}), header.request_id); break;
+      case wire::MsgType::kCollective: {
+        auto msg = fields(wire::Collective{});
+        handle_collective(id, msg, std::move(body), header.fields_bytes, header.request_id);
+        break;
+      }
+      default:
+        throw wire::WireError(fmt::format("a client may not send {}", wire::msg_type_name(header.type)));
+    }
+  } catch (const wire::WireError& e) {
+    // A malformed frame means the stream can no longer be trusted: answer and drop only this client.
+    reply_error(id, header.request_id, Status::kInternalError, fmt::format("protocol error: {}", e.what()));
+    out_.disconnect(id);
+  }
+}
+
+void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, uint64_t request_id) {
+  if (hello.protocol_version != wire::kProtocolVersion) {
+    reply_error(id, request_id, Status::kInvalidUsage,
+                fmt::format("protocol version mismatch: the rank's libnccl speaks version {} but this coordinator "
+                            "speaks version {}; use libraries and coordinator from the same fakegpu build",
+                            hello.protocol_version, wire::kProtocolVersion));
+    out_.disconnect(id);
+    return;
+  }
+  client.greeted = true;
+  client.hello = hello;
+  if (hello.env_rank >= 0 && hello.env_rank < cluster_.world_size()) client.global_rank = hello.env_rank;
+  wire::Welcome w;
+  w.world_size = static_cast<uint32_t>(cluster_.world_size());
+  w.client_id = id;
+  w.cluster_name = cluster_.name;
+  reply(id, request_id, w);
+}
+
+void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id) {
+  ++client.comm_inits;
+  PendingInit& pending = pending_inits_[msg.key];
+  const int world = cluster_.world_size();
+
+  // Problems in the job's setup are reported to every rank of the communicator, not just the
+  // one that noticed, so no rank is left waiting for a peer that will never complete.
+  std::string problem;
+  if (msg.nranks <= 0) {
+    problem = fmt::format("ncclCommInitRank: nranks must be > 0, rank {} passed {}", msg.rank, msg.nranks);
+  } else if (msg.nranks > world) {
+    problem = fmt::format("ncclCommInitRank: a communicator of {} ranks does not fit cluster '{}' from {}, "
+                          "which has a world size of {}", msg.nranks, cluster_.name, cluster_.source, world);
+  } else if (msg.rank < 0 || msg.rank >= msg.nranks) {
+    problem = fmt::format("ncclCommInitRank: rank {} is outside 0..{} for a communicator of {} ranks", msg.rank,
+                          msg.nranks - 1, msg.nranks);
+  } else if (client.hello.env_world_size >= 0 && client.hello.env_world_size != world) {
+    problem = fmt::format("the rank's environment says WORLD_SIZE={} but cluster '{}' from {} has {} ranks",
+                          client.hello.env_world_size, cluster_.name, cluster_.source, world);
+  } else if (client.hello.env_rank >= world) {
+    problem = fmt::format("the rank's environment says RANK={} but cluster '{}' from {} only has ranks 0..{}",
+                          client.hello.env_rank, cluster_.name, cluster_.source, world - 1);
+  } else if (pending.nranks != 0 && pending.nranks != msg.nranks) {
+    problem = fmt::format("ncclCommInitRank: ranks disagree on the communicator size: {} and {}", pending.nranks,
+                          msg.nranks);
+  } else if (pending.nranks != 0 && pending.arrivals[msg.rank]) {
+    problem = fmt::format("ncclCommInitRank: rank {} was claimed twice for one unique id, by {} and by {}", msg.rank,
+                          describe_client(pending.arrivals[msg.rank]->client), describe_client(id));
+  }
+
+  if (!pending.failure.empty()) {
+    reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
+    return;
+  }
+  if (!problem.empty()) {
+    reply_error(id, request_id, Status::kInvalidUsage, problem);
+    fail_init(pending, Status::kInvalidUsage, problem);
+    return;
+  }
+  if (pending.nranks == 0) {
+    pending.nranks = msg.nranks;
+    pending.name = msg.comm_name;
+    pending.arrivals.resize(msg.nranks);
+  }
+  pending.arrivals[msg.rank] = InitArrival{id, request_id, msg.cuda_device};
+  if (++pending.arrived == pending.nranks) complete_init(msg.key, pending);
+}
+
+void Job::fail_init(PendingInit& pending, Status code, const std::string& why) {
+  pending.failure = why;
+  for (auto& a : pending.arrivals)
+    if (a) reply_error(a->client, a->request_id, code, why);
+  pending.arrivals.clear();
+}
+
+void Job::complete_init(const wire::CommKey& key, PendingInit& pending) {
+  Comm comm;
+  comm.id = next_comm_id_++;
+  comm.name = pending.name;
+  const bool spans_world = pending.nranks == cluster_.world_size();
+  for (int r = 0; r < pending.nranks; ++r) {
+    const InitArrival& a = *pending.arrivals[r];
+    Client& client = clients_[a.client];
+    Member m{a.client, -1, a.cuda_device, false};
+    if (spans_world) {
+      // The first communicator over the whole world defines identities the launcher did not give.
+      m.global_rank = r;
+      if (client.global_rank < 0) client.global_rank = r;
+    } else {
+      int from_this_client = std::count_if(pending.arrivals.begin(), pending.arrivals.end(),
+                                           [&](const auto& x) { return x->client == a.client; });
+      if (from_this_client == 1) m.global_rank = client.global_rank;
+    }
+    comm.members.push_back(m);
+  }
+  for (int r = 0; r < pending.nranks; ++r) {
+    const InitArrival& a = *pending.arrivals[r];
+    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank});
+  }
+  comms_.emplace(comm.id, std::move(comm));
+  pending_inits_.erase(key);
+}
+
+Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id) {
+  auto it = comms_.find(comm_id);
+  if (it == comms_.end()) {
+    reply_error(client, request_id, Status::kInvalidUsage, fmt::format("unknown communicator {}", comm_id));
+    return nullptr;
+  }
+  Comm& comm = it->second;
+  if (rank < 0 || rank >= static_cast<int>(comm.members.size()) || comm.members[rank].client != client) {
+    reply_error(client, request_id, Status::kInvalidUsage,
+                fmt::format("{} is not rank {} of communicator {}", describe_client(client), rank, comm_id));
+    return nullptr;
+  }
+  if (comm.members[rank].destroyed) {
+    reply_error(client, request_id, Status::kInvalidUsage,
+                fmt::format("rank {} of communicator {} was already destroyed", rank, comm_id));
+    return nullptr;
+  }
+  if (!comm.failure.empty()) {
+    reply_error(client, request_id, Status::kRemoteError, comm.failure);
+    return nullptr;
+  }
+  return &comm;
+}
+
+void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id) {
+  Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id);
+  if (!parent) return;
+  if (msg.color < 0 && msg.color != -1) {
+    reply_error(id, request_id, Status::kInvalidArgument,
+                fmt::format("ncclCommSplit: color {} is invalid: use a value >= 0 or NCCL_SPLIT_NOCOLOR", msg.color));
+    return;
+  }
+  PendingSplit& pending = pending_splits_[{msg.parent_comm, msg.split_index}];
+  if (pending.arrivals.empty()) pending.arrivals.resize(parent->members.size());
+  if (pending.arrivals[msg.rank]) {
+    reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommSplit: rank {} joined split {} twice",
+                                                                   msg.rank, msg.split_index));
+    return;
+  }
+  pending.arrivals[msg.rank] = SplitArrival{id, request_id, msg.color, msg.key};
+  if (++pending.arrived == static_cast<int>(parent->members.size())) {
+    complete_split(*parent, pending);
+    pending_splits_.erase({msg.parent_comm, msg.split_index});
+  }
+}
+
+void Job::complete_split(Comm& parent, PendingSplit& pending) {
+  // Group parent ranks by colour; within a colour order by (key, parent rank) as NCCL does.
+  std::map<int, std::vector<int>> by_color;
+  for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
+    if (pending.arrivals[r]->color >= 0) by_color[pending.arrivals[r]->color].push_back(r);
+  for (auto& [color, ranks] : by_color) {
+    std::stable_sort(ranks.begin(), ranks.end(),
+                     [&](int a, int b) { return pending.arrivals[a]->key < pending.arrivals[b]->key; });
+    Comm child;
+    child.id = next_comm_id_++;
+    child.parent = parent.id;
+    child.name = fmt::format("{}/split{}", parent.name.empty() ? std::to_string(parent.id) : parent.name, color);
+    for (int pr : ranks) child.members.push_back(parent.members[pr]);
+    for (int cr = 0; cr < static_cast<int>(ranks.size()); ++cr) {
+      const SplitArrival& a = *pending.arrivals[ranks[cr]];
+      reply(a.client, a.request_id,
+            wire::CommSplitDone{child.id, static_cast<int32_t>(ranks.size()), cr, child.members[cr].global_rank});
+    }
+    comms_.emplace(child.id, std::move(child));
+  }
+  for (auto& a : pending.arrivals)
+    if (a->color < 0) reply(a->client, a->request_id, wire::CommSplitDone{0, 0, -1, -1});
+}
+
+void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id) {
+  auto it = comms_.find(msg.comm_id);
+  if (it == comms_.end() || msg.rank < 0 || msg.rank >= static_cast<int>(it->second.members.size()) ||
+      it->second.members[msg.rank].client != id) {
+    reply_error(id, request_id, Status::kInvalidUsage,
+                fmt::format("ncclCommDestroy: {} is not rank {} of communicator {}", describe_client(id), msg.rank,
+                            msg.comm_id));
+    return;
+  }
+  it->second.members[msg.rank].destroyed = true;
+  reply(id, request_id, wire::Ack{});
+}
+
+void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
+                            uint64_t request_id) {
+  Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id);
+  if (!comm) return;
+  const size_t elem = dtype_size(msg.dtype);
+  if (elem == 0 || msg.op >= kNumRedOps ||
+      !reduction_supported(static_cast<DataType>(msg.dtype), static_cast<RedOp>(msg.op))) {
+    reply_error(id, request_id, Status::kInvalidArgument,
+                fmt::format("{}: datatype {} with op {} is not supported", wire::coll_type_name(msg.coll),
+                            dtype_name(msg.dtype), redop_name(msg.op)));
+    return;
+  }
+  const size_t bulk_bytes = body.size() - bulk_offset;
+  if (msg.count > bulk_bytes / elem || msg.count * elem != bulk_bytes)
+    throw wire::WireError(fmt::format("{} of {} elements carries {} bytes of data", wire::coll_type_name(msg.coll),
+                                      msg.count, bulk_bytes));
+  ++clients_[id].collectives;
+
+  const int nranks = static_cast<int>(comm->members.size());
+  PendingOp& op = comm->ops[msg.seq];
+  if (op.request_ids.empty()) {
+    op.first = msg;
+    op.request_ids.assign(nranks, 0);
+    op.calls.resize(nranks);
+  }
+  if (op.request_ids[msg.rank] != 0) {
+    reply_error(id, request_id, Status::kInvalidUsage,
+                fmt::format("rank {} posted operation {} on communicator {} twice", msg.rank, msg.seq, comm->id));
+    return;
+  }
+  op.request_ids[msg.rank] = request_id;
+  op.calls[msg.rank] = describe_call(msg);
+  ++op.arrived;
+
+  if (op.failure.empty() && !same_call(op.first, msg)) {
+    std::string why = fmt::format("collective mismatch on communicator {} at operation {}:", comm->id, msg.seq);
+    for (int r = 0; r < nranks; ++r)
+      if (op.request_ids[r]) why += fmt::format(" rank {} called {};", r, op.calls[r]);
+    why.pop_back();
+    fail_op(*comm, op, Status::kInvalidUsage, why);
+  } else if (!op.failure.empty()) {
+    reply_error(id, request_id, Status::kInvalidUsage, op.failure);
+  } else if (!op.acc) {
+    op.acc = std::make_shared<std::vector<uint8_t>>(std::move(body));
+    op.acc_offset = bulk_offset;
+  } else {
+    reduce_into(static_cast<DataType>(msg.dtype), static_cast<RedOp>(msg.op), op.acc->data() + op.acc_offset,
+                body.data() + bulk_offset, msg.count);
+  }
+
+  if (op.arrived == nranks) {
+    if (op.failure.empty()) complete_op(*comm, msg.seq, op);
+    comm->ops.erase(msg.seq);
+  }
+}
+
+void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why) {
+  (void)comm;
+  op.failure = why;
+  op.acc.reset();
+  for (size_t r = 0; r < op.request_ids.size(); ++r)
+    if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);
+}
+
+void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
+  const auto& c = op.first;
+  const size_t bytes = c.count * dtype_size(c.dtype);
+  finish_reduction(static_cast<DataType>(c.dtype), static_cast<RedOp>(c.op), op.acc->data() + op.acc_offset, c.count,
+                   static_cast<int>(comm.members.size()));
+  Bulk result{op.acc, op.acc_offset, bytes};
+  for (size_t r = 0; r < op.request_ids.size(); ++r)
+    reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq}, result);
+  ++comm.collectives;
+  ++completed_ops_;
+  CollStats& stats = coll_stats_[wire::coll_type_name(c.coll)];
+  ++stats.calls;
+  stats.bytes += bytes;
+}
+
+void Job::on_disconnect(ClientId id) {
+  auto cit = clients_.find(id);
+  if (cit == clients_.end()) return;
+  cit->second.connected = false;
+  // Any communicator this client still belonged to can no longer complete an operation:
+  // fail what is pending so its peers get an error instead of waiting forever.
+  for (auto& [comm_id, comm] : comms_) {
+    for (size_t r = 0; r < comm.members.size(); ++r) {
+      const Member& m = comm.members[r];
+      if (m.client != id || m.destroyed || !comm.failure.empty()) continue;
+      comm.failure = fmt::format("rank {} of communicator {} ({}) disconnected without destroying it", r, comm_id,
+                                 describe_client(id));
+      for (auto& [seq, op] : comm.ops)
+        if (op.failure.empty()) fail_op(comm, op, Status::kRemoteError, comm.failure);
+    }
+  }
+}
+
+nlohmann::json Job::report() const {
+  using nlohmann::json;
+  json j;
+  j["schema_version"] = 1;
+  j["world_size"] = cluster_.world_size();
+  j["coordinator"] = {{"version", FAKEGPU_VERSION},
+                      {"protocol_version", wire::kProtocolVersion},
+                      {"transport", server_.transport},
+                      {"address", server_.address},
+                      {"pid", static_cast<int>(getpid())},
+                      {"started_at", iso_time(started_)},
+                      {"ended_at", iso_time(std::chrono::system_clock::now())}};
+  json nodes = json::array();
+  for (const auto& n : cluster_.nodes) {
+    json gpus = json::array();
+    for (const auto* g : n.gpus) gpus.push_back(g->name);
+    nodes.push_back({{"id", n.id}, {"host", n.host}, {"ranks", n.ranks}, {"gpus", gpus}});
+  }
+  j["cluster"] = {{"name", cluster_.name}, {"config", server_.cluster_config_path}, {"nodes", nodes}};
+
+  json colls = json::object();
+  uint64_t total_calls = 0, total_bytes = 0;
+  for (const auto& [name, s] : coll_stats_) {
+    colls[name] = {{"calls", s.calls}, {"bytes", s.bytes}};
+    total_calls += s.calls;
+    total_bytes += s.bytes;
+  }
+  j["collectives"] = colls;
+  j["totals"] = {{"collective_calls", total_calls}, {"bytes", total_bytes}};
+
+  json ranks = json::array();
+  for (const auto& [id, c] : clients_) {
+    if (!c.greeted) continue;
+    ranks.push_back({{"global_rank", c.global_rank},
+                     {"pid", c.hello.pid},
+                     {"host", c.hello.hostname},
+                     {"comm_inits", c.comm_inits},
+                     {"collectives", c.collectives},
+                     {"errors", c.errors}});
+  }
+  std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
+    return a["global_rank"].get<int>() < b["global_rank"].get<int>();
+  });
+  j["ranks"] = ranks;
+
+  json comms = json::array();
+  for (const auto& [id, comm] : comms_) {
+    json members = json::array();
+    for (const auto& m : comm.members) members.push_back(m.global_rank);
+    json entry = {{"id", id}, {"name", comm.name}, {"nranks", comm.members.size()}, {"global_ranks", members},
+                  {"collectives", comm.collectives}};
+    entry["parent"] = comm.parent ? json(comm.parent) : json(nullptr);
+    if (!comm.failure.empty()) entry["failure"] = comm.failure;
+    comms.push_back(entry);
+  }
+  j["communicators"] = comms;
+  j["errors"] = errors_;
+  return j;
+}
+
+}  // namespace fakegpu::coord

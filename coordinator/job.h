@@ -1,0 +1,162 @@
+// The coordinator's view of one job: connected ranks, communicators, and the operations in
+// flight on them. Pure logic, no sockets: frames come in through on_frame and go out through
+// an Outbox, so tests can drive it directly.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster_config.h"
+#include "wire.h"
+
+namespace fakegpu::coord {
+
+using ClientId = uint64_t;
+
+// A slice of a shared buffer, so one reduced result can go to every rank without a copy.
+struct Bulk {
+  std::shared_ptr<const std::vector<uint8_t>> buffer;
+  size_t offset = 0;
+  size_t size = 0;
+};
+
+struct OutFrame {
+  wire::MsgType type{};
+  uint64_t request_id = 0;
+  std::vector<uint8_t> fields;
+  Bulk bulk;
+};
+
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void send(ClientId client, OutFrame frame) = 0;
+  // Closes the connection once what was queued for it has been written.
+  virtual void disconnect(ClientId client) = 0;
+};
+
+struct ServerInfo {
+  std::string transport;
+  std::string address;
+  std::string cluster_config_path;
+};
+
+class Job {
+ public:
+  Job(ClusterConfig cluster, ServerInfo server, Outbox& out);
+
+  void on_connect(ClientId client);
+  // Takes the body by value: a collective's first contribution becomes the accumulator.
+  void on_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> body);
+  void on_disconnect(ClientId client);
+
+  size_t connected_clients() const;
+  uint64_t completed_operations() const { return completed_ops_; }
+  nlohmann::json report() const;
+
+ private:
+  struct Client {
+    bool greeted = false;
+    wire::Hello hello;
+    int global_rank = -1;  // learned from the environment or the first world-spanning comm
+    uint64_t comm_inits = 0;
+    uint64_t collectives = 0;
+    uint64_t errors = 0;
+    bool connected = true;
+  };
+  struct Member {
+    ClientId client = 0;
+    int global_rank = -1;
+    int cuda_device = 0;
+    bool destroyed = false;
+  };
+  struct PendingOp {
+    wire::Collective first;  // the call every other rank must match
+    std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
+    std::vector<std::string> calls;     // per rank, for mismatch messages
+    int arrived = 0;
+    std::shared_ptr<std::vector<uint8_t>> acc;  // first arrival's body, reduced into in place
+    size_t acc_offset = 0;
+    std::string failure;
+  };
+  struct Comm {
+    uint64_t id = 0;
+    uint64_t parent = 0;
+    std::string name;
+    std::vector<Member> members;  // indexed by comm rank
+    std::map<uint64_t, PendingOp> ops;  // by sequence number
+    std::string failure;  // set once the comm can no longer make progress
+    uint64_t collectives = 0;
+  };
+  struct InitArrival {
+    ClientId client = 0;
+    uint64_t request_id = 0;
+    int cuda_device = 0;
+  };
+  struct PendingInit {
+    int nranks = 0;
+    std::string name;
+    std::vector<std::optional<InitArrival>> arrivals;
+    int arrived = 0;
+    std::string failure;
+  };
+  struct SplitArrival {
+    ClientId client = 0;
+    uint64_t request_id = 0;
+    int color = 0;
+    int key = 0;
+  };
+  struct PendingSplit {
+    std::vector<std::optional<SplitArrival>> arrivals;
+    int arrived = 0;
+  };
+  struct CollStats {
+    uint64_t calls = 0;
+    uint64_t bytes = 0;
+  };
+
+  // Handlers get the decoded fixed fields; a collective also gets the whole body, whose bulk
+  // part (after bulk_offset) holds the rank's data.
+  void handle_hello(ClientId id, Client& client, const wire::Hello& msg, uint64_t request_id);
+  void handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id);
+  void handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id);
+  void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
+  void handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
+                         uint64_t request_id);
+
+  void complete_init(const wire::CommKey& key, PendingInit& pending);
+  void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
+  void complete_split(Comm& parent, PendingSplit& pending);
+  void complete_op(Comm& comm, uint64_t seq, PendingOp& op);
+  void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
+  // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
+  // and returns nullptr otherwise.
+  Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id);
+
+  template <typename Msg>
+  void reply(ClientId client, uint64_t request_id, const Msg& msg, Bulk bulk = {});
+  void reply_error(ClientId client, uint64_t request_id, wire::Status code, const std::string& message);
+  std::string describe_client(ClientId id) const;
+
+  ClusterConfig cluster_;
+  ServerInfo server_;
+  Outbox& out_;
+  std::chrono::system_clock::time_point started_;
+
+  std::map<ClientId, Client> clients_;  // kept after they leave, for the report
+  std::map<wire::CommKey, PendingInit> pending_inits_;
+  std::map<std::pair<uint64_t, uint64_t>, PendingSplit> pending_splits_;
+  std::map<uint64_t, Comm> comms_;
+  uint64_t next_comm_id_ = 1;
+  uint64_t completed_ops_ = 0;
+  std::map<std::string, CollStats> coll_stats_;
+  std::vector<std::string> errors_;  // the first few, for the report
+};
+
+}  // namespace fakegpu::coord

@@ -1,0 +1,97 @@
+// fakegpu-coordinator: the daemon every rank connects to.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "server.h"
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+// Writes atomically so a reader never sees half a file.
+void write_file(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+    out << text;
+    if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(fmt::format("cannot rename {} to {}", tmp, path));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fakegpu;
+  CLI::App app{"fakegpu-coordinator: checks, executes and models the NCCL calls of every rank of a job"};
+  std::string transport = env_or("FAKEGPU_COORDINATOR_TRANSPORT", "unix");
+  std::string address = env_or("FAKEGPU_COORDINATOR_ADDR", "");
+  std::string cluster_path = env_or("FAKEGPU_CLUSTER_CONFIG", "");
+  std::string report_path = env_or("FAKEGPU_CLUSTER_REPORT_PATH", "");
+  std::string ready_file;
+  bool check_only = false;
+  bool print_layout = false;
+  app.add_option("--transport", transport, "unix or tcp [env FAKEGPU_COORDINATOR_TRANSPORT]")->capture_default_str();
+  app.add_option("--address", address,
+                 "absolute socket path (unix) or host:port (tcp, binds 127.0.0.1 when host is empty) "
+                 "[env FAKEGPU_COORDINATOR_ADDR]");
+  app.add_option("--cluster-config", cluster_path, "cluster YAML [env FAKEGPU_CLUSTER_CONFIG]");
+  app.add_option("--report", report_path, "where to write the JSON cluster report on shutdown [env FAKEGPU_CLUSTER_REPORT_PATH]");
+  app.add_option("--ready-file", ready_file, "write the bound address here once listening (for launchers)");
+  app.add_flag("--check-config", check_only, "validate the cluster config, print a summary and exit");
+  app.add_flag("--print-layout", print_layout, "validate the cluster config, print its nodes and ranks as JSON and exit");
+  app.set_version_flag("--version", FAKEGPU_VERSION);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (cluster_path.empty()) throw std::runtime_error("no cluster config: pass --cluster-config or set FAKEGPU_CLUSTER_CONFIG");
+    ClusterConfig cluster = load_cluster_config(cluster_path);
+    if (print_layout) {
+      nlohmann::json nodes = nlohmann::json::array();
+      for (const auto& n : cluster.nodes) nodes.push_back({{"id", n.id}, {"host", n.host}, {"ranks", n.ranks}});
+      fmt::print("{}\n", nlohmann::json{{"name", cluster.name}, {"world_size", cluster.world_size()}, {"nodes", nodes}}.dump());
+      return 0;
+    }
+    if (check_only) {
+      fmt::print("{}: OK: cluster '{}', {} nodes, world size {}\n", cluster_path, cluster.name, cluster.nodes.size(),
+                 cluster.world_size());
+      return 0;
+    }
+    Endpoint endpoint = parse_endpoint(transport, address);
+
+    asio::io_context io;
+    coord::Server server(io, endpoint, cluster, cluster_path);
+    fmt::print("fakegpu-coordinator: listening on {}:{} (cluster '{}', world size {})\n", transport_name(endpoint.transport),
+               server.bound_address(), cluster.name, cluster.world_size());
+    std::fflush(stdout);
+    if (!ready_file.empty()) write_file(ready_file, server.bound_address() + "\n");
+
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](asio::error_code, int sig) {
+      fmt::print("fakegpu-coordinator: received {}, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      server.stop();
+      io.stop();
+    });
+    io.run();
+
+    auto report = server.job().report();
+    if (!report_path.empty()) {
+      write_file(report_path, report.dump(2) + "\n");
+      fmt::print("fakegpu-coordinator: report written to {}\n", report_path);
+    }
+    fmt::print("fakegpu-coordinator: {} collectives completed, {} errors\n",
+               report["totals"]["collective_calls"].get<uint64_t>(), report["errors"].size());
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fakegpu-coordinator: error: {}\n", e.what());
+    return 1;
+  }
+}

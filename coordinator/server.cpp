@@ -1,0 +1,241 @@
+#include "server.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+
+namespace fakegpu::coord {
+
+// One client connection. Type-erased over the socket kind so the rest of the server does not
+// care whether the client came in over unix or tcp.
+class Server::Session : public std::enable_shared_from_this<Server::Session> {
+ public:
+  virtual ~Session() = default;
+  virtual void start() = 0;
+  virtual void send(OutFrame frame) = 0;
+  virtual void close_after_flush() = 0;
+  virtual void close_now() = 0;
+};
+
+namespace {
+
+template <typename Socket>
+class SocketSession : public Server::Session {
+ public:
+  SocketSession(Socket socket, ClientId id, Job& job, std::function<void(ClientId)> on_closed)
+      : socket_(std::move(socket)), id_(id), job_(job), on_closed_(std::move(on_closed)) {}
+
+  void start() override { read_header(); }
+
+  void send(OutFrame frame) override {
+    if (closed_) return;
+    Queued q;
+    q.frame = std::move(frame);
+    wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
+                        q.frame.fields.size() + q.frame.bulk.size};
+    wire::encode_header(h, q.header.data());
+    queue_.push_back(std::move(q));
+    if (!writing_) write_next();
+  }
+
+  void close_after_flush() override {
+    closing_ = true;
+    if (!writing_) close_now();
+  }
+
+  void close_now() override {
+    if (closed_) return;
+    closed_ = true;
+    asio::error_code ignored;
+    socket_.shutdown(Socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    queue_.clear();
+    on_closed_(id_);
+  }
+
+ private:
+  struct Queued {
+    std::array<uint8_t, wire::kHeaderBytes> header{};
+    OutFrame frame;
+  };
+
+  void read_header() {
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(header_), [this, self](asio::error_code ec, size_t) {
+      if (ec) return close_now();
+      try {
+        header_decoded_ = wire::decode_header(header_.data());
+      } catch (const wire::WireError& e) {
+        fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
+        return close_now();
+      }
+      read_body();
+    });
+  }
+
+  void read_body() {
+    try {
+      body_.resize(header_decoded_.body_bytes);
+    } catch (const std::bad_alloc&) {
+      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: cannot allocate a {}-byte frame\n", id_,
+                 header_decoded_.body_bytes);
+      return close_now();
+    }
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(body_), [this, self](asio::error_code ec, size_t) {
+      if (ec) return close_now();
+      job_.on_frame(id_, header_decoded_, std::move(body_));
+      body_ = {};
+      if (!closing_ && !closed_) read_header();
+    });
+  }
+
+  void write_next() {
+    if (queue_.empty()) {
+      writing_ = false;
+      if (closing_) close_now();
+      return;
+    }
+    writing_ = true;
+    Queued& q = queue_.front();
+    std::array<asio::const_buffer, 3> buffers = {
+        asio::buffer(q.header), asio::buffer(q.frame.fields),
+        q.frame.bulk.buffer ? asio::buffer(q.frame.bulk.buffer->data() + q.frame.bulk.offset, q.frame.bulk.size)
+                            : asio::const_buffer()};
+    auto self = shared_from_this();
+    asio::async_write(socket_, buffers, [this, self](asio::error_code ec, size_t) {
+      if (ec) return close_now();
+      queue_.pop_front();
+      write_next();
+    });
+  }
+
+  Socket socket_;
+  ClientId id_;
+  Job& job_;
+  std::function<void(ClientId)> on_closed_;
+  std::array<uint8_t, wire::kHeaderBytes> header_{};
+  wire::FrameHeader header_decoded_;
+  std::vector<uint8_t> body_;
+  std::deque<Queued> queue_;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool closed_ = false;
+};
+
+// True when something accepts connections at this unix socket path.
+bool unix_socket_is_live(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool live = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return live;
+}
+
+}  // namespace
+
+Server::Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig cluster, std::string cluster_path)
+    : io_(io), job_(std::move(cluster), ServerInfo{transport_name(endpoint.transport), endpoint.address, std::move(cluster_path)}, *this) {
+  if (endpoint.transport == Transport::kUnix)
+    listen_unix(endpoint.address);
+  else
+    listen_tcp(endpoint.address);
+}
+
+Server::~Server() { stop(); }
+
+void Server::listen_unix(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) throw ServerError(fmt::format("{} exists and is not a socket; refusing to replace it", path));
+    if (unix_socket_is_live(path))
+      throw ServerError(fmt::format("another coordinator is already listening on {}; stop it first or choose another address", path));
+    ::unlink(path.c_str());  // stale socket left by a coordinator that died
+  }
+  unix_acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(io_);
+  asio::local::stream_protocol::endpoint ep(path);
+  // Create the socket file 0600 from the start, so there is no window where others may connect.
+  mode_t old_mask = ::umask(0177);
+  asio::error_code ec;
+  unix_acceptor_->open(ep.protocol(), ec);
+  if (!ec) unix_acceptor_->bind(ep, ec);
+  ::umask(old_mask);
+  if (!ec) unix_acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw ServerError(fmt::format("cannot listen on unix socket {}: {}", path, ec.message()));
+  unix_path_ = path;
+  bound_address_ = path;
+  accept_loop(*unix_acceptor_);
+}
+
+void Server::listen_tcp(const std::string& address) {
+  TcpAddress parsed = parse_tcp_address(address);
+  std::string host = parsed.host.empty() || parsed.host == "localhost" ? "127.0.0.1" : parsed.host;
+  asio::error_code ec;
+  auto ip = asio::ip::make_address(host, ec);
+  if (ec) throw ServerError(fmt::format("cannot bind tcp address {}: '{}' is not an IP address", address, host));
+  asio::ip::tcp::endpoint ep(ip, parsed.port);
+  tcp_acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(io_);
+  tcp_acceptor_->open(ep.protocol(), ec);
+  if (!ec) tcp_acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) tcp_acceptor_->bind(ep, ec);
+  if (!ec) tcp_acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw ServerError(fmt::format("cannot listen on tcp {}: {}", address, ec.message()));
+  auto local = tcp_acceptor_->local_endpoint();
+  bound_address_ = fmt::format(ip.is_v6() ? "[{}]:{}" : "{}:{}", local.address().to_string(), local.port());
+  accept_loop(*tcp_acceptor_);
+}
+
+template <typename Acceptor>
+void Server::accept_loop(Acceptor& acceptor) {
+  acceptor.async_accept([this, &acceptor](asio::error_code ec, typename Acceptor::protocol_type::socket socket) {
+    if (stopped_) return;
+    if (!ec) {
+      if constexpr (std::is_same_v<typename Acceptor::protocol_type, asio::ip::tcp>)
+        socket.set_option(asio::ip::tcp::no_delay(true), ec);
+      ClientId id = next_client_++;
+      auto session = std::make_shared<SocketSession<typename Acceptor::protocol_type::socket>>(
+          std::move(socket), id, job_, [this](ClientId closed) { on_session_closed(closed); });
+      sessions_[id] = session;
+      job_.on_connect(id);
+      session->start();
+    }
+    accept_loop(acceptor);
+  });
+}
+
+void Server::on_session_closed(ClientId id) {
+  if (sessions_.erase(id)) job_.on_disconnect(id);
+}
+
+void Server::send(ClientId client, OutFrame frame) {
+  auto it = sessions_.find(client);
+  if (it != sessions_.end()) it->second->send(std::move(frame));
+}
+
+void Server::disconnect(ClientId client) {
+  auto it = sessions_.find(client);
+  if (it != sessions_.end()) it->second->close_after_flush();
+}
+
+void Server::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  asio::error_code ignored;
+  if (unix_acceptor_) unix_acceptor_->close(ignored);
+  if (tcp_acceptor_) tcp_acceptor_->close(ignored);
+  auto sessions = sessions_;  // close_now() erases from sessions_
+  for (auto& [id, s] : sessions) s->close_now();
+  if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+}
+
+}  // namespace fakegpu::coord

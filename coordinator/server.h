@@ -1,0 +1,55 @@
+// Asio front end of the coordinator: one event loop, one persistent connection per client,
+// frames read and written asynchronously and handed to the Job.
+#pragma once
+
+#include <asio.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "endpoint.h"
+#include "job.h"
+
+namespace fakegpu::coord {
+
+class ServerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Server : public Outbox {
+ public:
+  // Binds and listens at once; throws ServerError when the address cannot be used.
+  Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig cluster, std::string cluster_path);
+  ~Server() override;
+
+  Job& job() { return job_; }
+  // The address clients should use; for tcp port 0 this carries the port actually bound.
+  std::string bound_address() const { return bound_address_; }
+  // Stops accepting and closes every connection; the Job keeps its state for the report.
+  void stop();
+
+  void send(ClientId client, OutFrame frame) override;
+  void disconnect(ClientId client) override;
+
+  class Session;
+
+ private:
+  void listen_unix(const std::string& path);
+  void listen_tcp(const std::string& address);
+  template <typename Acceptor>
+  void accept_loop(Acceptor& acceptor);
+  void on_session_closed(ClientId id);
+
+  asio::io_context& io_;
+  Job job_;
+  std::unique_ptr<asio::local::stream_protocol::acceptor> unix_acceptor_;
+  std::unique_ptr<asio::ip::tcp::acceptor> tcp_acceptor_;
+  std::string unix_path_;
+  std::string bound_address_;
+  std::map<ClientId, std::shared_ptr<Session>> sessions_;
+  ClientId next_client_ = 1;
+  bool stopped_ = false;
+};
+
+}  // namespace fakegpu::coord

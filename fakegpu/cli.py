@@ -1,0 +1,158 @@
+"""fgpu: run a command, or N copies of it, as ranks of a simulated GPU cluster."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import __version__
+from .coordinator import Coordinator, answers
+from .launch import rank_environment, run_ranks
+from .paths import REPO_ROOT, SetupError, build_dir, built
+from .report import load, summarize
+
+SUBCOMMANDS = ("demo", "validate", "report")
+SUPPORTED_MODES = ("simulate",)
+
+
+def env_default(name, fallback=None):
+    return os.environ.get(name) or fallback
+
+
+def main_parser():
+    p = argparse.ArgumentParser(
+        prog="fgpu",
+        description="Run COMMAND with fakegpu's NCCL and CUDA libraries, talking to a fakegpu coordinator. "
+                    "Subcommands: demo, validate CONFIG, report FILE (see fgpu SUBCOMMAND --help).",
+        epilog="Example: fgpu --nproc 4 ./my_nccl_program    |    fgpu torchrun --nproc_per_node=4 train.py")
+    p.add_argument("--mode", default=env_default("FAKEGPU_MODE", "simulate"),
+                   choices=("simulate", "hybrid", "passthrough"), help="compute mode [FAKEGPU_MODE]")
+    p.add_argument("--dist-mode", default=env_default("FAKEGPU_DIST_MODE", "simulate"),
+                   choices=("simulate", "proxy", "passthrough"), help="distributed mode [FAKEGPU_DIST_MODE]")
+    p.add_argument("--cluster-config", default=env_default("FAKEGPU_CLUSTER_CONFIG"),
+                   help="cluster YAML [FAKEGPU_CLUSTER_CONFIG]; default: one node with --nproc (or 8) GPUs")
+    p.add_argument("--coordinator-transport", default=env_default("FAKEGPU_COORDINATOR_TRANSPORT", "unix"),
+                   choices=("unix", "tcp"), help="[FAKEGPU_COORDINATOR_TRANSPORT]")
+    p.add_argument("--coordinator-addr", default=env_default("FAKEGPU_COORDINATOR_ADDR"),
+                   help="absolute socket path or host:port [FAKEGPU_COORDINATOR_ADDR]; a coordinator already "
+                        "answering there is used as is, otherwise fgpu starts one")
+    p.add_argument("--device-count", type=int, default=env_default("FAKEGPU_DEVICE_COUNT"),
+                   help="fake devices each process sees [FAKEGPU_DEVICE_COUNT]")
+    p.add_argument("--report", default=env_default("FAKEGPU_CLUSTER_REPORT_PATH", "fakegpu-cluster-report.json"),
+                   help="JSON cluster report path [FAKEGPU_CLUSTER_REPORT_PATH]")
+    p.add_argument("--nproc", type=int, help="start N copies of COMMAND as ranks 0..N-1 (sets RANK, WORLD_SIZE, "
+                                             "LOCAL_RANK); without it COMMAND is run once, e.g. torchrun or mpirun")
+    p.add_argument("--version", action="version", version=f"fgpu {__version__}")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run")
+    return p
+
+
+def single_node_config(world: int) -> str:
+    """Writes a one-node cluster of `world` H100s for runs that named no config."""
+    gpus = ", ".join(["{profile: h100}"] * world)
+    text = (f"version: 1\ncluster: {{name: local-{world}gpu}}\nnodes:\n"
+            f"  - {{id: node0, ranks: [{', '.join(map(str, range(world)))}], gpus: [{gpus}]}}\n"
+            "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n")
+    fd, path = tempfile.mkstemp(prefix="fakegpu-cluster-", suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def node_layout(cluster_config: str):
+    """Rank lists per node, as the coordinator's own validating parser reads them."""
+    result = subprocess.run([str(built("fakegpu-coordinator")), "--print-layout", "--cluster-config", cluster_config],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SetupError(result.stderr.strip() or result.stdout.strip())
+    return [node["ranks"] for node in json.loads(result.stdout)["nodes"]]
+
+
+def run_job(args, quiet_summary=False) -> int:
+    if args.mode not in SUPPORTED_MODES or args.dist_mode not in SUPPORTED_MODES:
+        raise SetupError(f"--mode {args.mode} --dist-mode {args.dist_mode} is not available yet: "
+                         "only simulate/simulate is implemented")
+    if not args.command:
+        raise SetupError("no command given (try: fgpu --nproc 2 ./program, or fgpu demo)")
+    config = args.cluster_config or single_node_config(args.nproc or args.device_count or 8)
+    report = str(Path(args.report).resolve())
+    owned = None
+    address = args.coordinator_addr
+    if not (address and answers(args.coordinator_transport, address)):
+        owned = Coordinator(config, args.coordinator_transport, address, report).start()
+        address = owned.address
+    env = rank_environment(os.environ, args.coordinator_transport, address, str(Path(config).resolve()),
+                           args.device_count)
+    try:
+        if args.nproc:
+            nodes = node_layout(config)
+            world = sum(len(n) for n in nodes)
+            if args.nproc != world:
+                raise SetupError(f"--nproc {args.nproc} does not match the world size {world} of {config}")
+            code = run_ranks(args.command, nodes, env)
+        else:
+            code = subprocess.call(args.command, env=env)
+    finally:
+        if owned:
+            stop_code = owned.stop()
+            if stop_code != 0:
+                print(f"fgpu: the coordinator exited with {stop_code}:\n{owned.output()}", file=sys.stderr)
+    if owned and Path(report).exists():
+        print(f"fgpu: cluster report written to {report}")
+        if not quiet_summary:
+            print(summarize(load(report)))
+    elif owned:
+        print(f"fgpu: no report was written; coordinator output:\n{owned.output()}", file=sys.stderr)
+    return code
+
+
+def cmd_demo(argv) -> int:
+    p = argparse.ArgumentParser(prog="fgpu demo", description="A 16-rank job on 2 simulated nodes of 8 H100s: the "
+                                "world communicator is split into tensor-parallel (8 per node) and data-parallel "
+                                "(2 across nodes) groups, and each iteration allreduces on all of them.")
+    p.add_argument("--coordinator-transport", default="unix", choices=("unix", "tcp"))
+    p.add_argument("--report", default=str(build_dir() / "demo" / "cluster-report.json"))
+    p.add_argument("--iters", type=int, default=3)
+    a = p.parse_args(argv)
+    Path(a.report).parent.mkdir(parents=True, exist_ok=True)
+    id_file = Path(tempfile.mkdtemp(prefix="fakegpu-demo-")) / "unique-id"
+    args = main_parser().parse_args([
+        "--cluster-config", str(REPO_ROOT / "configs" / "demo_2node_16gpu.yaml"),
+        "--coordinator-transport", a.coordinator_transport, "--report", a.report, "--nproc", "16",
+        str(built("nccl_check")), str(id_file), "--count", "65536", "--iters", str(a.iters), "--tp", "8"])
+    args.mode = args.dist_mode = "simulate"
+    args.coordinator_addr = None
+    code = run_job(args)
+    print("fgpu demo: " + ("all 16 ranks verified every element" if code == 0 else f"FAILED (exit code {code})"))
+    return code
+
+
+def cmd_validate(argv) -> int:
+    p = argparse.ArgumentParser(prog="fgpu validate", description="Check a cluster YAML and print a summary.")
+    p.add_argument("config")
+    a = p.parse_args(argv)
+    return subprocess.call([str(built("fakegpu-coordinator")), "--check-config", "--cluster-config", a.config])
+
+
+def cmd_report(argv) -> int:
+    p = argparse.ArgumentParser(prog="fgpu report", description="Summarise a JSON cluster report.")
+    p.add_argument("file")
+    a = p.parse_args(argv)
+    print(summarize(load(a.file)))
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            return {"demo": cmd_demo, "validate": cmd_validate, "report": cmd_report}[argv[0]](argv[1:])
+        return run_job(main_parser().parse_args(argv))
+    except SetupError as e:
+        print(f"fgpu: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,68 @@
+"""Environment for rank processes, and a small local launcher (like mpirun -np N)."""
+
+import os
+import signal
+import subprocess
+import time
+
+from .paths import built
+
+
+def prepend(var: str, value: str, env: dict) -> str:
+    old = env.get(var, "")
+    return value + (":" + old if old else "")
+
+
+def rank_environment(base: dict, transport: str, address: str, cluster_config: str, device_count=None) -> dict:
+    """The variables every rank needs: our libraries first on the search path, and the coordinator."""
+    env = dict(base)
+    lib_dir = str(built("libnccl.so.2").parent)
+    env["LD_PRELOAD"] = prepend("LD_PRELOAD", str(built("libnccl.so.2")), env)
+    env["LD_LIBRARY_PATH"] = prepend("LD_LIBRARY_PATH", lib_dir, env)
+    env["FAKEGPU_MODE"] = env.get("FAKEGPU_MODE", "simulate")
+    env["FAKEGPU_DIST_MODE"] = env.get("FAKEGPU_DIST_MODE", "simulate")
+    env["FAKEGPU_COORDINATOR_TRANSPORT"] = transport
+    env["FAKEGPU_COORDINATOR_ADDR"] = address
+    env["FAKEGPU_CLUSTER_CONFIG"] = cluster_config
+    if device_count:
+        env["FAKEGPU_DEVICE_COUNT"] = str(device_count)
+    return env
+
+
+def run_ranks(command, nodes, env, grace_seconds=10.0):
+    """Starts one process per rank with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set.
+
+    nodes is a list of rank lists, one per node. Returns the first non-zero exit code, or 0.
+    When a rank fails, the others get grace_seconds to notice (the coordinator tells them)
+    before they are stopped.
+    """
+    world = sum(len(n) for n in nodes)
+    procs = []
+    for node_index, ranks in enumerate(nodes):
+        for local, rank in enumerate(ranks):
+            rank_env = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local),
+                            LOCAL_WORLD_SIZE=str(len(ranks)), GROUP_RANK=str(node_index))
+            procs.append(subprocess.Popen(command, env=rank_env))
+    try:
+        first_failure = 0
+        deadline = None
+        while any(p.poll() is None for p in procs):
+            for p in procs:
+                if p.returncode not in (None, 0) and not first_failure:
+                    first_failure = p.returncode
+                    deadline = time.monotonic() + grace_seconds
+            if deadline and time.monotonic() > deadline:
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signal.SIGTERM)
+                deadline = None
+            time.sleep(0.01)
+        for p in procs:
+            if p.returncode != 0 and not first_failure:
+                first_failure = p.returncode
+        return first_failure
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -1,0 +1,33 @@
+"""Reading a cluster report and printing its short summary."""
+
+import json
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def summarize(report: dict) -> str:
+    cluster = report.get("cluster", {})
+    nodes = cluster.get("nodes", [])
+    lines = [f"cluster '{cluster.get('name', '?')}': world size {report.get('world_size')}, {len(nodes)} node(s)"]
+    ranks = report.get("ranks", [])
+    lines.append(f"ranks seen: {len(ranks)}, communicators: {len(report.get('communicators', []))}")
+    colls = report.get("collectives", {})
+    if colls:
+        for name, stats in sorted(colls.items()):
+            lines.append(f"{name}: {stats['calls']} calls, {human_bytes(stats['bytes'])} per rank")
+    else:
+        lines.append("collectives: none")
+    errors = report.get("errors", [])
+    lines.append(f"errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
+    return "\n".join("  " + line for line in lines)
+
+
+def load(path) -> dict:
+    with open(path) as f:
+        return json.load(f)

@@ -1,0 +1,288 @@
+// The extern "C" surface of libnccl.so.2. Every entry point runs its body through guarded(),
+// the one place where exceptions become ncclResult_t.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "comm.h"
+#include "cuda_bridge.h"
+#include "errors.h"
+#include "export.h"
+#include "group.h"
+#include "reduce.h"
+
+using namespace fakegpu;
+using namespace fakegpu::stub;
+
+namespace {
+
+void require(bool ok, ncclResult_t code, const std::string& message) {
+  if (!ok) throw NcclError(code, message);
+}
+
+Endpoint endpoint_from_environment() {
+  const char* transport = std::getenv("FAKEGPU_COORDINATOR_TRANSPORT");
+  const char* address = std::getenv("FAKEGPU_COORDINATOR_ADDR");
+  if (!address || !*address)
+    throw NcclError(ncclInvalidUsage,
+                    "FAKEGPU_COORDINATOR_ADDR is not set: run the job under fgpu, or point it at a running "
+                    "fakegpu-coordinator (an absolute socket path, or host:port with FAKEGPU_COORDINATOR_TRANSPORT=tcp)");
+  try {
+    return parse_endpoint(transport && *transport ? transport : "unix", address);
+  } catch (const EndpointError& e) {
+    throw NcclError(ncclInvalidUsage, e.what());
+  }
+}
+
+// Creates a comm and, outside a group, waits for it when it is blocking.
+ncclResult_t finish_create(ncclComm* comm, ncclComm_t* out) {
+  *out = comm;
+  if (in_group()) {
+    group_add_pending_comm(comm);
+    return ncclSuccess;
+  }
+  if (!comm->blocking) return ncclInProgress;
+  ncclResult_t status = wait_comm(comm);
+  if (status != ncclSuccess) {
+    destroy_comm(comm, /*abort=*/true);
+    *out = nullptr;
+  }
+  return status;
+}
+
+ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device,
+                       const ncclConfig_t* config) {
+  require(out != nullptr, ncclInvalidArgument, "comm pointer is NULL");
+  require(nranks > 0, ncclInvalidArgument, "nranks must be > 0, got " + std::to_string(nranks));
+  require(rank >= 0 && rank < nranks, ncclInvalidArgument,
+          "rank " + std::to_string(rank) + " is outside 0.." + std::to_string(nranks - 1));
+  CommOptions options = read_config(config);
+  return finish_create(start_init(nranks, id, rank, device, options), out);
+}
+
+}  // namespace
+
+NCCL_EXPORT ncclResult_t ncclGetVersion(int* version) {
+  return guarded("ncclGetVersion", [&] {
+    require(version != nullptr, ncclInvalidArgument, "version pointer is NULL");
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the fakegpu developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+NCCL_EXPORT const char* ncclGetLastError(ncclComm_t) {
+  thread_local std::string copy;
+  copy = last_error();
+  return copy.c_str();
+}
+
+NCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  return guarded("ncclGetUniqueId", [&] {
+    require(id != nullptr, ncclInvalidArgument, "uniqueId pointer is NULL");
+    UniqueIdContents contents{endpoint_from_environment(), random_comm_key()};
+    try {
+      pack_unique_id(contents, id->internal);
+    } catch (const EndpointError& e) {
+      throw NcclError(ncclInvalidUsage, e.what());
+    }
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                                ncclConfig_t* config) {
+  return guarded("ncclCommInitRankConfig",
+                 [&] { return init_rank(comm, nranks, id, rank, cuda().current_device(), config); });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  return guarded("ncclCommInitRank",
+                 [&] { return init_rank(comm, nranks, id, rank, cuda().current_device(), nullptr); });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nId,
+                                                  ncclUniqueId* ids, ncclConfig_t* config) {
+  return guarded("ncclCommInitRankScalable", [&] {
+    require(nId > 0 && ids != nullptr, ncclInvalidArgument, "needs at least one unique id");
+    // Every rank receives the same id list; the first one names the rendezvous.
+    return init_rank(comm, nranks, ids[0], rank, cuda().current_device(), config);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  return guarded("ncclCommInitAll", [&] {
+    require(comms != nullptr, ncclInvalidArgument, "comms pointer is NULL");
+    require(ndev > 0, ncclInvalidArgument, "ndev must be > 0, got " + std::to_string(ndev));
+    ncclUniqueId id;
+    UniqueIdContents contents{endpoint_from_environment(), random_comm_key()};
+    pack_unique_id(contents, id.internal);
+    group_start();
+    for (int i = 0; i < ndev; ++i) {
+      ncclResult_t r = guarded("ncclCommInitAll", [&] {
+        return init_rank(&comms[i], ndev, id, i, devlist ? devlist[i] : i, nullptr);
+      });
+      if (r != ncclSuccess) {
+        group_end();
+        return r;
+      }
+    }
+    return group_end();
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                       ncclConfig_t* config) {
+  return guarded("ncclCommSplit", [&] {
+    ncclComm* parent = checked_comm(comm, "ncclCommSplit");
+    require(newcomm != nullptr, ncclInvalidArgument, "newcomm pointer is NULL");
+    require(color >= 0 || color == NCCL_SPLIT_NOCOLOR, ncclInvalidArgument,
+            "color must be >= 0 or NCCL_SPLIT_NOCOLOR, got " + std::to_string(color));
+    CommOptions options = read_config(config);
+    if (!config) options.blocking = parent->blocking;  // children inherit the parent's mode
+    ncclComm* child = start_split(parent, color, key, options);
+    if (!child) {
+      *newcomm = nullptr;
+      return ncclSuccess;
+    }
+    return finish_create(child, newcomm);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return guarded("ncclCommFinalize", [&] {
+    ncclComm* c = checked_comm(comm, "ncclCommFinalize");
+    // Collectives complete before their call returns, so there is nothing left to flush.
+    return c->blocking ? wait_comm(c) : poll_comm(c);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return guarded("ncclCommDestroy", [&] {
+    if (!comm) return ncclSuccess;  // NCCL accepts NULL here
+    destroy_comm(checked_comm(comm, "ncclCommDestroy"), /*abort=*/false);
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return guarded("ncclCommAbort", [&] {
+    if (!comm) return ncclSuccess;
+    destroy_comm(checked_comm(comm, "ncclCommAbort"), /*abort=*/true);
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return guarded("ncclCommGetAsyncError", [&] {
+    ncclComm* c = checked_comm(comm, "ncclCommGetAsyncError");
+    require(asyncError != nullptr, ncclInvalidArgument, "asyncError pointer is NULL");
+    *asyncError = poll_comm(c);
+    return ncclSuccess;
+  });
+}
+
+// Accessors wait for a pending init: the answer is only known once it has finished.
+template <typename Get>
+ncclResult_t comm_query(const char* fn, ncclComm_t comm, int* out, Get get) {
+  return guarded(fn, [&] {
+    ncclComm* c = checked_comm(comm, fn);
+    require(out != nullptr, ncclInvalidArgument, std::string(fn) + ": output pointer is NULL");
+    ncclResult_t status = wait_comm(c);
+    if (status != ncclSuccess) return status;
+    *out = get(c);
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  return comm_query("ncclCommCount", comm, count, [](ncclComm* c) { return c->nranks; });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return comm_query("ncclCommCuDevice", comm, device, [](ncclComm* c) { return c->cuda_device; });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return comm_query("ncclCommUserRank", comm, rank, [](ncclComm* c) { return c->rank; });
+}
+
+NCCL_EXPORT ncclResult_t ncclGroupStart() {
+  return guarded("ncclGroupStart", [] {
+    group_start();
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclGroupEnd() {
+  return guarded("ncclGroupEnd", [] { return group_end(); });
+}
+
+NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAllReduce", [&] {
+    ncclComm* c = checked_comm(comm, "ncclAllReduce");
+    const size_t elem = dtype_size(datatype);
+    require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
+    require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, "invalid reduction op " + std::to_string(op));
+    require(count == 0 || (sendbuff && recvbuff), ncclInvalidArgument, "sendbuff and recvbuff must not be NULL");
+    require(count <= SIZE_MAX / elem, ncclInvalidArgument, "count " + std::to_string(count) + " overflows");
+    CollectiveCall call;
+    call.comm = c;
+    call.desc.rank = c->rank;
+    call.desc.coll = wire::CollType::kAllReduce;
+    call.desc.dtype = static_cast<uint8_t>(datatype);
+    call.desc.op = static_cast<uint8_t>(op);
+    call.desc.count = count;
+    call.sendbuff = sendbuff;
+    call.recvbuff = recvbuff;
+    call.send_bytes = call.recv_bytes = count * elem;
+    call.stream = stream;
+    // The comm id is only known once init has finished; the sequence number is fixed now, in
+    // program order.
+    if (wait_comm(c) != ncclSuccess) throw NcclError(ncclInvalidUsage, "the communicator did not initialise");
+    call.desc.comm_id = c->id;
+    call.desc.seq = c->next_seq++;
+    submit_collective(call);
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclResetDebugInit() {
+  // Logging reads NCCL_DEBUG on every message, so there is no cached state to reset.
+  return ncclSuccess;
+}
+
+PNCCL_ALIAS(ncclGetVersion)
+PNCCL_ALIAS(ncclGetErrorString)
+PNCCL_ALIAS(ncclGetLastError)
+PNCCL_ALIAS(ncclGetUniqueId)
+PNCCL_ALIAS(ncclCommInitRankConfig)
+PNCCL_ALIAS(ncclCommInitRank)
+PNCCL_ALIAS(ncclCommInitRankScalable)
+PNCCL_ALIAS(ncclCommInitAll)
+PNCCL_ALIAS(ncclCommSplit)
+PNCCL_ALIAS(ncclCommFinalize)
+PNCCL_ALIAS(ncclCommDestroy)
+PNCCL_ALIAS(ncclCommAbort)
+PNCCL_ALIAS(ncclCommGetAsyncError)
+PNCCL_ALIAS(ncclCommCount)
+PNCCL_ALIAS(ncclCommCuDevice)
+PNCCL_ALIAS(ncclCommUserRank)
+PNCCL_ALIAS(ncclGroupStart)
+PNCCL_ALIAS(ncclGroupEnd)
+PNCCL_ALIAS(ncclAllReduce)
+PNCCL_ALIAS(ncclResetDebugInit)

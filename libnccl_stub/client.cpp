@@ -1,0 +1,249 @@
+#include "client.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "identity.h"
+
+namespace fakegpu::stub {
+namespace {
+
+std::string describe(const Endpoint& ep) { return std::string(transport_name(ep.transport)) + ":" + ep.address; }
+
+int connect_timeout_ms() {
+  const char* v = std::getenv("FAKEGPU_CONNECT_TIMEOUT_MS");
+  int ms = v ? std::atoi(v) : 0;
+  return ms > 0 ? ms : 20000;
+}
+
+// One connection attempt; returns the socket or -1 with errno set.
+int try_connect(const Endpoint& ep) {
+  if (ep.transport == Transport::kUnix) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, ep.address.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return -1;
+  }
+  TcpAddress tcp = parse_tcp_address(ep.address);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string host = tcp.host.empty() ? "127.0.0.1" : tcp.host;
+  if (getaddrinfo(host.c_str(), std::to_string(tcp.port).c_str(), &hints, &res) != 0) {
+    errno = EHOSTUNREACH;
+    return -1;
+  }
+  int fd = -1, saved = ECONNREFUSED;
+  for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
+    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      saved = errno;
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0) {
+    errno = saved;
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+}  // namespace
+
+void Request::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+}
+
+bool Request::ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void Request::check() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (status_ != ncclSuccess) throw NcclError(status_, error_);
+}
+
+void Request::finish(ncclResult_t status, std::string error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = status;
+    error_ = std::move(error);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<Client> Client::get(const Endpoint& endpoint) {
+  static std::mutex mu;
+  // Leaked on purpose: the receiver threads outlive static destruction at exit.
+  static auto* clients = new std::map<std::string, std::shared_ptr<Client>>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*clients)[describe(endpoint)];
+  if (!slot) {
+    std::shared_ptr<Client> client(new Client(endpoint));
+    client->connect_with_retry();
+    std::thread([client] { client->receive_loop(); }).detach();
+    client->handshake();
+    slot = client;
+  }
+  return slot;
+}
+
+Client::Client(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+
+void Client::connect_with_retry() {
+  // The coordinator may still be starting when the ranks are launched: retry for a while.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_timeout_ms());
+  for (;;) {
+    fd_ = try_connect(endpoint_);
+    if (fd_ >= 0) return;
+    int err = errno;
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw NcclError(ncclSystemError, "cannot connect to the fakegpu coordinator at " + describe(endpoint_) + ": " +
+                                           std::strerror(err) + " (is it running? fgpu starts one for you)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void Client::handshake() {
+  wire::Hello hello;
+  Identity id = identity_from_environment();
+  hello.env_rank = id.rank;
+  hello.env_world_size = id.world_size;
+  hello.pid = static_cast<uint32_t>(getpid());
+  hello.hostname = id.hostname;
+  welcome_ = submit(hello)->reply<wire::Welcome>();
+}
+
+std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
+                                            size_t bulk_bytes, void* reply_dst, size_t reply_capacity) {
+  auto req = std::make_shared<Request>();
+  req->bulk_dst_ = reply_dst;
+  req->bulk_capacity_ = reply_capacity;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
+    id = next_request_++;
+    pending_[id] = req;
+  }
+  uint8_t header[wire::kHeaderBytes];
+  wire::encode_header({type, id, static_cast<uint32_t>(fields.size()), fields.size() + bulk_bytes}, header);
+  iovec iov[3] = {{header, sizeof header}, {fields.data(), fields.size()}, {const_cast<void*>(bulk), bulk_bytes}};
+  std::lock_guard<std::mutex> lock(send_mu_);
+  size_t index = 0;
+  while (index < 3) {
+    msghdr msg{};
+    msg.msg_iov = iov + index;
+    msg.msg_iovlen = 3 - index;
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      std::string why = "lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + std::strerror(errno);
+      fail_all(why);
+      throw NcclError(ncclSystemError, why);
+    }
+    // Advance past what was written, possibly in the middle of one buffer.
+    auto left = static_cast<size_t>(n);
+    while (index < 3 && left >= iov[index].iov_len) left -= iov[index++].iov_len;
+    if (index < 3) {
+      iov[index].iov_base = static_cast<char*>(iov[index].iov_base) + left;
+      iov[index].iov_len -= left;
+    }
+  }
+  return req;
+}
+
+void Client::read_exact(void* dst, size_t n) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    ssize_t got = ::recv(fd_, p, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got == 0) throw wire::WireError("the coordinator closed the connection");
+    if (got < 0) throw wire::WireError(std::strerror(errno));
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+}
+
+void Client::receive_loop() {
+  std::vector<uint8_t> scratch;
+  try {
+    for (;;) {
+      uint8_t raw[wire::kHeaderBytes];
+      read_exact(raw, sizeof raw);
+      wire::FrameHeader header = wire::decode_header(raw);
+      std::vector<uint8_t> fields(header.fields_bytes);
+      read_exact(fields.data(), fields.size());
+      std::shared_ptr<Request> req;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = pending_.find(header.request_id);
+        if (it != pending_.end()) {
+          req = it->second;
+          pending_.erase(it);
+        }
+      }
+      const uint64_t bulk = header.bulk_bytes();
+      bool bulk_fits = req && bulk <= req->bulk_capacity_ && (bulk == 0 || req->bulk_dst_);
+      if (bulk_fits) {
+        read_exact(req->bulk_dst_, bulk);
+      } else {
+        for (uint64_t left = bulk; left > 0;) {  // drain what nobody can take
+          scratch.resize(std::min<uint64_t>(left, 1 << 20));
+          read_exact(scratch.data(), scratch.size());
+          left -= scratch.size();
+        }
+      }
+      if (!req) continue;
+      req->reply_type_ = header.type;
+      if (header.type == wire::MsgType::kError) {
+        auto err = wire::decode_fields<wire::ErrorReply>(fields.data(), fields.size());
+        req->finish(static_cast<ncclResult_t>(err.code), err.message);
+      } else if (!bulk_fits) {
+        req->finish(ncclInternalError, "coordinator sent " + std::to_string(bulk) + " bytes of data for a " +
+                                           std::to_string(req->bulk_capacity_) + "-byte buffer");
+      } else {
+        req->fields_ = std::move(fields);
+        req->finish(ncclSuccess, "");
+      }
+    }
+  } catch (const std::exception& e) {
+    fail_all("lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + e.what());
+  }
+}
+
+void Client::fail_all(const std::string& why) {
+  std::map<uint64_t, std::shared_ptr<Request>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.empty()) broken_ = why;
+    pending.swap(pending_);
+  }
+  for (auto& [id, req] : pending) req->finish(ncclSystemError, why);
+}
+
+}  // namespace fakegpu::stub

@@ -1,0 +1,160 @@
+#include "comm.h"
+
+#include <cstddef>
+#include <unordered_set>
+
+#include "identity.h"
+
+namespace fakegpu::stub {
+namespace {
+
+constexpr unsigned kConfigMagic = 0xcafebeef;
+
+std::mutex g_registry_mu;
+std::unordered_set<ncclComm*>& registry() {
+  static auto* live = new std::unordered_set<ncclComm*>;
+  return *live;
+}
+
+// True when `field` of the caller's config lies within the size the caller declared.
+template <typename Field>
+bool has_field(const ncclConfig_t* config, const Field* field) {
+  auto end = reinterpret_cast<const char*>(field) + sizeof(Field) - reinterpret_cast<const char*>(config);
+  return static_cast<size_t>(end) <= config->size;
+}
+
+}  // namespace
+
+CommOptions read_config(const ncclConfig_t* config) {
+  CommOptions options;
+  if (!config) return options;
+  if (config->magic != kConfigMagic)
+    throw NcclError(ncclInvalidArgument, "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER (bad magic)");
+  if (has_field(config, &config->blocking) && config->blocking != NCCL_CONFIG_UNDEF_INT)
+    options.blocking = config->blocking != 0;
+  if (has_field(config, &config->commName) && config->commName) options.name = config->commName;
+  return options;
+}
+
+ncclComm* checked_comm(ncclComm_t comm, const char* fn) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  if (!comm || !registry().count(comm))
+    throw NcclError(ncclInvalidArgument,
+                    std::string(fn) + " got " + (comm ? "an invalid or destroyed communicator" : "a NULL communicator"));
+  return comm;
+}
+
+void register_comm(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  registry().insert(comm);
+}
+
+void unregister_comm(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  registry().erase(comm);
+}
+
+ncclResult_t poll_comm(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->mu);
+  if (!comm->pending || !comm->pending->ready()) return comm->async_error;
+  try {
+    if (comm->pending_kind == ncclComm::Pending::kInit) {
+      auto done = comm->pending->reply<wire::CommInitDone>();
+      comm->id = done.comm_id;
+      comm->global_rank = done.global_rank;
+    } else {
+      auto done = comm->pending->reply<wire::CommSplitDone>();
+      comm->id = done.comm_id;
+      comm->nranks = done.nranks;
+      comm->rank = done.rank;
+      comm->global_rank = done.global_rank;
+    }
+    comm->async_error = ncclSuccess;
+    info("comm " + std::to_string(reinterpret_cast<uintptr_t>(comm)) + " rank " + std::to_string(comm->rank) +
+         " nRanks " + std::to_string(comm->nranks) + " cudaDev " + std::to_string(comm->cuda_device) +
+         " - Init COMPLETE");
+  } catch (const NcclError& e) {
+    comm->async_error = e.code();
+    warn(e.what());  // the coordinator's message already names the call
+  }
+  comm->pending.reset();
+  comm->pending_kind = ncclComm::Pending::kNone;
+  return comm->async_error;
+}
+
+ncclResult_t wait_comm(ncclComm* comm) {
+  std::shared_ptr<Request> pending;
+  {
+    std::lock_guard<std::mutex> lock(comm->mu);
+    pending = comm->pending;
+  }
+  if (pending) pending->wait();
+  return poll_comm(comm);
+}
+
+ncclComm* start_init(int nranks, const ncclUniqueId& id, int rank, int cuda_device, const CommOptions& options) {
+  UniqueIdContents contents;
+  try {
+    contents = unpack_unique_id(id.internal);
+  } catch (const EndpointError& e) {
+    throw NcclError(ncclInvalidArgument, e.what());
+  }
+  auto client = Client::get(contents.endpoint);
+  auto comm = std::make_unique<ncclComm>();
+  comm->client = client;
+  comm->nranks = nranks;
+  comm->rank = rank;
+  comm->cuda_device = cuda_device;
+  comm->blocking = options.blocking;
+  comm->name = options.name;
+  wire::CommInit msg;
+  msg.key = contents.key;
+  msg.nranks = nranks;
+  msg.rank = rank;
+  msg.cuda_device = cuda_device;
+  msg.comm_name = options.name;
+  comm->pending = client->submit(msg);
+  comm->pending_kind = ncclComm::Pending::kInit;
+  comm->async_error = ncclInProgress;
+  register_comm(comm.get());
+  return comm.release();
+}
+
+ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& options) {
+  if (wait_comm(parent) != ncclSuccess)
+    throw NcclError(ncclInvalidUsage, "ncclCommSplit: the parent communicator failed to initialise");
+  wire::CommSplit msg;
+  msg.parent_comm = parent->id;
+  msg.rank = parent->rank;
+  msg.split_index = parent->next_split++;
+  msg.color = color;
+  msg.key = key;
+  auto request = parent->client->submit(msg);
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    // This rank takes no part in any child, but the split still completes only when it has.
+    request->reply<wire::CommSplitDone>();
+    return nullptr;
+  }
+  auto comm = std::make_unique<ncclComm>();
+  comm->client = parent->client;
+  comm->cuda_device = parent->cuda_device;
+  comm->blocking = options.blocking;
+  comm->name = options.name;
+  comm->pending = request;
+  comm->pending_kind = ncclComm::Pending::kSplit;
+  comm->async_error = ncclInProgress;
+  register_comm(comm.get());
+  return comm.release();
+}
+
+void destroy_comm(ncclComm* comm, bool abort) {
+  unregister_comm(comm);
+  std::unique_ptr<ncclComm> owned(comm);
+  // An abort must not wait: the init it interrupts may never complete.
+  if (abort) poll_comm(comm); else wait_comm(comm);
+  if (comm->id == 0) return;  // never joined: nothing to tell the coordinator
+  auto request = comm->client->submit(wire::CommDestroy{comm->id, comm->rank});
+  if (!abort) request->reply<wire::Ack>();
+}
+
+}  // namespace fakegpu::stub

@@ -1,0 +1,63 @@
+// The stub's communicator object and the operations that create and retire it.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "client.h"
+#include "nccl.h"
+
+namespace fakegpu::stub {
+
+struct CommOptions {
+  bool blocking = true;
+  std::string name;
+};
+// Reads only the fields that fit in config->size, so any config version is accepted.
+CommOptions read_config(const ncclConfig_t* config);
+
+}  // namespace fakegpu::stub
+
+// Named to match the opaque ncclComm_t of nccl.h.
+struct ncclComm {
+  std::shared_ptr<fakegpu::stub::Client> client;
+  int nranks = 0;
+  int rank = 0;
+  int cuda_device = 0;
+  int global_rank = -1;
+  uint64_t id = 0;  // the coordinator's id; 0 until init completes
+  bool blocking = true;
+  std::string name;
+  uint64_t next_seq = 1;    // collective sequence number: ranks match on (comm, seq)
+  uint64_t next_split = 0;  // ncclCommSplit calls on this comm so far
+
+  // Init or split still in flight, and what its reply means.
+  enum class Pending { kNone, kInit, kSplit };
+  std::mutex mu;
+  Pending pending_kind = Pending::kNone;
+  std::shared_ptr<fakegpu::stub::Request> pending;
+  ncclResult_t async_error = ncclSuccess;
+};
+
+namespace fakegpu::stub {
+
+// Checks that comm is a live communicator made by this library; throws NcclError otherwise.
+ncclComm* checked_comm(ncclComm_t comm, const char* fn);
+void register_comm(ncclComm* comm);
+void unregister_comm(ncclComm* comm);
+
+// Applies a finished init/split reply, if any. Returns the comm's current status.
+ncclResult_t poll_comm(ncclComm* comm);
+// Blocks until init/split has finished; returns the comm's status.
+ncclResult_t wait_comm(ncclComm* comm);
+
+// Starts joining a communicator; the result arrives asynchronously.
+ncclComm* start_init(int nranks, const ncclUniqueId& id, int rank, int cuda_device, const CommOptions& options);
+// Starts a split of parent. Returns nullptr for NCCL_SPLIT_NOCOLOR, after taking part.
+ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& options);
+// Tells the coordinator this rank has left, and frees the object. An abort does not wait for
+// anything in flight.
+void destroy_comm(ncclComm* comm, bool abort);
+
+}  // namespace fakegpu::stub

@@ -1,0 +1,56 @@
+#include "cuda_bridge.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <string>
+
+#include "errors.h"
+
+namespace fakegpu::stub {
+
+CudaBridge::CudaBridge() {
+  get_device_ = reinterpret_cast<GetDevice>(dlsym(RTLD_DEFAULT, "cudaGetDevice"));
+  stream_sync_ = reinterpret_cast<StreamSync>(dlsym(RTLD_DEFAULT, "cudaStreamSynchronize"));
+  memcpy_ = reinterpret_cast<Memcpy>(dlsym(RTLD_DEFAULT, "cudaMemcpy"));
+  // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
+  bool fake = dlsym(RTLD_DEFAULT, "fakegpu_cuda_is_fake") != nullptr;
+  host_accessible_ = fake || memcpy_ == nullptr;
+}
+
+const CudaBridge& cuda() {
+  static const CudaBridge* bridge = new CudaBridge;
+  return *bridge;
+}
+
+int CudaBridge::current_device() const {
+  int dev = 0;
+  if (get_device_ && get_device_(&dev) != 0) return 0;
+  return dev;
+}
+
+void CudaBridge::sync_stream(cudaStream_t stream) const {
+  if (!stream_sync_) return;
+  int err = stream_sync_(stream);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaStreamSynchronize failed with CUDA error " + std::to_string(err));
+}
+
+void CudaBridge::copy_to_host(void* dst, const void* src, size_t bytes) const {
+  if (host_accessible_) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int err = memcpy_(dst, src, bytes, 2 /* cudaMemcpyDeviceToHost */);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpy to host failed with CUDA error " + std::to_string(err));
+}
+
+void CudaBridge::copy_to_device(void* dst, const void* src, size_t bytes) const {
+  if (host_accessible_) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int err = memcpy_(dst, src, bytes, 1 /* cudaMemcpyHostToDevice */);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpy to device failed with CUDA error " + std::to_string(err));
+}
+
+}  // namespace fakegpu::stub

@@ -1,0 +1,36 @@
+// The stub never links a CUDA runtime: it finds whichever one the program loaded (fakegpu's
+// libcudart or, in hybrid mode, NVIDIA's) at run time. With none loaded it behaves as one
+// device whose memory is host memory.
+#pragma once
+
+#include <cstddef>
+
+#include "nccl.h"
+
+namespace fakegpu::stub {
+
+class CudaBridge {
+ public:
+  int current_device() const;
+  // Waits for work already queued on the stream; throws NcclError on a CUDA failure.
+  void sync_stream(cudaStream_t stream) const;
+  // True when device pointers are plain host memory (fakegpu's runtime, or none at all).
+  bool host_accessible() const { return host_accessible_; }
+  void copy_to_host(void* dst, const void* src, size_t bytes) const;
+  void copy_to_device(void* dst, const void* src, size_t bytes) const;
+
+ private:
+  friend const CudaBridge& cuda();
+  CudaBridge();
+  using GetDevice = int (*)(int*);
+  using StreamSync = int (*)(cudaStream_t);
+  using Memcpy = int (*)(void*, const void*, size_t, int);
+  GetDevice get_device_ = nullptr;
+  StreamSync stream_sync_ = nullptr;
+  Memcpy memcpy_ = nullptr;
+  bool host_accessible_ = true;
+};
+
+const CudaBridge& cuda();
+
+}  // namespace fakegpu::stub

@@ -1,0 +1,47 @@
+// Errors inside the stub are exceptions; they become ncclResult_t in exactly one place,
+// guarded(), which every extern "C" entry point goes through.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "nccl.h"
+
+namespace fakegpu::stub {
+
+class NcclError : public std::runtime_error {
+ public:
+  NcclError(ncclResult_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ncclResult_t code() const { return code_; }
+
+ private:
+  ncclResult_t code_;
+};
+
+// Prints one NCCL-style WARN line (unless NCCL_DEBUG asks for silence) and remembers the
+// message for ncclGetLastError.
+void warn(const std::string& message);
+void info(const std::string& message);
+std::string last_error();
+
+// Runs an API body, translating exceptions into an ncclResult_t and a WARN line that names fn.
+template <typename Body>
+ncclResult_t guarded(const char* fn, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const NcclError& e) {
+    warn(std::string(fn) + ": " + e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    warn(std::string(fn) + ": out of host memory");
+    return ncclSystemError;
+  } catch (const std::exception& e) {
+    warn(std::string(fn) + ": internal error: " + e.what());
+    return ncclInternalError;
+  } catch (...) {
+    warn(std::string(fn) + ": unknown internal error");
+    return ncclInternalError;
+  }
+}
+
+}  // namespace fakegpu::stub

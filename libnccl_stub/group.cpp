@@ -1,0 +1,97 @@
+#include "group.h"
+
+#include <vector>
+
+#include "cuda_bridge.h"
+
+namespace fakegpu::stub {
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<ncclComm*> pending_comms;
+  std::vector<CollectiveCall> calls;
+};
+thread_local GroupState t_group;
+
+// Device memory that is not host memory (hybrid mode) is staged through these buffers.
+struct Staged {
+  std::vector<uint8_t> send;
+  std::vector<uint8_t> recv;
+};
+
+// Submits every call before waiting on any: a group may hold several ranks of one communicator,
+// and none of them can finish until all have been posted.
+void run_calls(const std::vector<CollectiveCall>& calls) {
+  const CudaBridge& cu = cuda();
+  std::vector<std::shared_ptr<Request>> requests;
+  std::vector<Staged> staged(calls.size());
+  ncclResult_t first_code = ncclSuccess;
+  std::string first_error;
+  auto note = [&](const NcclError& e) {
+    if (first_code == ncclSuccess) first_code = e.code(), first_error = e.what();
+  };
+  try {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const CollectiveCall& c = calls[i];
+      ncclResult_t status = wait_comm(c.comm);
+      if (status != ncclSuccess)
+        throw NcclError(ncclInvalidUsage,
+                        "the communicator did not initialise (" + std::string(ncclGetErrorString(status)) + ")");
+      cu.sync_stream(c.stream);  // the send buffer is complete once earlier work on the stream is
+      const void* send = c.sendbuff;
+      void* recv = c.recvbuff;
+      if (!cu.host_accessible()) {
+        staged[i].send.resize(c.send_bytes);
+        staged[i].recv.resize(c.recv_bytes);
+        cu.copy_to_host(staged[i].send.data(), c.sendbuff, c.send_bytes);
+        send = staged[i].send.data();
+        recv = staged[i].recv.data();
+      }
+      requests.push_back(c.comm->client->submit(c.desc, send, c.send_bytes, recv, c.recv_bytes));
+    }
+  } catch (const NcclError& e) {
+    note(e);  // stop posting, but still wait for what was posted: replies land in our buffers
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    try {
+      requests[i]->reply<wire::CollectiveDone>();
+      if (!cu.host_accessible()) cu.copy_to_device(calls[i].recvbuff, staged[i].recv.data(), calls[i].recv_bytes);
+    } catch (const NcclError& e) {
+      note(e);
+    }
+  }
+  if (first_code != ncclSuccess) throw NcclError(first_code, first_error);
+}
+
+}  // namespace
+
+bool in_group() { return t_group.depth > 0; }
+
+void group_start() { ++t_group.depth; }
+
+void group_add_pending_comm(ncclComm* comm) { t_group.pending_comms.push_back(comm); }
+
+void submit_collective(const CollectiveCall& call) {
+  if (in_group()) {
+    t_group.calls.push_back(call);
+    return;
+  }
+  run_calls({call});
+}
+
+ncclResult_t group_end() {
+  if (t_group.depth == 0) throw NcclError(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
+  if (--t_group.depth > 0) return ncclSuccess;
+  GroupState group = std::move(t_group);
+  t_group = GroupState{};
+  run_calls(group.calls);
+  ncclResult_t result = ncclSuccess;
+  for (ncclComm* comm : group.pending_comms) {
+    ncclResult_t status = comm->blocking ? wait_comm(comm) : poll_comm(comm);
+    if (status != ncclSuccess && result == ncclSuccess) result = status;
+  }
+  return result;
+}
+
+}  // namespace fakegpu::stub

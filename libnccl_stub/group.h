@@ -1,0 +1,29 @@
+// ncclGroupStart/End and the execution of collectives. Inside a group, calls are collected and
+// run together at the outermost ncclGroupEnd, so one thread can drive several ranks.
+#pragma once
+
+#include "comm.h"
+#include "wire.h"
+
+namespace fakegpu::stub {
+
+struct CollectiveCall {
+  ncclComm* comm = nullptr;
+  wire::Collective desc;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t send_bytes = 0;
+  size_t recv_bytes = 0;
+  cudaStream_t stream = nullptr;
+};
+
+void group_start();
+// Runs what the group collected; returns ncclInProgress when a non-blocking init is still going.
+ncclResult_t group_end();
+bool in_group();
+// Remembers a communicator whose init or split the outermost group end must wait for.
+void group_add_pending_comm(ncclComm* comm);
+// Runs the call now, or at the group's end when inside one.
+void submit_collective(const CollectiveCall& call);
+
+}  // namespace fakegpu::stub

@@ -1,0 +1,16 @@
+// Who this process is, as far as its launcher told it.
+#pragma once
+
+#include <string>
+
+namespace fakegpu::stub {
+
+struct Identity {
+  int rank = -1;        // from FAKEGPU_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID
+  int world_size = -1;  // from FAKEGPU_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS
+  std::string hostname;
+};
+
+Identity identity_from_environment();
+
+}  // namespace fakegpu::stub

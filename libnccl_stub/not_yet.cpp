@@ -1,0 +1,46 @@
+// Host API entry points fakegpu does not implement yet. They exist so that programs linked
+// against NCCL 2.28 load, and they fail with a clear error naming themselves.
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "errors.h"
+#include "export.h"
+
+namespace {
+
+ncclResult_t not_implemented(const char* fn) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(fn).second) fakegpu::stub::warn(std::string(fn) + " is not implemented by fakegpu yet");
+  return ncclInvalidUsage;
+}
+
+}  // namespace
+
+#define NOT_YET(name, params) \
+  NCCL_EXPORT ncclResult_t name params { return not_implemented(#name); } \
+  PNCCL_ALIAS(name)
+
+NOT_YET(ncclMemAlloc, (void**, size_t))
+NOT_YET(ncclMemFree, (void*))
+NOT_YET(ncclCommRevoke, (ncclComm_t, int))
+NOT_YET(ncclCommShrink, (ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int))
+NOT_YET(ncclCommRegister, (const ncclComm_t, void*, size_t, void**))
+NOT_YET(ncclCommDeregister, (const ncclComm_t, void*))
+NOT_YET(ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWindow_t*, int))
+NOT_YET(ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))
+NOT_YET(ncclRedOpCreatePreMulSum, (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))
+NOT_YET(ncclRedOpDestroy, (ncclRedOp_t, ncclComm_t))
+NOT_YET(ncclReduce, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))
+NOT_YET(ncclBcast, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+NOT_YET(ncclBroadcast, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+NOT_YET(ncclReduceScatter, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
+NOT_YET(ncclAllGather, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
+NOT_YET(ncclAlltoAll, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
+NOT_YET(ncclGather, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+NOT_YET(ncclScatter, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+NOT_YET(ncclSend, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+NOT_YET(ncclRecv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+NOT_YET(ncclGroupSimulateEnd, (ncclSimInfo_t*))

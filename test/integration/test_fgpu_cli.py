@@ -1,0 +1,72 @@
+"""The fgpu launcher: validate, report, running a command, and its error messages."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from rank_jobs import CONFIGS, REPO, built
+
+FGPU = str(REPO / "fgpu")
+
+
+def fgpu(*args, env=None):
+    return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+
+
+class FgpuCli(unittest.TestCase):
+    def test_validate_accepts_good_and_rejects_bad_configs(self):
+        ok = fgpu("validate", CONFIGS / "cluster_valid.yaml")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertIn("world size 4", ok.stdout)
+        for bad in sorted((CONFIGS / "invalid").glob("*.yaml")):
+            expected = bad.with_suffix(".expected").read_text().strip()
+            r = fgpu("validate", bad)
+            with self.subTest(config=bad.name):
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(expected, r.stderr)
+
+    def test_runs_n_ranks_and_summarises(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        report = tmp / "r.json"
+        r = fgpu("--nproc", 4, "--cluster-config", CONFIGS / "cluster_valid.yaml", "--report", report,
+                 built("nccl_check"), tmp / "id")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"cluster report written to {report}", r.stdout)
+        self.assertIn("AllReduce:", r.stdout)
+        self.assertEqual(json.loads(report.read_text())["world_size"], 4)
+        summary = fgpu("report", report)
+        self.assertEqual(summary.returncode, 0)
+        self.assertIn("cluster 'dev-cluster'", summary.stdout)
+
+    def test_returns_the_command_exit_code(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        r = fgpu("--report", tmp / "r.json", "sh", "-c", "exit 7")
+        self.assertEqual(r.returncode, 7)
+
+    def test_command_sees_the_coordinator_environment(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        r = fgpu("--report", tmp / "r.json", "sh", "-c", 'echo "$FAKEGPU_COORDINATOR_ADDR|$LD_PRELOAD"')
+        addr, preload = r.stdout.splitlines()[0].split("|")
+        self.assertTrue(os.path.isabs(addr))
+        self.assertIn("libnccl.so.2", preload)
+
+    def test_unsupported_mode_is_a_clear_error(self):
+        r = fgpu("--mode", "hybrid", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("only simulate/simulate is implemented", r.stderr)
+
+    def test_missing_coordinator_address_is_named(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAKEGPU_")}
+        env.update(RANK="0", WORLD_SIZE="1", LD_PRELOAD=str(built("libnccl.so.2")))
+        r = subprocess.run([str(built("nccl_check")), str(tmp / "id")], capture_output=True, text=True, env=env,
+                           timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("FAKEGPU_COORDINATOR_ADDR is not set", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,279 @@
+// Drives the coordinator's Job directly, without sockets.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "job.h"
+#include "reduce.h"
+
+using namespace fakegpu;
+using namespace fakegpu::coord;
+using namespace fakegpu::wire;
+
+namespace {
+
+ClusterConfig four_rank_cluster() {
+  return parse_cluster_config(R"(version: 1
+cluster: {name: test}
+nodes:
+  - {id: n0, ranks: [0, 1], gpus: [{profile: h100}, {profile: h100}]}
+  - {id: n1, ranks: [2, 3], gpus: [{profile: h100}, {profile: h100}]}
+fabric:
+  intra_node: {type: nvlink, bandwidth_gbps: 3600, latency_us: 1}
+  inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}
+)", "test.yaml");
+}
+
+struct Sent {
+  ClientId client;
+  OutFrame frame;
+};
+
+class RecordingOutbox : public Outbox {
+ public:
+  void send(ClientId client, OutFrame frame) override { sent.push_back({client, std::move(frame)}); }
+  void disconnect(ClientId client) override { disconnected.push_back(client); }
+  // Removes and returns the frames sent to one client.
+  std::vector<OutFrame> take(ClientId client) {
+    std::vector<OutFrame> out;
+    for (auto it = sent.begin(); it != sent.end();) {
+      if (it->client == client) {
+        out.push_back(std::move(it->frame));
+        it = sent.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+  std::vector<Sent> sent;
+  std::vector<ClientId> disconnected;
+};
+
+class JobTest : public ::testing::Test {
+ protected:
+  JobTest() : job(four_rank_cluster(), ServerInfo{"unix", "/tmp/x.sock", "test.yaml"}, out) {}
+
+  template <typename Msg>
+  void post(ClientId c, const Msg& msg, const std::vector<uint8_t>& bulk = {}) {
+    auto body = encode_fields(msg);
+    FrameHeader h{Msg::kType, next_request++, static_cast<uint32_t>(body.size()), body.size() + bulk.size()};
+    body.insert(body.end(), bulk.begin(), bulk.end());
+    job.on_frame(c, h, std::move(body));
+  }
+
+  void connect(ClientId c, int env_rank = -1) {
+    job.on_connect(c);
+    Hello h;
+    h.env_rank = env_rank;
+    h.pid = 1000 + static_cast<uint32_t>(c);
+    h.hostname = "host";
+    post(c, h);
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    ASSERT_EQ(frames[0].type, MsgType::kWelcome);
+  }
+
+  // Joins clients 1..n as ranks 0..n-1 of one communicator; returns its id.
+  uint64_t init_comm(int n) {
+    CommKey key = {};
+    key.bytes[0] = static_cast<uint8_t>(++keys);
+    for (int r = 0; r < n; ++r) post(ClientId(r + 1), CommInit{key, n, r, r, ""});
+    uint64_t id = 0;
+    for (int r = 0; r < n; ++r) {
+      auto frames = out.take(ClientId(r + 1));
+      EXPECT_EQ(frames.size(), 1u);
+      EXPECT_EQ(frames[0].type, MsgType::kCommInitDone);
+      auto done = decode_fields<CommInitDone>(frames[0].fields.data(), frames[0].fields.size());
+      if (r == 0) id = done.comm_id;
+      EXPECT_EQ(done.comm_id, id);
+    }
+    return id;
+  }
+
+  static std::vector<uint8_t> floats(std::vector<float> v) {
+    std::vector<uint8_t> b(v.size() * sizeof(float));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  }
+
+  static std::vector<float> result_of(const OutFrame& f) {
+    std::vector<float> v(f.bulk.size / sizeof(float));
+    std::memcpy(v.data(), f.bulk.buffer->data() + f.bulk.offset, f.bulk.size);
+    return v;
+  }
+
+  static Collective allreduce(uint64_t comm, int rank, uint64_t seq, uint64_t count, RedOp op = RedOp::kSum) {
+    Collective c;
+    c.comm_id = comm;
+    c.rank = rank;
+    c.seq = seq;
+    c.dtype = static_cast<uint8_t>(DataType::kFloat32);
+    c.op = static_cast<uint8_t>(op);
+    c.count = count;
+    return c;
+  }
+
+  static std::string error_text(const OutFrame& f) {
+    EXPECT_EQ(f.type, MsgType::kError);
+    return decode_fields<ErrorReply>(f.fields.data(), f.fields.size()).message;
+  }
+
+  RecordingOutbox out;
+  Job job;
+  uint64_t next_request = 1;
+  int keys = 0;
+};
+
+}  // namespace
+
+TEST_F(JobTest, RejectsAnotherProtocolVersion) {
+  job.on_connect(1);
+  Hello h;
+  h.protocol_version = kProtocolVersion + 1;
+  post(1, h);
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_NE(error_text(frames[0]).find("protocol version mismatch"), std::string::npos);
+  EXPECT_EQ(out.disconnected, std::vector<ClientId>{1});
+}
+
+TEST_F(JobTest, FirstFrameMustBeHello) {
+  job.on_connect(1);
+  post(1, CommDestroy{1, 0});
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_NE(error_text(frames[0]).find("expected Hello"), std::string::npos);
+  EXPECT_EQ(out.disconnected.size(), 1u);
+}
+
+TEST_F(JobTest, AllReduceSumsEveryRank) {
+  for (ClientId c = 1; c <= 3; ++c) connect(c);
+  uint64_t comm = init_comm(3);
+  post(1, allreduce(comm, 0, 1, 3), floats({1, 2, 3}));
+  post(2, allreduce(comm, 1, 1, 3), floats({10, 20, 30}));
+  EXPECT_TRUE(out.sent.empty()) << "must wait for the last rank";
+  post(3, allreduce(comm, 2, 1, 3), floats({100, 200, 300}));
+  for (ClientId c = 1; c <= 3; ++c) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    ASSERT_EQ(frames[0].type, MsgType::kCollectiveDone);
+    EXPECT_EQ(result_of(frames[0]), (std::vector<float>{111, 222, 333}));
+  }
+  EXPECT_EQ(job.completed_operations(), 1u);
+  auto report = job.report();
+  EXPECT_EQ(report["collectives"]["AllReduce"]["calls"], 1);
+  EXPECT_EQ(report["collectives"]["AllReduce"]["bytes"], 12);
+}
+
+TEST_F(JobTest, AverageDividesByRankCount) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  uint64_t comm = init_comm(2);
+  post(1, allreduce(comm, 0, 1, 2, RedOp::kAvg), floats({1, 5}));
+  post(2, allreduce(comm, 1, 1, 2, RedOp::kAvg), floats({3, 7}));
+  EXPECT_EQ(result_of(out.take(1).at(0)), (std::vector<float>{2, 6}));
+}
+
+TEST_F(JobTest, MismatchFailsEveryRankAndNamesTheCalls) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  uint64_t comm = init_comm(2);
+  post(1, allreduce(comm, 0, 1, 4), floats({1, 2, 3, 4}));
+  post(2, allreduce(comm, 1, 1, 3), floats({1, 2, 3}));
+  for (ClientId c = 1; c <= 2; ++c) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    std::string e = error_text(frames[0]);
+    EXPECT_NE(e.find("rank 0 called AllReduce(count=4"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 1 called AllReduce(count=3"), std::string::npos) << e;
+  }
+}
+
+TEST_F(JobTest, CommunicatorLargerThanTheClusterIsRejectedForEveryRank) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  CommKey key{};
+  post(1, CommInit{key, 5, 0, 0, ""});
+  post(2, CommInit{key, 5, 1, 0, ""});
+  for (ClientId c = 1; c <= 2; ++c) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_NE(error_text(frames[0]).find("does not fit cluster 'test'"), std::string::npos);
+  }
+}
+
+TEST_F(JobTest, RankOutsideTheClusterFailsTheWholeInit) {
+  connect(1, /*env_rank=*/0);
+  connect(2, /*env_rank=*/7);
+  CommKey key{};
+  post(1, CommInit{key, 2, 0, 0, ""});
+  EXPECT_TRUE(out.sent.empty());
+  post(2, CommInit{key, 2, 1, 0, ""});
+  for (ClientId c = 1; c <= 2; ++c) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u) << c;
+    EXPECT_NE(error_text(frames[0]).find("RANK=7"), std::string::npos);
+  }
+}
+
+TEST_F(JobTest, DuplicateRankAtInitIsAnError) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  CommKey key{};
+  post(1, CommInit{key, 2, 0, 0, ""});
+  post(2, CommInit{key, 2, 0, 0, ""});
+  EXPECT_NE(error_text(out.take(2).at(0)).find("claimed twice"), std::string::npos);
+  EXPECT_NE(error_text(out.take(1).at(0)).find("claimed twice"), std::string::npos);
+}
+
+TEST_F(JobTest, SplitGroupsByColourAndOrdersByKey) {
+  for (ClientId c = 1; c <= 4; ++c) connect(c);
+  uint64_t world = init_comm(4);
+  EXPECT_EQ(job.report()["ranks"][3]["global_rank"], 3) << "the world comm defines identities";
+  // Colours: ranks 0,2 -> 0; rank 1 -> none; rank 3 -> 1. Keys reverse the order in colour 0.
+  post(1, CommSplit{world, 0, 0, 0, 9});
+  post(2, CommSplit{world, 1, 0, -1, 0});
+  post(3, CommSplit{world, 2, 0, 0, 1});
+  EXPECT_TRUE(out.sent.empty());
+  post(4, CommSplit{world, 3, 0, 1, 0});
+  auto reply = [&](ClientId c) {
+    auto frames = out.take(c);
+    EXPECT_EQ(frames.size(), 1u);
+    return decode_fields<CommSplitDone>(frames[0].fields.data(), frames[0].fields.size());
+  };
+  auto r0 = reply(1), r1 = reply(2), r2 = reply(3), r3 = reply(4);
+  EXPECT_EQ(r1.comm_id, 0u);
+  EXPECT_EQ(r0.comm_id, r2.comm_id);
+  EXPECT_NE(r0.comm_id, r3.comm_id);
+  EXPECT_EQ(r0.nranks, 2);
+  EXPECT_EQ(r0.rank, 1);  // key 9 sorts after key 1
+  EXPECT_EQ(r2.rank, 0);
+  EXPECT_EQ(r0.global_rank, 0);
+  EXPECT_EQ(r3.nranks, 1);
+  // The child works: an allreduce over its two members.
+  post(3, allreduce(r2.comm_id, 0, 1, 1), floats({1}));
+  post(1, allreduce(r0.comm_id, 1, 1, 1), floats({2}));
+  EXPECT_EQ(result_of(out.take(1).at(0)), std::vector<float>{3});
+}
+
+TEST_F(JobTest, DisconnectFailsPendingOperationsOfPeers) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  uint64_t comm = init_comm(2);
+  post(1, allreduce(comm, 0, 1, 1), floats({1}));
+  job.on_disconnect(2);
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_NE(error_text(frames[0]).find("disconnected"), std::string::npos);
+}
+
+TEST_F(JobTest, ImpersonatingAnotherRankIsRefused) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  uint64_t comm = init_comm(2);
+  post(2, allreduce(comm, 0, 1, 1), floats({1}));
+  EXPECT_NE(error_text(out.take(2).at(0)).find("is not rank 0"), std::string::npos);
+}
+
+TEST_F(JobTest, PayloadSizeMustMatchTheCount) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  uint64_t comm = init_comm(2);
+  post(1, allreduce(comm, 0, 1, 4), floats({1, 2}));
+  EXPECT_NE(error_text(out.take(1).at(0)).find("carries 8 bytes"), std::string::npos);
+  EXPECT_EQ(out.disconnected, std::vector<ClientId>{1});
+}

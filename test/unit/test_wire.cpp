@@ -1,0 +1,174 @@
+#include <gtest/gtest.h>
+
+#include "endpoint.h"
+#include "wire.h"
+
+using namespace fakegpu;
+using namespace fakegpu::wire;
+
+template <typename Msg>
+Msg round_trip(const Msg& msg) {
+  auto bytes = encode_fields(msg);
+  return decode_fields<Msg>(bytes.data(), bytes.size());
+}
+
+TEST(Wire, HeaderRoundTrip) {
+  FrameHeader h{MsgType::kCollective, 0x1122334455667788ull, 40, 1000};
+  uint8_t raw[kHeaderBytes];
+  encode_header(h, raw);
+  FrameHeader back = decode_header(raw);
+  EXPECT_EQ(back.type, MsgType::kCollective);
+  EXPECT_EQ(back.request_id, h.request_id);
+  EXPECT_EQ(back.fields_bytes, 40u);
+  EXPECT_EQ(back.body_bytes, 1000u);
+  EXPECT_EQ(back.bulk_bytes(), 960u);
+}
+
+TEST(Wire, HeaderRejectsGarbage) {
+  uint8_t raw[kHeaderBytes];
+  encode_header({MsgType::kHello, 1, 0, 0}, raw);
+  raw[0] ^= 0xff;
+  EXPECT_THROW(decode_header(raw), WireError);
+
+  encode_header({static_cast<MsgType>(999), 1, 0, 0}, raw);
+  EXPECT_THROW(decode_header(raw), WireError);
+
+  encode_header({MsgType::kHello, 1, 0, kMaxBodyBytes + 1}, raw);
+  EXPECT_THROW(decode_header(raw), WireError);
+
+  encode_header({MsgType::kHello, 1, 10, 5}, raw);  // fields larger than the body
+  EXPECT_THROW(decode_header(raw), WireError);
+}
+
+TEST(Wire, MessagesRoundTrip) {
+  Hello hello;
+  hello.env_rank = 3;
+  hello.env_world_size = 8;
+  hello.pid = 4242;
+  hello.hostname = "node-a";
+  Hello h2 = round_trip(hello);
+  EXPECT_EQ(h2.protocol_version, kProtocolVersion);
+  EXPECT_EQ(h2.env_rank, 3);
+  EXPECT_EQ(h2.env_world_size, 8);
+  EXPECT_EQ(h2.pid, 4242u);
+  EXPECT_EQ(h2.hostname, "node-a");
+
+  Welcome w{kProtocolVersion, 16, 7, "dev-cluster"};
+  Welcome w2 = round_trip(w);
+  EXPECT_EQ(w2.world_size, 16u);
+  EXPECT_EQ(w2.client_id, 7u);
+  EXPECT_EQ(w2.cluster_name, "dev-cluster");
+
+  ErrorReply e = round_trip(ErrorReply{5, "bad things"});
+  EXPECT_EQ(e.code, 5);
+  EXPECT_EQ(e.message, "bad things");
+
+  CommInit init;
+  for (size_t i = 0; i < kCommKeyBytes; ++i) init.key.bytes[i] = static_cast<uint8_t>(i * 7);
+  init.nranks = 8;
+  init.rank = 5;
+  init.cuda_device = 2;
+  init.comm_name = "tp";
+  CommInit i2 = round_trip(init);
+  EXPECT_TRUE(i2.key == init.key);
+  EXPECT_EQ(i2.nranks, 8);
+  EXPECT_EQ(i2.rank, 5);
+  EXPECT_EQ(i2.cuda_device, 2);
+  EXPECT_EQ(i2.comm_name, "tp");
+
+  CommInitDone d = round_trip(CommInitDone{99, 4});
+  EXPECT_EQ(d.comm_id, 99u);
+  EXPECT_EQ(d.global_rank, 4);
+
+  CommSplit s = round_trip(CommSplit{3, 1, 2, -1, 17});
+  EXPECT_EQ(s.parent_comm, 3u);
+  EXPECT_EQ(s.rank, 1);
+  EXPECT_EQ(s.split_index, 2u);
+  EXPECT_EQ(s.color, -1);
+  EXPECT_EQ(s.key, 17);
+
+  CommSplitDone sd = round_trip(CommSplitDone{5, 4, 2, 9});
+  EXPECT_EQ(sd.comm_id, 5u);
+  EXPECT_EQ(sd.nranks, 4);
+  EXPECT_EQ(sd.rank, 2);
+  EXPECT_EQ(sd.global_rank, 9);
+
+  CommDestroy cd = round_trip(CommDestroy{8, 3});
+  EXPECT_EQ(cd.comm_id, 8u);
+  EXPECT_EQ(cd.rank, 3);
+
+  Collective c;
+  c.comm_id = 12;
+  c.rank = 6;
+  c.seq = 1ull << 40;
+  c.dtype = 7;
+  c.op = 4;
+  c.root = -1;
+  c.count = (1ull << 33) + 5;
+  Collective c2 = round_trip(c);
+  EXPECT_EQ(c2.comm_id, 12u);
+  EXPECT_EQ(c2.rank, 6);
+  EXPECT_EQ(c2.seq, 1ull << 40);
+  EXPECT_EQ(c2.dtype, 7);
+  EXPECT_EQ(c2.op, 4);
+  EXPECT_EQ(c2.root, -1);
+  EXPECT_EQ(c2.count, (1ull << 33) + 5);
+
+  EXPECT_EQ(round_trip(CollectiveDone{77}).seq, 77u);
+}
+
+TEST(Wire, TruncatedAndTrailingFieldsAreErrors) {
+  auto bytes = encode_fields(CommInit{});
+  EXPECT_THROW(decode_fields<CommInit>(bytes.data(), bytes.size() - 1), WireError);
+  bytes.push_back(0);
+  EXPECT_THROW(decode_fields<CommInit>(bytes.data(), bytes.size()), WireError);
+  // A string whose length runs past the end.
+  Writer w;
+  w.u32(1000);
+  EXPECT_THROW(decode_fields<ErrorReply>(w.bytes().data(), w.bytes().size()), WireError);
+}
+
+TEST(Wire, ForeignHelloStopsAtVersion) {
+  Writer w;
+  w.u32(kProtocolVersion + 1);
+  w.str("whatever a future version sends");
+  Hello h = decode_fields<Hello>(w.bytes().data(), w.bytes().size());
+  EXPECT_EQ(h.protocol_version, kProtocolVersion + 1);
+}
+
+TEST(UniqueId, PackUnpack) {
+  UniqueIdContents c;
+  c.endpoint.transport = Transport::kTcp;
+  c.endpoint.address = "127.0.0.1:29591";
+  c.key = random_comm_key();
+  char raw[kUniqueIdBytes];
+  pack_unique_id(c, raw);
+  UniqueIdContents back = unpack_unique_id(raw);
+  EXPECT_EQ(back.endpoint.transport, Transport::kTcp);
+  EXPECT_EQ(back.endpoint.address, "127.0.0.1:29591");
+  EXPECT_TRUE(back.key == c.key);
+}
+
+TEST(UniqueId, KeysAreRandomAndForeignIdsRejected) {
+  EXPECT_FALSE(random_comm_key() == random_comm_key());
+  char raw[kUniqueIdBytes] = {};
+  EXPECT_THROW(unpack_unique_id(raw), EndpointError);
+  UniqueIdContents c;
+  c.endpoint.address = std::string(kUniqueIdMaxAddress + 1, 'a');
+  EXPECT_THROW(pack_unique_id(c, raw), EndpointError);
+}
+
+TEST(Endpoint, Validation) {
+  EXPECT_NO_THROW(parse_endpoint("unix", "/tmp/x.sock"));
+  EXPECT_THROW(parse_endpoint("unix", "relative.sock"), EndpointError);
+  EXPECT_THROW(parse_endpoint("unix", "/" + std::string(200, 'x')), EndpointError);
+  EXPECT_THROW(parse_endpoint("udp", "/tmp/x"), EndpointError);
+  EXPECT_THROW(parse_endpoint("tcp", "127.0.0.1"), EndpointError);
+  EXPECT_THROW(parse_endpoint("tcp", "127.0.0.1:99999"), EndpointError);
+  EXPECT_THROW(parse_endpoint("tcp", ""), EndpointError);
+  TcpAddress a = parse_tcp_address(":29591");
+  EXPECT_EQ(a.host, "");
+  EXPECT_EQ(a.port, 29591);
+  TcpAddress b = parse_tcp_address("[::1]:80");
+  EXPECT_EQ(b.host, "::1");
+}

@@ -147,7 +147,7 @@ NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*
 NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                        ncclConfig_t* config) {
   return guarded("ncclCommSplit", [&] {
-    ncclComm* parent = checked_comm(comm, "ncclCommSplit");
+    ncclComm* parent = checked_comm(comm);
     require(newcomm != nullptr, ncclInvalidArgument, "newcomm pointer is NULL");
     require(color >= 0 || color == NCCL_SPLIT_NOCOLOR, ncclInvalidArgument,
             "color must be >= 0 or NCCL_SPLIT_NOCOLOR, got " + std::to_string(color));
@@ -164,7 +164,7 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 
 NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded("ncclCommFinalize", [&] {
-    ncclComm* c = checked_comm(comm, "ncclCommFinalize");
+    ncclComm* c = checked_comm(comm);
     // Collectives complete before their call returns, so there is nothing left to flush.
     return c->blocking ? wait_comm(c) : poll_comm(c);
   });
@@ -173,7 +173,7 @@ NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded("ncclCommDestroy", [&] {
     if (!comm) return ncclSuccess;  // NCCL accepts NULL here
-    destroy_comm(checked_comm(comm, "ncclCommDestroy"), /*abort=*/false);
+    destroy_comm(checked_comm(comm), /*abort=*/false);
     return ncclSuccess;
   });
 }
@@ -181,14 +181,14 @@ NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return guarded("ncclCommAbort", [&] {
     if (!comm) return ncclSuccess;
-    destroy_comm(checked_comm(comm, "ncclCommAbort"), /*abort=*/true);
+    destroy_comm(checked_comm(comm), /*abort=*/true);
     return ncclSuccess;
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return guarded("ncclCommGetAsyncError", [&] {
-    ncclComm* c = checked_comm(comm, "ncclCommGetAsyncError");
+    ncclComm* c = checked_comm(comm);
     require(asyncError != nullptr, ncclInvalidArgument, "asyncError pointer is NULL");
     *asyncError = poll_comm(c);
     return ncclSuccess;
@@ -199,7 +199,7 @@ NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
 template <typename Get>
 ncclResult_t comm_query(const char* fn, ncclComm_t comm, int* out, Get get) {
   return guarded(fn, [&] {
-    ncclComm* c = checked_comm(comm, fn);
+    ncclComm* c = checked_comm(comm);
     require(out != nullptr, ncclInvalidArgument, std::string(fn) + ": output pointer is NULL");
     ncclResult_t status = wait_comm(c);
     if (status != ncclSuccess) return status;
@@ -234,7 +234,7 @@ NCCL_EXPORT ncclResult_t ncclGroupEnd() {
 NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllReduce", [&] {
-    ncclComm* c = checked_comm(comm, "ncclAllReduce");
+    ncclComm* c = checked_comm(comm);
     const size_t elem = dtype_size(datatype);
     require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
     require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, "invalid reduction op " + std::to_string(op));

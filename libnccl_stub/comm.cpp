@@ -36,11 +36,10 @@ CommOptions read_config(const ncclConfig_t* config) {
   return options;
 }
 
-ncclComm* checked_comm(ncclComm_t comm, const char* fn) {
+ncclComm* checked_comm(ncclComm_t comm) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   if (!comm || !registry().count(comm))
-    throw NcclError(ncclInvalidArgument,
-                    std::string(fn) + " got " + (comm ? "an invalid or destroyed communicator" : "a NULL communicator"));
+    throw NcclError(ncclInvalidArgument, comm ? "invalid or destroyed communicator" : "NULL communicator");
   return comm;
 }
 

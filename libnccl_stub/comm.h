@@ -43,7 +43,7 @@ struct ncclComm {
 namespace fakegpu::stub {
 
 // Checks that comm is a live communicator made by this library; throws NcclError otherwise.
-ncclComm* checked_comm(ncclComm_t comm, const char* fn);
+ncclComm* checked_comm(ncclComm_t comm);
 void register_comm(ncclComm* comm);
 void unregister_comm(ncclComm* comm);
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Prints fakegpu's AllReduce median latency and bandwidth against this machine's memcpy bound.
+
+The bound is N x S bytes copied once at the memcpy bandwidth rank 0 measures in the same run; the
+ratio says how far the data path is from it. Figures vary with machine load: compare ratios
+from one run, not absolute numbers across runs.
+Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...]
+"""
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from fakegpu.coordinator import Coordinator  # noqa: E402
+from fakegpu.launch import rank_environment, run_ranks  # noqa: E402
+from fakegpu.paths import built  # noqa: E402
+
+
+def single_node_config(world):
+    gpus = ", ".join(["{profile: h100}"] * world)
+    path = Path(tempfile.mkdtemp(prefix="fakegpu-bench-")) / "cluster.yaml"
+    path.write_text(f"version: 1\ncluster: {{name: bench}}\nnodes:\n  - {{id: n0, ranks: "
+                    f"[{', '.join(map(str, range(world)))}], gpus: [{gpus}]}}\n"
+                    "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n")
+    return path
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ranks", default="2,4,8,16")
+    p.add_argument("--sizes", default="4,65536,1048576,16777216,67108864")
+    a = p.parse_args()
+    failed = False
+    print(f"{'ranks':>5} {'bytes':>10} {'median_us':>10} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
+          f"{'x_bound':>8}")
+    for world in map(int, a.ranks.split(",")):
+        config = single_node_config(world)
+        with Coordinator(config, "unix") as coord:
+            env = rank_environment({}, "unix", coord.address, str(config))
+            env["PATH"] = "/usr/bin:/bin"
+            for size in map(int, a.sizes.split(",")):
+                iters = 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)
+                out = Path(tempfile.mkdtemp()) / "out"
+                idf = out.parent / "id"
+                cmd = ["sh", "-c", f'"$0" "$@" > "{out}.$RANK"', str(built("allreduce_bench")), str(idf), str(size),
+                       str(iters)]
+                if run_ranks(cmd, [list(range(world))], env) != 0:
+                    print(f"{world:>5} {size:>10} FAILED")
+                    failed = True
+                    continue
+                fields = Path(f"{out}.0").read_text().split()
+                median, bw = float(fields[2]), float(fields[3])
+                bound = world * size / (bw * 1e9) * 1e6
+                print(f"{world:>5} {size:>10} {median:>10.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
+                      f"{median / bound:>8.1f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

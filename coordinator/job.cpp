@@ -126,6 +126,10 @@ void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, ui
 void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id) {
   ++client.comm_inits;
   PendingInit& pending = pending_inits_[msg.key];
+  if (!pending.failure.empty()) {
+    reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
+    return;
+  }
   const int world = cluster_.world_size();
 
   // Problems in the job's setup are reported to every rank of the communicator, not just the
@@ -153,10 +157,6 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
                           describe_client(pending.arrivals[msg.rank]->client), describe_client(id));
   }
 
-  if (!pending.failure.empty()) {
-    reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
-    return;
-  }
   if (!problem.empty()) {
     reply_error(id, request_id, Status::kInvalidUsage, problem);
     fail_init(pending, Status::kInvalidUsage, problem);
@@ -224,6 +224,7 @@ Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_
     return nullptr;
   }
   if (!comm.failure.empty()) {
+    ++comm.refused;
     reply_error(client, request_id, Status::kRemoteError, comm.failure);
     return nullptr;
   }
@@ -346,7 +347,7 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
 }
 
 void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why) {
-  (void)comm;
+  ++comm.refused;
   op.failure = why;
   op.acc.reset();
   for (size_t r = 0; r < op.request_ids.size(); ++r)
@@ -438,7 +439,9 @@ nlohmann::json Job::report() const {
     json entry = {{"id", id}, {"name", comm.name}, {"nranks", comm.members.size()}, {"global_ranks", members},
                   {"collectives", comm.collectives}};
     entry["parent"] = comm.parent ? json(comm.parent) : json(nullptr);
-    if (!comm.failure.empty()) entry["failure"] = comm.failure;
+    // A rank leaving without ncclCommDestroy is normal at exit; it is only worth reporting when
+    // it cost a peer an operation.
+    if (comm.refused > 0) entry["failure"] = comm.failure;
     comms.push_back(entry);
   }
   j["communicators"] = comms;

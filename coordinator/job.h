@@ -92,6 +92,7 @@ class Job {
     std::vector<Member> members;  // indexed by comm rank
     std::map<uint64_t, PendingOp> ops;  // by sequence number
     std::string failure;  // set once the comm can no longer make progress
+    uint64_t refused = 0;  // requests failed because of it
     uint64_t collectives = 0;
   };
   struct InitArrival {

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
+from .configs import write_single_node_config
 from .coordinator import Coordinator, answers
 from .launch import rank_environment, run_ranks
 from .paths import REPO_ROOT, SetupError, build_dir, built
@@ -50,18 +51,6 @@ def main_parser():
     return p
 
 
-def single_node_config(world: int) -> str:
-    """Writes a one-node cluster of `world` H100s for runs that named no config."""
-    gpus = ", ".join(["{profile: h100}"] * world)
-    text = (f"version: 1\ncluster: {{name: local-{world}gpu}}\nnodes:\n"
-            f"  - {{id: node0, ranks: [{', '.join(map(str, range(world)))}], gpus: [{gpus}]}}\n"
-            "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n")
-    fd, path = tempfile.mkstemp(prefix="fakegpu-cluster-", suffix=".yaml")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    return path
-
-
 def node_layout(cluster_config: str):
     """Rank lists per node, as the coordinator's own validating parser reads them."""
     result = subprocess.run([str(built("fakegpu-coordinator")), "--print-layout", "--cluster-config", cluster_config],
@@ -75,9 +64,11 @@ def run_job(args, quiet_summary=False) -> int:
     if args.mode not in SUPPORTED_MODES or args.dist_mode not in SUPPORTED_MODES:
         raise SetupError(f"--mode {args.mode} --dist-mode {args.dist_mode} is not available yet: "
                          "only simulate/simulate is implemented")
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
     if not args.command:
         raise SetupError("no command given (try: fgpu --nproc 2 ./program, or fgpu demo)")
-    config = args.cluster_config or single_node_config(args.nproc or args.device_count or 8)
+    config = args.cluster_config or write_single_node_config(args.nproc or args.device_count or 8)
     report = str(Path(args.report).resolve())
     owned = None
     address = args.coordinator_addr

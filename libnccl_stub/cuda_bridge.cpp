@@ -35,22 +35,14 @@ void CudaBridge::sync_stream(cudaStream_t stream) const {
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaStreamSynchronize failed with CUDA error " + std::to_string(err));
 }
 
-void CudaBridge::copy_to_host(void* dst, const void* src, size_t bytes) const {
+void CudaBridge::copy(void* dst, const void* src, size_t bytes, int kind) const {
   if (host_accessible_) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  int err = memcpy_(dst, src, bytes, 2 /* cudaMemcpyDeviceToHost */);
-  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpy to host failed with CUDA error " + std::to_string(err));
-}
-
-void CudaBridge::copy_to_device(void* dst, const void* src, size_t bytes) const {
-  if (host_accessible_) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  int err = memcpy_(dst, src, bytes, 1 /* cudaMemcpyHostToDevice */);
-  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpy to device failed with CUDA error " + std::to_string(err));
+  int err = memcpy_(dst, src, bytes, kind);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpy of " + std::to_string(bytes) +
+                                                            " bytes failed with CUDA error " + std::to_string(err));
 }
 
 }  // namespace fakegpu::stub

@@ -16,12 +16,15 @@ class CudaBridge {
   void sync_stream(cudaStream_t stream) const;
   // True when device pointers are plain host memory (fakegpu's runtime, or none at all).
   bool host_accessible() const { return host_accessible_; }
-  void copy_to_host(void* dst, const void* src, size_t bytes) const;
-  void copy_to_device(void* dst, const void* src, size_t bytes) const;
+  void copy_to_host(void* dst, const void* src, size_t bytes) const { copy(dst, src, bytes, kDeviceToHost); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) const { copy(dst, src, bytes, kHostToDevice); }
 
  private:
   friend const CudaBridge& cuda();
   CudaBridge();
+  static constexpr int kHostToDevice = 1;  // cudaMemcpyKind values
+  static constexpr int kDeviceToHost = 2;
+  void copy(void* dst, const void* src, size_t bytes, int kind) const;
   using GetDevice = int (*)(int*);
   using StreamSync = int (*)(cudaStream_t);
   using Memcpy = int (*)(void*, const void*, size_t, int);

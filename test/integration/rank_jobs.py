@@ -3,12 +3,12 @@
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from fakegpu.configs import write_single_node_config  # noqa: E402
 from fakegpu.coordinator import Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment  # noqa: E402
 from fakegpu.paths import built  # noqa: E402
@@ -17,14 +17,7 @@ CONFIGS = REPO / "configs"
 
 
 def single_node_config(world: int) -> Path:
-    gpus = ", ".join(["{profile: h100}"] * world)
-    text = (f"version: 1\ncluster: {{name: test-{world}}}\nnodes:\n"
-            f"  - {{id: node0, ranks: [{', '.join(map(str, range(world)))}], gpus: [{gpus}]}}\n"
-            "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n")
-    fd, path = tempfile.mkstemp(prefix="fakegpu-test-", suffix=".yaml")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    return Path(path)
+    return Path(write_single_node_config(world, name=f"test-{world}"))
 
 
 def run_rank_processes(binary, args, coordinator, world, timeout=120, extra_env=None):

@@ -277,3 +277,30 @@ TEST_F(JobTest, PayloadSizeMustMatchTheCount) {
   EXPECT_NE(error_text(out.take(1).at(0)).find("carries 8 bytes"), std::string::npos);
   EXPECT_EQ(out.disconnected, std::vector<ClientId>{1});
 }
+
+TEST_F(JobTest, RanksArrivingAfterAFailedInitGetTheSameError) {
+  for (ClientId c = 1; c <= 3; ++c) connect(c);
+  CommKey key{};
+  post(1, CommInit{key, 3, 0, 0, ""});
+  post(2, CommInit{key, 2, 1, 0, ""});  // disagrees on the size: the init fails for everyone
+  post(3, CommInit{key, 3, 2, 0, ""});  // arrives after the failure
+  for (ClientId c = 1; c <= 3; ++c) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u) << c;
+    EXPECT_NE(error_text(frames[0]).find("disagree on the communicator size"), std::string::npos);
+  }
+}
+
+TEST_F(JobTest, LeavingWithoutDestroyIsOnlyReportedWhenItCostAPeer) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c);
+  uint64_t quiet = init_comm(2);
+  uint64_t busy = init_comm(2);
+  post(1, allreduce(busy, 0, 1, 1), floats({1}));
+  job.on_disconnect(2);
+  out.take(1);
+  auto comms = job.report()["communicators"];
+  for (const auto& c : comms) {
+    if (c["id"] == quiet) EXPECT_FALSE(c.contains("failure")) << c;
+    if (c["id"] == busy) EXPECT_TRUE(c.contains("failure")) << c;
+  }
+}

@@ -16,18 +16,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from fakegpu.configs import write_single_node_config  # noqa: E402
 from fakegpu.coordinator import Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment, run_ranks  # noqa: E402
 from fakegpu.paths import built  # noqa: E402
-
-
-def single_node_config(world):
-    gpus = ", ".join(["{profile: h100}"] * world)
-    path = Path(tempfile.mkdtemp(prefix="fakegpu-bench-")) / "cluster.yaml"
-    path.write_text(f"version: 1\ncluster: {{name: bench}}\nnodes:\n  - {{id: n0, ranks: "
-                    f"[{', '.join(map(str, range(world)))}], gpus: [{gpus}]}}\n"
-                    "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n")
-    return path
 
 
 def main():
@@ -39,7 +31,7 @@ def main():
     print(f"{'ranks':>5} {'bytes':>10} {'median_us':>10} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
           f"{'x_bound':>8}")
     for world in map(int, a.ranks.split(",")):
-        config = single_node_config(world)
+        config = write_single_node_config(world, name="bench")
         with Coordinator(config, "unix") as coord:
             env = rank_environment({}, "unix", coord.address, str(config))
             env["PATH"] = "/usr/bin:/bin"

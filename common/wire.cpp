@@ -22,6 +22,15 @@ const char* msg_type_name(MsgType type) {
 const char* coll_type_name(CollType type) {
   switch (type) {
     case CollType::kAllReduce: return "AllReduce";
+    case CollType::kBroadcast: return "Broadcast";
+    case CollType::kReduce: return "Reduce";
+    case CollType::kAllGather: return "AllGather";
+    case CollType::kReduceScatter: return "ReduceScatter";
+    case CollType::kAlltoAll: return "AlltoAll";
+    case CollType::kGather: return "Gather";
+    case CollType::kScatter: return "Scatter";
+    case CollType::kSend: return "Send";
+    case CollType::kRecv: return "Recv";
   }
   return "Unknown";
 }
@@ -221,7 +230,7 @@ Collective Collective::decode(Reader& r) {
   m.rank = r.i32();
   m.seq = r.u64();
   uint8_t coll = r.u8();
-  if (coll != static_cast<uint8_t>(CollType::kAllReduce)) throw WireError("unknown collective type " + std::to_string(coll));
+  if (coll >= kNumCollTypes) throw WireError("unknown collective type " + std::to_string(coll));
   m.coll = static_cast<CollType>(coll);
   m.dtype = r.u8();
   m.op = r.u8();

@@ -16,7 +16,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -216,7 +216,19 @@ struct Ack {
   static Ack decode(Reader&) { return {}; }
 };
 
-enum class CollType : uint8_t { kAllReduce = 0 };
+enum class CollType : uint8_t {
+  kAllReduce = 0,
+  kBroadcast = 1,
+  kReduce = 2,
+  kAllGather = 3,
+  kReduceScatter = 4,
+  kAlltoAll = 5,
+  kGather = 6,
+  kScatter = 7,
+  kSend = 8,
+  kRecv = 9,
+};
+constexpr uint8_t kNumCollTypes = 10;
 const char* coll_type_name(CollType type);
 
 // One rank's part of a collective. Its send buffer follows as bulk data.
@@ -224,11 +236,13 @@ struct Collective {
   static constexpr MsgType kType = MsgType::kCollective;
   uint64_t comm_id = 0;
   int32_t rank = 0;
-  uint64_t seq = 0;  // per-communicator operation counter: ranks match on (comm, seq)
+  // Collectives match on (comm, seq) with seq counting the comm's collectives. Send and Recv
+  // match on (comm, sender, receiver, seq) with seq counting that pair's messages.
+  uint64_t seq = 0;
   CollType coll = CollType::kAllReduce;
   uint8_t dtype = 0;  // ncclDataType_t
-  uint8_t op = 0;     // ncclRedOp_t
-  int32_t root = -1;
+  uint8_t op = 0;     // ncclRedOp_t; ignored by collectives that do not reduce
+  int32_t root = -1;  // the root, or for Send/Recv the peer; -1 when the call has neither
   uint64_t count = 0;
   void encode(Writer& w) const;
   static Collective decode(Reader& r);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <ctime>
 
-#include "reduce.h"
 
 namespace fakegpu::coord {
 
@@ -25,17 +24,6 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-std::string describe_call(const wire::Collective& c) {
-  std::string s = fmt::format("{}(count={}, {}, {}", wire::coll_type_name(c.coll), c.count, dtype_name(c.dtype),
-                              redop_name(c.op));
-  if (c.root >= 0) s += fmt::format(", root={}", c.root);
-  return s + ")";
-}
-
-bool same_call(const wire::Collective& a, const wire::Collective& b) {
-  return a.coll == b.coll && a.dtype == b.dtype && a.op == b.op && a.count == b.count && a.root == b.root;
-}
-
 }  // namespace
 
 Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
@@ -45,14 +33,10 @@ size_t Job::connected_clients() const {
   return std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.connected; });
 }
 
-template <typename Msg>
-void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, Bulk bulk) {
-  OutFrame frame;
-  frame.type = Msg::kType;
-  frame.request_id = request_id;
-  frame.fields = wire::encode_fields(msg);
-  frame.bulk = std::move(bulk);
-  out_.send(client, std::move(frame));
+uint64_t OutFrame::bulk_bytes() const {
+  uint64_t n = 0;
+  for (const Bulk& b : bulk) n += b.size;
+  return n;
 }
 
 void Job::reply_error(ClientId client, uint64_t request_id, Status code, const std::string& message) {
@@ -290,85 +274,6 @@ void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_
   reply(id, request_id, wire::Ack{});
 }
 
-void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
-                            uint64_t request_id) {
-  Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id);
-  if (!comm) return;
-  const size_t elem = dtype_size(msg.dtype);
-  if (elem == 0 || msg.op >= kNumRedOps ||
-      !reduction_supported(static_cast<DataType>(msg.dtype), static_cast<RedOp>(msg.op))) {
-    reply_error(id, request_id, Status::kInvalidArgument,
-                fmt::format("{}: datatype {} with op {} is not supported", wire::coll_type_name(msg.coll),
-                            dtype_name(msg.dtype), redop_name(msg.op)));
-    return;
-  }
-  const size_t bulk_bytes = body.size() - bulk_offset;
-  if (msg.count > bulk_bytes / elem || msg.count * elem != bulk_bytes)
-    throw wire::WireError(fmt::format("{} of {} elements carries {} bytes of data", wire::coll_type_name(msg.coll),
-                                      msg.count, bulk_bytes));
-  ++clients_[id].collectives;
-
-  const int nranks = static_cast<int>(comm->members.size());
-  PendingOp& op = comm->ops[msg.seq];
-  if (op.request_ids.empty()) {
-    op.first = msg;
-    op.request_ids.assign(nranks, 0);
-    op.calls.resize(nranks);
-  }
-  if (op.request_ids[msg.rank] != 0) {
-    reply_error(id, request_id, Status::kInvalidUsage,
-                fmt::format("rank {} posted operation {} on communicator {} twice", msg.rank, msg.seq, comm->id));
-    return;
-  }
-  op.request_ids[msg.rank] = request_id;
-  op.calls[msg.rank] = describe_call(msg);
-  ++op.arrived;
-
-  if (op.failure.empty() && !same_call(op.first, msg)) {
-    std::string why = fmt::format("collective mismatch on communicator {} at operation {}:", comm->id, msg.seq);
-    for (int r = 0; r < nranks; ++r)
-      if (op.request_ids[r]) why += fmt::format(" rank {} called {};", r, op.calls[r]);
-    why.pop_back();
-    fail_op(*comm, op, Status::kInvalidUsage, why);
-  } else if (!op.failure.empty()) {
-    reply_error(id, request_id, Status::kInvalidUsage, op.failure);
-  } else if (!op.acc) {
-    op.acc = std::make_shared<std::vector<uint8_t>>(std::move(body));
-    op.acc_offset = bulk_offset;
-  } else {
-    reduce_into(static_cast<DataType>(msg.dtype), static_cast<RedOp>(msg.op), op.acc->data() + op.acc_offset,
-                body.data() + bulk_offset, msg.count);
-  }
-
-  if (op.arrived == nranks) {
-    if (op.failure.empty()) complete_op(*comm, msg.seq, op);
-    comm->ops.erase(msg.seq);
-  }
-}
-
-void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why) {
-  ++comm.refused;
-  op.failure = why;
-  op.acc.reset();
-  for (size_t r = 0; r < op.request_ids.size(); ++r)
-    if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);
-}
-
-void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
-  const auto& c = op.first;
-  const size_t bytes = c.count * dtype_size(c.dtype);
-  finish_reduction(static_cast<DataType>(c.dtype), static_cast<RedOp>(c.op), op.acc->data() + op.acc_offset, c.count,
-                   static_cast<int>(comm.members.size()));
-  Bulk result{op.acc, op.acc_offset, bytes};
-  for (size_t r = 0; r < op.request_ids.size(); ++r)
-    reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq}, result);
-  ++comm.collectives;
-  ++completed_ops_;
-  CollStats& stats = coll_stats_[wire::coll_type_name(c.coll)];
-  ++stats.calls;
-  stats.bytes += bytes;
-}
-
 void Job::on_disconnect(ClientId id) {
   auto cit = clients_.find(id);
   if (cit == clients_.end()) return;
@@ -383,6 +288,13 @@ void Job::on_disconnect(ClientId id) {
                                  describe_client(id));
       for (auto& [seq, op] : comm.ops)
         if (op.failure.empty()) fail_op(comm, op, Status::kRemoteError, comm.failure);
+      for (auto& [key, p2p] : comm.p2p) {
+        ++comm.refused;
+        auto [src, dst, pair_seq] = key;
+        if (p2p.send_request) reply_error(comm.members[src].client, p2p.send_request, Status::kRemoteError, comm.failure);
+        if (p2p.recv_request) reply_error(comm.members[dst].client, p2p.recv_request, Status::kRemoteError, comm.failure);
+      }
+      comm.p2p.clear();
     }
   }
 }

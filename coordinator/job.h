@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ struct OutFrame {
   wire::MsgType type{};
   uint64_t request_id = 0;
   std::vector<uint8_t> fields;
-  Bulk bulk;
+  std::vector<Bulk> bulk;  // written back to back: a gather's reply points into every rank's data
+  uint64_t bulk_bytes() const;
 };
 
 class Outbox {
@@ -76,14 +78,27 @@ class Job {
     int cuda_device = 0;
     bool destroyed = false;
   };
+  // A rank's contribution: its whole frame body, and where its data starts in it.
+  struct Contribution {
+    std::shared_ptr<std::vector<uint8_t>> body;
+    size_t offset = 0;
+    Bulk slice(uint64_t from, uint64_t bytes) const { return Bulk{body, offset + from, bytes}; }
+    uint8_t* data() const { return body->data() + offset; }
+  };
   struct PendingOp {
     wire::Collective first;  // the call every other rank must match
     std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
     std::vector<std::string> calls;     // per rank, for mismatch messages
+    std::vector<Contribution> data;     // per rank, held until used
     int arrived = 0;
-    std::shared_ptr<std::vector<uint8_t>> acc;  // first arrival's body, reduced into in place
-    size_t acc_offset = 0;
+    int folded = 0;  // reductions fold ranks 0, 1, 2, ... in order, whatever order they arrive in
+    Contribution acc;
     std::string failure;
+  };
+  struct PendingP2P {
+    wire::Collective send, recv;  // what each side called
+    uint64_t send_request = 0, recv_request = 0;
+    Contribution payload;
   };
   struct Comm {
     uint64_t id = 0;
@@ -91,6 +106,7 @@ class Job {
     std::string name;
     std::vector<Member> members;  // indexed by comm rank
     std::map<uint64_t, PendingOp> ops;  // by sequence number
+    std::map<std::tuple<int, int, uint64_t>, PendingP2P> p2p;  // by (sender, receiver, pair sequence)
     std::string failure;  // set once the comm can no longer make progress
     uint64_t refused = 0;  // requests failed because of it
     uint64_t collectives = 0;
@@ -130,18 +146,23 @@ class Job {
   void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
   void handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
                          uint64_t request_id);
+  void handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, Contribution data,
+                                 uint64_t request_id);
+  void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, Contribution data, uint64_t request_id);
+  void fold_ready_contributions(PendingOp& op);
 
   void complete_init(const wire::CommKey& key, PendingInit& pending);
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
   void complete_split(Comm& parent, PendingSplit& pending);
   void complete_op(Comm& comm, uint64_t seq, PendingOp& op);
+  void count_completed(const wire::Collective& call, uint64_t bytes);
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
   // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
   // and returns nullptr otherwise.
   Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id);
 
   template <typename Msg>
-  void reply(ClientId client, uint64_t request_id, const Msg& msg, Bulk bulk = {});
+  void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
   void reply_error(ClientId client, uint64_t request_id, wire::Status code, const std::string& message);
   std::string describe_client(ClientId id) const;
 
@@ -159,5 +180,15 @@ class Job {
   std::map<std::string, CollStats> coll_stats_;
   std::vector<std::string> errors_;  // the first few, for the report
 };
+
+template <typename Msg>
+void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk) {
+  OutFrame frame;
+  frame.type = Msg::kType;
+  frame.request_id = request_id;
+  frame.fields = wire::encode_fields(msg);
+  frame.bulk = std::move(bulk);
+  out_.send(client, std::move(frame));
+}
 
 }  // namespace fakegpu::coord

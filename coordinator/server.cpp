@@ -39,7 +39,7 @@ class SocketSession : public Server::Session {
     Queued q;
     q.frame = std::move(frame);
     wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
-                        q.frame.fields.size() + q.frame.bulk.size};
+                        q.frame.fields.size() + q.frame.bulk_bytes()};
     wire::encode_header(h, q.header.data());
     queue_.push_back(std::move(q));
     if (!writing_) write_next();
@@ -105,12 +105,12 @@ class SocketSession : public Server::Session {
     }
     writing_ = true;
     Queued& q = queue_.front();
-    std::array<asio::const_buffer, 3> buffers = {
-        asio::buffer(q.header), asio::buffer(q.frame.fields),
-        q.frame.bulk.buffer ? asio::buffer(q.frame.bulk.buffer->data() + q.frame.bulk.offset, q.frame.bulk.size)
-                            : asio::const_buffer()};
+    buffers_.clear();
+    buffers_.push_back(asio::buffer(q.header));
+    buffers_.push_back(asio::buffer(q.frame.fields));
+    for (const Bulk& b : q.frame.bulk) buffers_.push_back(asio::buffer(b.buffer->data() + b.offset, b.size));
     auto self = shared_from_this();
-    asio::async_write(socket_, buffers, [this, self](asio::error_code ec, size_t) {
+    asio::async_write(socket_, buffers_, [this, self](asio::error_code ec, size_t) {
       if (ec) return close_now();
       queue_.pop_front();
       write_next();
@@ -125,6 +125,7 @@ class SocketSession : public Server::Session {
   wire::FrameHeader header_decoded_;
   std::vector<uint8_t> body_;
   std::deque<Queued> queue_;
+  std::vector<asio::const_buffer> buffers_;  // the frame being written, reused between frames
   bool writing_ = false;
   bool closing_ = false;
   bool closed_ = false;

@@ -1,9 +1,11 @@
 // The extern "C" surface of libnccl.so.2. Every entry point runs its body through guarded(),
 // the one place where exceptions become ncclResult_t.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "coll_shape.h"
 #include "comm.h"
 #include "cuda_bridge.h"
 #include "errors.h"
@@ -231,33 +233,134 @@ NCCL_EXPORT ncclResult_t ncclGroupEnd() {
   return guarded("ncclGroupEnd", [] { return group_end(); });
 }
 
+namespace {
+
+// The one path every collective and point-to-point call takes: check the arguments as NCCL
+// does, size the transfer, fix the sequence number in program order, and post it.
+ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  ncclComm* c = checked_comm(comm);
+  const size_t elem = dtype_size(datatype);
+  require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
+  if (is_reduction(type))
+    require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, "invalid reduction op " + std::to_string(op));
+  // The comm's size is only known once its init has finished.
+  if (wait_comm(c) != ncclSuccess) throw NcclError(ncclInvalidUsage, "the communicator did not initialise");
+  const bool p2p = is_point_to_point(type);
+  if (has_root(type) || p2p)
+    require(root >= 0 && root < c->nranks, ncclInvalidArgument,
+            std::string(p2p ? "peer " : "root ") + std::to_string(root) + " is outside 0.." +
+                std::to_string(c->nranks - 1));
+  CollShape shape;
+  require(coll_shape(type, count, c->rank, root, c->nranks, &shape) &&
+              std::max(shape.send_elems, shape.recv_elems) <= SIZE_MAX / elem,
+          ncclInvalidArgument, "count " + std::to_string(count) + " overflows the addressable size");
+  require(shape.send_elems == 0 || sendbuff, ncclInvalidArgument, "sendbuff must not be NULL");
+  require(shape.recv_elems == 0 || recvbuff, ncclInvalidArgument, "recvbuff must not be NULL");
+
+  CollectiveCall call;
+  call.comm = c;
+  call.desc.comm_id = c->id;
+  call.desc.rank = c->rank;
+  call.desc.coll = type;
+  call.desc.dtype = static_cast<uint8_t>(datatype);
+  call.desc.op = is_reduction(type) ? static_cast<uint8_t>(op) : 0;
+  call.desc.root = has_root(type) || p2p ? root : -1;
+  call.desc.count = count;
+  if (type == wire::CollType::kSend)
+    call.desc.seq = c->next_send_seq[root]++;
+  else if (type == wire::CollType::kRecv)
+    call.desc.seq = c->next_recv_seq[root]++;
+  else
+    call.desc.seq = c->next_seq++;
+  call.sendbuff = sendbuff;
+  call.recvbuff = recvbuff;
+  call.send_bytes = shape.send_elems * elem;
+  call.recv_bytes = shape.recv_elems * elem;
+  call.stream = stream;
+  submit_collective(call);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+using wire::CollType;
+
 NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllReduce", [&] {
-    ncclComm* c = checked_comm(comm);
-    const size_t elem = dtype_size(datatype);
-    require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
-    require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, "invalid reduction op " + std::to_string(op));
-    require(count == 0 || (sendbuff && recvbuff), ncclInvalidArgument, "sendbuff and recvbuff must not be NULL");
-    require(count <= SIZE_MAX / elem, ncclInvalidArgument, "count " + std::to_string(count) + " overflows");
-    CollectiveCall call;
-    call.comm = c;
-    call.desc.rank = c->rank;
-    call.desc.coll = wire::CollType::kAllReduce;
-    call.desc.dtype = static_cast<uint8_t>(datatype);
-    call.desc.op = static_cast<uint8_t>(op);
-    call.desc.count = count;
-    call.sendbuff = sendbuff;
-    call.recvbuff = recvbuff;
-    call.send_bytes = call.recv_bytes = count * elem;
-    call.stream = stream;
-    // The comm id is only known once init has finished; the sequence number is fixed now, in
-    // program order.
-    if (wait_comm(c) != ncclSuccess) throw NcclError(ncclInvalidUsage, "the communicator did not initialise");
-    call.desc.comm_id = c->id;
-    call.desc.seq = c->next_seq++;
-    submit_collective(call);
-    return ncclSuccess;
+    return post(CollType::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclBroadcast", [&] {
+    return post(CollType::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  return guarded("ncclBcast", [&] {
+    return post(CollType::kBroadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclReduce", [&] {
+    return post(CollType::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAllGather", [&] {
+    return post(CollType::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  return guarded("ncclReduceScatter", [&] {
+    return post(CollType::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAlltoAll", [&] {
+    return post(CollType::kAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclGather", [&] {
+    return post(CollType::kGather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclScatter", [&] {
+    return post(CollType::kScatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclSend", [&] {
+    return post(CollType::kSend, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  return guarded("ncclRecv", [&] {
+    return post(CollType::kRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream);
   });
 }
 
@@ -285,4 +388,14 @@ PNCCL_ALIAS(ncclCommUserRank)
 PNCCL_ALIAS(ncclGroupStart)
 PNCCL_ALIAS(ncclGroupEnd)
 PNCCL_ALIAS(ncclAllReduce)
+PNCCL_ALIAS(ncclBroadcast)
+PNCCL_ALIAS(ncclBcast)
+PNCCL_ALIAS(ncclReduce)
+PNCCL_ALIAS(ncclAllGather)
+PNCCL_ALIAS(ncclReduceScatter)
+PNCCL_ALIAS(ncclAlltoAll)
+PNCCL_ALIAS(ncclGather)
+PNCCL_ALIAS(ncclScatter)
+PNCCL_ALIAS(ncclSend)
+PNCCL_ALIAS(ncclRecv)
 PNCCL_ALIAS(ncclResetDebugInit)

@@ -1,6 +1,7 @@
 // The stub's communicator object and the operations that create and retire it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,8 @@ struct ncclComm {
   std::string name;
   uint64_t next_seq = 1;    // collective sequence number: ranks match on (comm, seq)
   uint64_t next_split = 0;  // ncclCommSplit calls on this comm so far
+  // Point-to-point sequence numbers per peer: a send and a recv match on (sender, receiver, seq).
+  std::map<int, uint64_t> next_send_seq, next_recv_seq;
 
   // Init or split still in flight, and what its reply means.
   enum class Pending { kNone, kInit, kSplit };

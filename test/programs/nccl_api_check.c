@@ -122,7 +122,18 @@ static void check_bad_calls(void) {
   EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat, (ncclRedOp_t)9, comm, NULL) == ncclInvalidArgument, "bad op");
   EXPECT(ncclAllReduce(NULL, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidArgument, "NULL buffer");
   EXPECT(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "count 0 is legal");
-  EXPECT(ncclSend(&x, 1, ncclFloat, 0, comm, NULL) == ncclInvalidUsage, "unimplemented call fails cleanly");
+  void* mem = NULL;
+  EXPECT(ncclMemAlloc(&mem, 64) == ncclInvalidUsage, "unimplemented call fails cleanly");
+  EXPECT(ncclSend(&x, 1, ncclFloat, 1, comm, NULL) == ncclInvalidArgument, "peer outside the communicator");
+  EXPECT(ncclBroadcast(&x, &x, 1, ncclFloat, -1, comm, NULL) == ncclInvalidArgument, "negative root");
+  /* A rank may send to itself; inside a group both halves are posted before either waits. */
+  float y = 0;
+  x = 42;
+  EXPECT_OK(ncclGroupStart());
+  EXPECT_OK(ncclSend(&x, 1, ncclFloat, 0, comm, NULL));
+  EXPECT_OK(ncclRecv(&y, 1, ncclFloat, 0, comm, NULL));
+  EXPECT_OK(ncclGroupEnd());
+  EXPECT(y == 42, "self send/recv delivered %g", y);
   EXPECT(ncclGroupEnd() == ncclInvalidUsage, "unmatched group end");
   EXPECT_OK(ncclCommDestroy(comm));
   int n = 0;

@@ -98,8 +98,12 @@ class JobTest : public ::testing::Test {
   }
 
   static std::vector<float> result_of(const OutFrame& f) {
-    std::vector<float> v(f.bulk.size / sizeof(float));
-    std::memcpy(v.data(), f.bulk.buffer->data() + f.bulk.offset, f.bulk.size);
+    std::vector<float> v;
+    for (const Bulk& b : f.bulk) {
+      size_t at = v.size();
+      v.resize(at + b.size / sizeof(float));
+      std::memcpy(v.data() + at, b.buffer->data() + b.offset, b.size);
+    }
     return v;
   }
 

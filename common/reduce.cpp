@@ -1,75 +1,85 @@
 #include "reduce.h"
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
+
+#include "small_float.h"
 
 namespace fakegpu {
 namespace {
 
-// Unsigned arithmetic so that signed overflow wraps as on the GPU instead of being UB.
+// Native types compute in themselves; integer arithmetic goes through unsigned so it wraps as
+// on the GPU instead of being undefined.
 template <typename T>
-T wrap_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
+struct Native {
+  using Storage = T;
+  static T load(T v) { return v; }
+  static T store(T v) { return v; }
+  static T add(T a, T b) {
+    if constexpr (std::is_integral_v<T>) return static_cast<T>(wide(a) + wide(b));
+    else return a + b;
   }
-}
-template <typename T>
-T wrap_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    // Promote narrow types to unsigned int so the product itself cannot overflow a signed int.
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<T>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b)));
-  } else {
-    return a * b;
+  static T mul(T a, T b) {
+    if constexpr (std::is_integral_v<T>) return static_cast<T>(wide(a) * wide(b));
+    else return a * b;
   }
-}
+  template <typename U = T>
+  static auto wide(U v) {
+    using Unsigned = std::make_unsigned_t<U>;
+    using Wide = std::conditional_t<(sizeof(Unsigned) < sizeof(unsigned)), unsigned, Unsigned>;
+    return static_cast<Wide>(static_cast<Unsigned>(v));
+  }
+};
 
-template <typename T>
-void reduce_typed(RedOp op, T* acc, const T* src, size_t n) {
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kAvg:
-      for (size_t i = 0; i < n; ++i) acc[i] = wrap_add(acc[i], src[i]);
-      break;
-    case RedOp::kProd:
-      for (size_t i = 0; i < n; ++i) acc[i] = wrap_mul(acc[i], src[i]);
-      break;
-    case RedOp::kMax:
-      for (size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], src[i]);
-      break;
-    case RedOp::kMin:
-      for (size_t i = 0; i < n; ++i) acc[i] = std::min(acc[i], src[i]);
-      break;
-  }
-}
+// Narrow floats: decode to double, operate, round back to the type once per operation.
+template <typename S, double (*Decode)(S), S (*Encode)(double)>
+struct Narrow {
+  using Storage = S;
+  static double load(S v) { return Decode(v); }
+  static S store(double v) { return Encode(v); }
+  static double add(double a, double b) { return a + b; }
+  static double mul(double a, double b) { return a * b; }
+};
+using Half = Narrow<uint16_t, half_to_double, double_to_half>;
+using Bf16 = Narrow<uint16_t, bf16_to_double, double_to_bf16>;
 
-template <typename T>
-void divide_typed(T* acc, size_t n, int nranks) {
-  for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / static_cast<T>(nranks));
-}
+// 8-bit floats compute in half: the result is rounded to half, then to the 8-bit type.
+template <double (*Decode)(uint8_t), uint8_t (*Encode)(double)>
+struct Fp8 {
+  using Storage = uint8_t;
+  static double load(uint8_t v) { return Decode(v); }
+  static uint8_t store(double v) { return Encode(half_to_double(double_to_half(v))); }
+  static double add(double a, double b) { return a + b; }
+  static double mul(double a, double b) { return a * b; }
+};
+using E4m3 = Fp8<e4m3_to_double, double_to_e4m3>;
+using E5m2 = Fp8<e5m2_to_double, double_to_e5m2>;
 
 template <typename Fn>
-void dispatch_native(DataType dtype, Fn&& fn) {
+void dispatch(DataType dtype, Fn&& fn) {
   switch (dtype) {
-    case DataType::kInt8: fn(int8_t{}); break;
-    case DataType::kUint8: fn(uint8_t{}); break;
-    case DataType::kInt32: fn(int32_t{}); break;
-    case DataType::kUint32: fn(uint32_t{}); break;
-    case DataType::kInt64: fn(int64_t{}); break;
-    case DataType::kUint64: fn(uint64_t{}); break;
-    case DataType::kFloat32: fn(float{}); break;
-    case DataType::kFloat64: fn(double{}); break;
-    default: break;
+    case DataType::kInt8: fn(Native<int8_t>{}); break;
+    case DataType::kUint8: fn(Native<uint8_t>{}); break;
+    case DataType::kInt32: fn(Native<int32_t>{}); break;
+    case DataType::kUint32: fn(Native<uint32_t>{}); break;
+    case DataType::kInt64: fn(Native<int64_t>{}); break;
+    case DataType::kUint64: fn(Native<uint64_t>{}); break;
+    case DataType::kFloat16: fn(Half{}); break;
+    case DataType::kFloat32: fn(Native<float>{}); break;
+    case DataType::kFloat64: fn(Native<double>{}); break;
+    case DataType::kBfloat16: fn(Bf16{}); break;
+    case DataType::kFloat8e4m3: fn(E4m3{}); break;
+    case DataType::kFloat8e5m2: fn(E5m2{}); break;
   }
 }
 
-bool is_native(DataType dtype) {
-  return dtype != DataType::kFloat16 && dtype != DataType::kBfloat16 && dtype != DataType::kFloat8e4m3 &&
-         dtype != DataType::kFloat8e5m2;
+template <typename A, typename Op>
+void elementwise(void* acc, const void* src, size_t n, Op op) {
+  using S = typename A::Storage;
+  auto* a = static_cast<S*>(acc);
+  auto* b = static_cast<const S*>(src);
+  for (size_t i = 0; i < n; ++i) a[i] = A::store(op(A::load(a[i]), A::load(b[i])));
 }
 
 }  // namespace
@@ -80,30 +90,81 @@ size_t dtype_size(int dtype) {
 }
 
 const char* dtype_name(int dtype) {
-  static const char* names[kNumDataTypes] = {"int8",    "uint8",   "int32",    "uint32",      "int64",      "uint64",
+  static const char* names[kNumDataTypes] = {"int8",    "uint8",   "int32",   "uint32",     "int64",     "uint64",
                                              "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   return dtype >= 0 && dtype < kNumDataTypes ? names[dtype] : "invalid";
 }
 
 const char* redop_name(int op) {
-  static const char* names[kNumRedOps] = {"sum", "prod", "max", "min", "avg"};
+  static const char* names[kNumRedOps] = {"sum", "prod", "max", "min", "avg", "premulsum"};
   return op >= 0 && op < kNumRedOps ? names[op] : "invalid";
 }
 
-bool reduction_supported(DataType dtype, RedOp op) {
-  return is_native(dtype) && static_cast<int>(op) < kNumRedOps;
+bool is_floating(DataType dtype) {
+  return dtype == DataType::kFloat16 || dtype == DataType::kFloat32 || dtype == DataType::kFloat64 ||
+         dtype == DataType::kBfloat16 || dtype == DataType::kFloat8e4m3 || dtype == DataType::kFloat8e5m2;
 }
 
-void reduce_into(DataType dtype, RedOp op, void* acc, const void* src, size_t count) {
-  dispatch_native(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    reduce_typed(op, static_cast<T*>(acc), static_cast<const T*>(src), count);
+ReductionPlan plan_reduction(DataType dtype, RedOp op) {
+  switch (op) {
+    case RedOp::kAvg: return is_floating(dtype) ? ReductionPlan{RedOp::kSum, true, false} : ReductionPlan{RedOp::kSum, false, true};
+    case RedOp::kPreMulSum: return {RedOp::kSum, true, false};
+    default: return {op, false, false};
+  }
+}
+
+uint64_t average_scalar(DataType dtype, int nranks) {
+  // NCCL computes 1/n in double and converts it to the type through float (through half for fp8).
+  const double inv = static_cast<float>(1.0 / nranks);
+  uint64_t bits = 0;
+  switch (dtype) {
+    case DataType::kFloat32: {
+      float f = static_cast<float>(inv);
+      std::memcpy(&bits, &f, sizeof f);
+      break;
+    }
+    case DataType::kFloat64: {
+      double d = 1.0 / nranks;
+      std::memcpy(&bits, &d, sizeof d);
+      break;
+    }
+    case DataType::kBfloat16: bits = double_to_bf16(inv); break;
+    case DataType::kFloat8e4m3: bits = double_to_e4m3(half_to_double(double_to_half(inv))); break;
+    case DataType::kFloat8e5m2: bits = double_to_e5m2(half_to_double(double_to_half(inv))); break;
+    default: bits = double_to_half(inv); break;
+  }
+  return bits;
+}
+
+void premultiply(DataType dtype, void* data, size_t count, uint64_t scalar) {
+  dispatch(dtype, [&](auto arith) {
+    using A = decltype(arith);
+    typename A::Storage s;
+    std::memcpy(&s, &scalar, sizeof s);
+    auto* d = static_cast<typename A::Storage*>(data);
+    const auto factor = A::load(s);
+    for (size_t i = 0; i < count; ++i) d[i] = A::store(A::mul(A::load(d[i]), factor));
   });
 }
 
-void finish_reduction(DataType dtype, RedOp op, void* acc, size_t count, int nranks) {
-  if (op != RedOp::kAvg) return;
-  dispatch_native(dtype, [&](auto tag) { divide_typed(static_cast<decltype(tag)*>(acc), count, nranks); });
+void reduce_into(DataType dtype, RedOp fold, void* acc, const void* src, size_t count) {
+  dispatch(dtype, [&](auto arith) {
+    using A = decltype(arith);
+    switch (fold) {
+      case RedOp::kProd: elementwise<A>(acc, src, count, [](auto a, auto b) { return A::mul(a, b); }); break;
+      case RedOp::kMax: elementwise<A>(acc, src, count, [](auto a, auto b) { return std::max(a, b); }); break;
+      case RedOp::kMin: elementwise<A>(acc, src, count, [](auto a, auto b) { return std::min(a, b); }); break;
+      default: elementwise<A>(acc, src, count, [](auto a, auto b) { return A::add(a, b); }); break;
+    }
+  });
+}
+
+void post_divide(DataType dtype, void* acc, size_t count, int nranks) {
+  dispatch(dtype, [&](auto arith) {
+    using A = decltype(arith);
+    auto* d = static_cast<typename A::Storage*>(acc);
+    for (size_t i = 0; i < count; ++i) d[i] = A::store(A::load(d[i]) / nranks);
+  });
 }
 
 }  // namespace fakegpu

@@ -1,4 +1,11 @@
-// Element types and reduction operators, numbered exactly as ncclDataType_t / ncclRedOp_t.
+// Element types and reduction operators, numbered exactly as ncclDataType_t / ncclRedOp_t,
+// and the reductions themselves, with NCCL's arithmetic:
+// - integers wrap;
+// - half and bfloat16 round to the type after every operation; the 8-bit floats compute in
+//   half and round to the 8-bit type (saturating), as NCCL's kernels do;
+// - avg of a floating type multiplies each contribution by 1/n (in the type) and sums; avg of an
+//   integer type sums and divides by n. PreMulSum multiplies each rank's contribution by that
+//   rank's scalar, then sums.
 #pragma once
 
 #include <cstddef>
@@ -12,20 +19,32 @@ enum class DataType : uint8_t {
 };
 constexpr int kNumDataTypes = 12;
 
-enum class RedOp : uint8_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
-constexpr int kNumRedOps = 5;
+// kPreMulSum is fakegpu's wire code for any ncclRedOpCreatePreMulSum operator.
+enum class RedOp : uint8_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4, kPreMulSum = 5 };
+constexpr int kNumRedOps = 6;
 
 // 0 for a value that is not a valid data type.
 size_t dtype_size(int dtype);
 const char* dtype_name(int dtype);
 const char* redop_name(int op);
+bool is_floating(DataType dtype);
 
-// Whether reduce_into / finish_reduction handle this pair yet.
-bool reduction_supported(DataType dtype, RedOp op);
+// How one reduction is carried out: each contribution is optionally scaled, the scaled
+// contributions are folded with `fold`, and the result is optionally divided by n.
+struct ReductionPlan {
+  RedOp fold = RedOp::kSum;
+  bool premultiply = false;
+  bool post_divide = false;
+};
+ReductionPlan plan_reduction(DataType dtype, RedOp op);
 
-// acc[i] = acc[i] (op) src[i] for count elements. Integer arithmetic wraps.
-void reduce_into(DataType dtype, RedOp op, void* acc, const void* src, size_t count);
-// Applies what must happen once all nranks contributions are in (avg divides by nranks).
-void finish_reduction(DataType dtype, RedOp op, void* acc, size_t count, int nranks);
+// The scalar 1/n in the type, as raw little-endian bytes, for avg of a floating type.
+uint64_t average_scalar(DataType dtype, int nranks);
+// data[i] *= scalar, where scalar holds a value of the type as raw little-endian bytes.
+void premultiply(DataType dtype, void* data, size_t count, uint64_t scalar);
+// acc[i] = acc[i] (fold) src[i].
+void reduce_into(DataType dtype, RedOp fold, void* acc, const void* src, size_t count);
+// acc[i] /= nranks (integer division for integer types).
+void post_divide(DataType dtype, void* acc, size_t count, int nranks);
 
 }  // namespace fakegpu

@@ -223,6 +223,7 @@ void Collective::encode(Writer& w) const {
   w.u8(op);
   w.i32(root);
   w.u64(count);
+  w.u64(scalar);
 }
 Collective Collective::decode(Reader& r) {
   Collective m;
@@ -236,6 +237,7 @@ Collective Collective::decode(Reader& r) {
   m.op = r.u8();
   m.root = r.i32();
   m.count = r.u64();
+  m.scalar = r.u64();
   return m;
 }
 

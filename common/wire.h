@@ -244,6 +244,7 @@ struct Collective {
   uint8_t op = 0;     // ncclRedOp_t; ignored by collectives that do not reduce
   int32_t root = -1;  // the root, or for Send/Recv the peer; -1 when the call has neither
   uint64_t count = 0;
+  uint64_t scalar = 0;  // PreMulSum: this rank's scalar, raw little-endian bytes of the type
   void encode(Writer& w) const;
   static Collective decode(Reader& r);
 };

@@ -33,12 +33,9 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
   if (!comm) return;
   const int nranks = static_cast<int>(comm->members.size());
   const size_t elem = dtype_size(msg.dtype);
-  if (elem == 0 || (is_reduction(msg.coll) &&
-                    (msg.op >= kNumRedOps ||
-                     !reduction_supported(static_cast<DataType>(msg.dtype), static_cast<RedOp>(msg.op))))) {
+  if (elem == 0 || (is_reduction(msg.coll) && msg.op >= kNumRedOps)) {
     reply_error(id, request_id, Status::kInvalidArgument,
-                fmt::format("{}: datatype {} with op {} is not supported", wire::coll_type_name(msg.coll),
-                            dtype_name(msg.dtype), redop_name(msg.op)));
+                fmt::format("{}: invalid datatype {} or op {}", wire::coll_type_name(msg.coll), msg.dtype, msg.op));
     return;
   }
   if ((has_root(msg.coll) || is_point_to_point(msg.coll)) && (msg.root < 0 || msg.root >= nranks)) {
@@ -55,6 +52,13 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
                                       dtype_name(msg.dtype)));
   ++clients_[id].collectives;
   Contribution data{std::make_shared<std::vector<uint8_t>>(std::move(body)), bulk_offset};
+  if (is_reduction(msg.coll)) {
+    // Scaling is per rank (each has its own PreMulSum scalar), so it happens on arrival.
+    const auto dtype = static_cast<DataType>(msg.dtype);
+    const auto op = static_cast<RedOp>(msg.op);
+    if (plan_reduction(dtype, op).premultiply)
+      premultiply(dtype, data.data(), shape.send_elems, op == RedOp::kAvg ? average_scalar(dtype, nranks) : msg.scalar);
+  }
   if (is_point_to_point(msg.coll))
     handle_p2p(*comm, id, msg, std::move(data), request_id);
   else
@@ -107,10 +111,11 @@ void Job::fold_ready_contributions(PendingOp& op) {
   coll_shape(c.coll, c.count, 0, c.root, static_cast<int>(op.data.size()), &shape);
   while (op.folded < static_cast<int>(op.data.size()) && op.data[op.folded].body) {
     Contribution& next = op.data[op.folded];
+    const auto dtype = static_cast<DataType>(c.dtype);
     if (op.folded == 0)
       op.acc = std::move(next);
     else
-      reduce_into(static_cast<DataType>(c.dtype), static_cast<RedOp>(c.op), op.acc.data(), next.data(),
+      reduce_into(dtype, plan_reduction(dtype, static_cast<RedOp>(c.op)).fold, op.acc.data(), next.data(),
                   shape.send_elems);
     next = Contribution{};
     ++op.folded;
@@ -122,11 +127,11 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   const int nranks = static_cast<int>(comm.members.size());
   const uint64_t elem = dtype_size(c.dtype);
   const uint64_t chunk = c.count * elem;  // the call's count, in bytes
-  if (is_reduction(c.coll)) {
+  const auto dtype = static_cast<DataType>(c.dtype);
+  if (is_reduction(c.coll) && plan_reduction(dtype, static_cast<RedOp>(c.op)).post_divide) {
     CollShape shape;
     coll_shape(c.coll, c.count, 0, c.root, nranks, &shape);
-    finish_reduction(static_cast<DataType>(c.dtype), static_cast<RedOp>(c.op), op.acc.data(), shape.send_elems,
-                     nranks);
+    post_divide(dtype, op.acc.data(), shape.send_elems, nranks);
   }
   for (int r = 0; r < nranks; ++r) {
     std::vector<Bulk> result;

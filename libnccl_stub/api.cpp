@@ -242,8 +242,18 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
   ncclComm* c = checked_comm(comm);
   const size_t elem = dtype_size(datatype);
   require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
-  if (is_reduction(type))
+  const PreMulSumOp* premul = nullptr;
+  if (is_reduction(type) && op >= ncclNumOps) {
+    const size_t index = static_cast<size_t>(op) - ncclNumOps;
+    require(index < c->premulsum_ops.size() && c->premulsum_ops[index].live, ncclInvalidArgument,
+            "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed");
+    premul = &c->premulsum_ops[index];
+    require(premul->dtype == datatype, ncclInvalidArgument,
+            "reduction op " + std::to_string(op) + " was created for " + dtype_name(premul->dtype) + ", not " +
+                dtype_name(datatype));
+  } else if (is_reduction(type)) {
     require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, "invalid reduction op " + std::to_string(op));
+  }
   // The comm's size is only known once its init has finished.
   if (wait_comm(c) != ncclSuccess) throw NcclError(ncclInvalidUsage, "the communicator did not initialise");
   const bool p2p = is_point_to_point(type);
@@ -264,7 +274,11 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
   call.desc.rank = c->rank;
   call.desc.coll = type;
   call.desc.dtype = static_cast<uint8_t>(datatype);
-  call.desc.op = is_reduction(type) ? static_cast<uint8_t>(op) : 0;
+  call.desc.op = !is_reduction(type) ? 0 : premul ? static_cast<uint8_t>(RedOp::kPreMulSum) : static_cast<uint8_t>(op);
+  if (premul) {
+    call.desc.scalar = premul->scalar;
+    call.device_scalar = premul->device_scalar;
+  }
   call.desc.root = has_root(type) || p2p ? root : -1;
   call.desc.count = count;
   if (type == wire::CollType::kSend)
@@ -364,10 +378,56 @@ NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t d
   });
 }
 
-NCCL_EXPORT ncclResult_t ncclResetDebugInit() {
-  // Logging reads NCCL_DEBUG on every message, so there is no cached state to reset.
-  return ncclSuccess;
+NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                  ncclScalarResidence_t residence, ncclComm_t comm) {
+  return guarded("ncclRedOpCreatePreMulSum", [&] {
+    ncclComm* c = checked_comm(comm);
+    require(op && scalar, ncclInvalidArgument, "op and scalar must not be NULL");
+    const size_t elem = dtype_size(datatype);
+    require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
+    require(residence == ncclScalarHostImmediate || residence == ncclScalarDevice, ncclInvalidArgument,
+            "invalid scalar residence " + std::to_string(residence));
+    PreMulSumOp made;
+    made.dtype = datatype;
+    made.live = true;
+    if (residence == ncclScalarHostImmediate)
+      std::memcpy(&made.scalar, scalar, elem);
+    else
+      made.device_scalar = scalar;
+    auto& ops = c->premulsum_ops;
+    auto slot = std::find_if(ops.begin(), ops.end(), [](const PreMulSumOp& o) { return !o.live; });
+    if (slot == ops.end()) slot = ops.insert(ops.end(), made);
+    else *slot = made;
+    *op = static_cast<ncclRedOp_t>(ncclNumOps + (slot - ops.begin()));
+    return ncclSuccess;
+  });
 }
+
+NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  return guarded("ncclRedOpDestroy", [&] {
+    ncclComm* c = checked_comm(comm);
+    require(op >= ncclNumOps, ncclInvalidArgument, "built-in reduction op " + std::to_string(op) + " cannot be destroyed");
+    const size_t index = static_cast<size_t>(op) - ncclNumOps;
+    require(index < c->premulsum_ops.size() && c->premulsum_ops[index].live, ncclInvalidArgument,
+            "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed");
+    c->premulsum_ops[index].live = false;
+    return ncclSuccess;
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
+  return guarded("ncclGroupSimulateEnd", [&] {
+    require(!info || info->magic == 0x74685283, ncclInvalidArgument,
+            "ncclSimInfo_t was not initialised with NCCL_SIM_INFO_INITIALIZER (bad magic)");
+    float modeled_us = group_simulate_end();
+    if (info) info->estimatedTime = modeled_us;
+    return ncclSuccess;
+  });
+}
+
+// Logging reads NCCL_DEBUG on every message, so there is no cached state to reset.
+NCCL_EXPORT void ncclResetDebugInit() {}
+NCCL_EXPORT void ncclResetDebugInitInternal() {}
 
 PNCCL_ALIAS(ncclGetVersion)
 PNCCL_ALIAS(ncclGetErrorString)
@@ -397,5 +457,9 @@ PNCCL_ALIAS(ncclAlltoAll)
 PNCCL_ALIAS(ncclGather)
 PNCCL_ALIAS(ncclScatter)
 PNCCL_ALIAS(ncclSend)
+PNCCL_ALIAS(ncclRedOpCreatePreMulSum)
+PNCCL_ALIAS(ncclRedOpDestroy)
+PNCCL_ALIAS(ncclGroupSimulateEnd)
 PNCCL_ALIAS(ncclRecv)
 PNCCL_ALIAS(ncclResetDebugInit)
+

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,6 +11,20 @@
 #include "nccl.h"
 
 namespace fakegpu::stub {
+
+// An operator made by ncclRedOpCreatePreMulSum; its ncclRedOp_t is ncclNumOps + its index.
+struct PreMulSumOp {
+  int dtype = 0;
+  bool live = false;
+  uint64_t scalar = 0;                  // ncclScalarHostImmediate: the value, read at creation
+  const void* device_scalar = nullptr;  // ncclScalarDevice: read when the collective runs
+};
+
+// A buffer given to ncclCommRegister or ncclCommWindowRegister; its address is the handle.
+struct Registration {
+  void* buffer = nullptr;
+  size_t size = 0;
+};
 
 struct CommOptions {
   bool blocking = true;
@@ -34,6 +49,8 @@ struct ncclComm {
   uint64_t next_split = 0;  // ncclCommSplit calls on this comm so far
   // Point-to-point sequence numbers per peer: a send and a recv match on (sender, receiver, seq).
   std::map<int, uint64_t> next_send_seq, next_recv_seq;
+  std::vector<fakegpu::stub::PreMulSumOp> premulsum_ops;
+  std::map<const void*, std::unique_ptr<fakegpu::stub::Registration>> registrations;  // by handle
 
   // Init or split still in flight, and what its reply means.
   enum class Pending { kNone, kInit, kSplit };

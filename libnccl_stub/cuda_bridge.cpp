@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -13,6 +14,8 @@ CudaBridge::CudaBridge() {
   get_device_ = reinterpret_cast<GetDevice>(dlsym(RTLD_DEFAULT, "cudaGetDevice"));
   stream_sync_ = reinterpret_cast<StreamSync>(dlsym(RTLD_DEFAULT, "cudaStreamSynchronize"));
   memcpy_ = reinterpret_cast<Memcpy>(dlsym(RTLD_DEFAULT, "cudaMemcpy"));
+  malloc_ = reinterpret_cast<int (*)(void**, size_t)>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
+  free_ = reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaFree"));
   // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
   bool fake = dlsym(RTLD_DEFAULT, "fakegpu_cuda_is_fake") != nullptr;
   host_accessible_ = fake || memcpy_ == nullptr;
@@ -33,6 +36,23 @@ void CudaBridge::sync_stream(cudaStream_t stream) const {
   if (!stream_sync_) return;
   int err = stream_sync_(stream);
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaStreamSynchronize failed with CUDA error " + std::to_string(err));
+}
+
+void* CudaBridge::allocate(size_t bytes) const {
+  void* p = nullptr;
+  if (malloc_) {
+    int err = malloc_(&p, bytes);
+    if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMalloc of " + std::to_string(bytes) + " bytes failed with CUDA error " + std::to_string(err));
+  } else if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) {
+    throw NcclError(ncclSystemError, "cannot allocate " + std::to_string(bytes) + " bytes");
+  }
+  return p;
+}
+
+void CudaBridge::release(void* ptr) const {
+  if (!malloc_) return std::free(ptr);
+  int err = free_ ? free_(ptr) : 0;
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaFree failed with CUDA error " + std::to_string(err));
 }
 
 void CudaBridge::copy(void* dst, const void* src, size_t bytes, int kind) const {

@@ -16,6 +16,9 @@ class CudaBridge {
   void sync_stream(cudaStream_t stream) const;
   // True when device pointers are plain host memory (fakegpu's runtime, or none at all).
   bool host_accessible() const { return host_accessible_; }
+  // Device memory through the loaded runtime; host memory when there is none.
+  void* allocate(size_t bytes) const;
+  void release(void* ptr) const;
   void copy_to_host(void* dst, const void* src, size_t bytes) const { copy(dst, src, bytes, kDeviceToHost); }
   void copy_to_device(void* dst, const void* src, size_t bytes) const { copy(dst, src, bytes, kHostToDevice); }
 
@@ -31,6 +34,8 @@ class CudaBridge {
   GetDevice get_device_ = nullptr;
   StreamSync stream_sync_ = nullptr;
   Memcpy memcpy_ = nullptr;
+  int (*malloc_)(void**, size_t) = nullptr;
+  int (*free_)(void*) = nullptr;
   bool host_accessible_ = true;
 };
 

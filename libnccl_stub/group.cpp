@@ -1,8 +1,10 @@
 #include "group.h"
 
+#include <optional>
 #include <vector>
 
 #include "cuda_bridge.h"
+#include "reduce.h"
 
 namespace fakegpu::stub {
 namespace {
@@ -39,6 +41,8 @@ void run_calls(const std::vector<CollectiveCall>& calls) {
         throw NcclError(ncclInvalidUsage,
                         "the communicator did not initialise (" + std::string(ncclGetErrorString(status)) + ")");
       cu.sync_stream(c.stream);  // the send buffer is complete once earlier work on the stream is
+      wire::Collective desc = c.desc;
+      if (c.device_scalar) cu.copy_to_host(&desc.scalar, c.device_scalar, dtype_size(desc.dtype));
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
       if (!cu.host_accessible()) {
@@ -48,7 +52,7 @@ void run_calls(const std::vector<CollectiveCall>& calls) {
         send = staged[i].send.data();
         recv = staged[i].recv.data();
       }
-      requests.push_back(c.comm->client->submit(c.desc, send, c.send_bytes, recv, c.recv_bytes));
+      requests.push_back(c.comm->client->submit(desc, send, c.send_bytes, recv, c.recv_bytes));
     }
   } catch (const NcclError& e) {
     note(e);  // stop posting, but still wait for what was posted: replies land in our buffers
@@ -62,6 +66,24 @@ void run_calls(const std::vector<CollectiveCall>& calls) {
     }
   }
   if (first_code != ncclSuccess) throw NcclError(first_code, first_error);
+}
+
+// Pops the outermost group off this thread; nullopt while nested groups remain open.
+std::optional<GroupState> close_group() {
+  if (t_group.depth == 0) throw NcclError(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
+  if (--t_group.depth > 0) return std::nullopt;
+  GroupState group = std::move(t_group);
+  t_group = GroupState{};
+  return group;
+}
+
+ncclResult_t finish_pending_comms(const GroupState& group) {
+  ncclResult_t result = ncclSuccess;
+  for (ncclComm* comm : group.pending_comms) {
+    ncclResult_t status = comm->blocking ? wait_comm(comm) : poll_comm(comm);
+    if (status != ncclSuccess && result == ncclSuccess) result = status;
+  }
+  return result;
 }
 
 }  // namespace
@@ -81,17 +103,28 @@ void submit_collective(const CollectiveCall& call) {
 }
 
 ncclResult_t group_end() {
-  if (t_group.depth == 0) throw NcclError(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
-  if (--t_group.depth > 0) return ncclSuccess;
-  GroupState group = std::move(t_group);
-  t_group = GroupState{};
-  run_calls(group.calls);
-  ncclResult_t result = ncclSuccess;
-  for (ncclComm* comm : group.pending_comms) {
-    ncclResult_t status = comm->blocking ? wait_comm(comm) : poll_comm(comm);
-    if (status != ncclSuccess && result == ncclSuccess) result = status;
+  auto group = close_group();
+  if (!group) return ncclSuccess;
+  run_calls(group->calls);
+  return finish_pending_comms(*group);
+}
+
+float group_simulate_end() {
+  auto group = close_group();
+  if (!group) return 0.0f;
+  // Nothing runs, so the sequence numbers these calls took must be unused again on every rank:
+  // give them back, newest first.
+  for (auto it = group->calls.rbegin(); it != group->calls.rend(); ++it) {
+    ncclComm* c = it->comm;
+    if (it->desc.coll == wire::CollType::kSend)
+      --c->next_send_seq[it->desc.root];
+    else if (it->desc.coll == wire::CollType::kRecv)
+      --c->next_recv_seq[it->desc.root];
+    else
+      --c->next_seq;
   }
-  return result;
+  finish_pending_comms(*group);
+  return 0.0f;  // there is no cost model yet; documented as 0 until there is
 }
 
 }  // namespace fakegpu::stub

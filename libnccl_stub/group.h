@@ -15,11 +15,15 @@ struct CollectiveCall {
   size_t send_bytes = 0;
   size_t recv_bytes = 0;
   cudaStream_t stream = nullptr;
+  const void* device_scalar = nullptr;  // PreMulSum scalar to read from device memory at run time
 };
 
 void group_start();
 // Runs what the group collected; returns ncclInProgress when a non-blocking init is still going.
 ncclResult_t group_end();
+// Ends the group without running its calls (ncclGroupSimulateEnd), returning the modeled time
+// in microseconds.
+float group_simulate_end();
 bool in_group();
 // Remembers a communicator whose init or split the outermost group end must wait for.
 void group_add_pending_comm(ncclComm* comm);

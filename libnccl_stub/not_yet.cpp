@@ -23,14 +23,5 @@ ncclResult_t not_implemented(const char* fn) {
   NCCL_EXPORT ncclResult_t name params { return not_implemented(#name); } \
   PNCCL_ALIAS(name)
 
-NOT_YET(ncclMemAlloc, (void**, size_t))
-NOT_YET(ncclMemFree, (void*))
 NOT_YET(ncclCommRevoke, (ncclComm_t, int))
 NOT_YET(ncclCommShrink, (ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int))
-NOT_YET(ncclCommRegister, (const ncclComm_t, void*, size_t, void**))
-NOT_YET(ncclCommDeregister, (const ncclComm_t, void*))
-NOT_YET(ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWindow_t*, int))
-NOT_YET(ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))
-NOT_YET(ncclRedOpCreatePreMulSum, (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))
-NOT_YET(ncclRedOpDestroy, (ncclRedOp_t, ncclComm_t))
-NOT_YET(ncclGroupSimulateEnd, (ncclSimInfo_t*))

@@ -122,8 +122,35 @@ static void check_bad_calls(void) {
   EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat, (ncclRedOp_t)9, comm, NULL) == ncclInvalidArgument, "bad op");
   EXPECT(ncclAllReduce(NULL, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidArgument, "NULL buffer");
   EXPECT(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "count 0 is legal");
+  EXPECT(ncclCommRevoke(comm, 0) == ncclInvalidUsage, "unimplemented call fails cleanly");
+
+  /* Memory, registration and windows. */
   void* mem = NULL;
-  EXPECT(ncclMemAlloc(&mem, 64) == ncclInvalidUsage, "unimplemented call fails cleanly");
+  EXPECT_OK(ncclMemAlloc(&mem, 1 << 20));
+  EXPECT(mem != NULL, "ncclMemAlloc gave NULL");
+  void* handle = NULL;
+  EXPECT_OK(ncclCommRegister(comm, mem, 1 << 20, &handle));
+  EXPECT_OK(ncclCommDeregister(comm, handle));
+  EXPECT(ncclCommDeregister(comm, handle) == ncclInvalidArgument, "double deregistration");
+  ncclWindow_t win;
+  EXPECT_OK(ncclCommWindowRegister(comm, mem, 1 << 20, &win, NCCL_WIN_COLL_SYMMETRIC));
+  EXPECT_OK(ncclCommWindowDeregister(comm, win));
+  EXPECT_OK(ncclCommRegister(comm, mem, 64, &handle)); /* left registered: freed with the comm */
+  EXPECT_OK(ncclMemFree(mem));
+
+  /* PreMulSum operator misuse. */
+  ncclRedOp_t premul;
+  float scalar = 2;
+  EXPECT_OK(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat, ncclScalarHostImmediate, comm));
+  EXPECT(premul >= ncclNumOps, "PreMulSum op %d collides with a built-in", premul);
+  EXPECT(ncclAllReduce(&x, &x, 1, ncclDouble, premul, comm, NULL) == ncclInvalidArgument, "op used with another type");
+  x = 3;
+  EXPECT_OK(ncclAllReduce(&x, &x, 1, ncclFloat, premul, comm, NULL));
+  EXPECT(x == 6, "PreMulSum on one rank gave %g, expected 6", x);
+  EXPECT(ncclRedOpDestroy(ncclSum, comm) == ncclInvalidArgument, "destroying a built-in op");
+  EXPECT_OK(ncclRedOpDestroy(premul, comm));
+  EXPECT(ncclRedOpDestroy(premul, comm) == ncclInvalidArgument, "destroying twice");
+  EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat, premul, comm, NULL) == ncclInvalidArgument, "destroyed op");
   EXPECT(ncclSend(&x, 1, ncclFloat, 1, comm, NULL) == ncclInvalidArgument, "peer outside the communicator");
   EXPECT(ncclBroadcast(&x, &x, 1, ncclFloat, -1, comm, NULL) == ncclInvalidArgument, "negative root");
   /* A rank may send to itself; inside a group both halves are posted before either waits. */

@@ -235,6 +235,14 @@ NCCL_EXPORT ncclResult_t ncclGroupEnd() {
 
 namespace {
 
+// The live PreMulSum operator `op` of the comm; throws when there is none.
+PreMulSumOp& premulsum_op(ncclComm* c, ncclRedOp_t op) {
+  const size_t index = static_cast<size_t>(op) - ncclNumOps;
+  require(op >= ncclNumOps && index < c->premulsum_ops.size() && c->premulsum_ops[index].live, ncclInvalidArgument,
+          "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed");
+  return c->premulsum_ops[index];
+}
+
 // The one path every collective and point-to-point call takes: check the arguments as NCCL
 // does, size the transfer, fix the sequence number in program order, and post it.
 ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -244,10 +252,7 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
   require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
   const PreMulSumOp* premul = nullptr;
   if (is_reduction(type) && op >= ncclNumOps) {
-    const size_t index = static_cast<size_t>(op) - ncclNumOps;
-    require(index < c->premulsum_ops.size() && c->premulsum_ops[index].live, ncclInvalidArgument,
-            "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed");
-    premul = &c->premulsum_ops[index];
+    premul = &premulsum_op(c, op);
     require(premul->dtype == datatype, ncclInvalidArgument,
             "reduction op " + std::to_string(op) + " was created for " + dtype_name(premul->dtype) + ", not " +
                 dtype_name(datatype));
@@ -407,10 +412,7 @@ NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return guarded("ncclRedOpDestroy", [&] {
     ncclComm* c = checked_comm(comm);
     require(op >= ncclNumOps, ncclInvalidArgument, "built-in reduction op " + std::to_string(op) + " cannot be destroyed");
-    const size_t index = static_cast<size_t>(op) - ncclNumOps;
-    require(index < c->premulsum_ops.size() && c->premulsum_ops[index].live, ncclInvalidArgument,
-            "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed");
-    c->premulsum_ops[index].live = false;
+    premulsum_op(c, op).live = false;
     return ncclSuccess;
   });
 }

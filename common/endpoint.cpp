@@ -83,6 +83,8 @@ UniqueIdContents unpack_unique_id(const char in[kUniqueIdBytes]) {
   if (len == 0 || len > kUniqueIdMaxAddress) throw EndpointError("the ncclUniqueId carries a corrupt address length");
   std::memcpy(c.key.bytes, in + 8, wire::kCommKeyBytes);
   c.endpoint.address.assign(in + 24, len);
+  if (c.endpoint.address.find('\0') != std::string::npos)
+    throw EndpointError("the ncclUniqueId carries a corrupt coordinator address");
   return c;
 }
 

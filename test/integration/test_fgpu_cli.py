@@ -41,6 +41,22 @@ class FgpuCli(unittest.TestCase):
         self.assertEqual(summary.returncode, 0)
         self.assertIn("cluster 'dev-cluster'", summary.stdout)
 
+    def test_demo_runs_the_tp_dp_job(self):
+        # The README's first command: 16 ranks on 2 nodes x 8 GPUs, split into TP (8 per node)
+        # and DP (2 across nodes), allreducing on each and on both in one group.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        r = fgpu("demo", "--report", tmp / "demo.json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("all 16 ranks verified every element", r.stdout)
+        report = json.loads((tmp / "demo.json").read_text())
+        self.assertEqual(report["world_size"], 16)
+        sizes = sorted(c["nranks"] for c in report["communicators"])
+        self.assertEqual(sizes, [2] * 8 + [8] * 2 + [16])
+        tp = [c["global_ranks"] for c in report["communicators"] if c["nranks"] == 8]
+        self.assertEqual(sorted(tp), [list(range(8)), list(range(8, 16))])
+        dp = [c["global_ranks"] for c in report["communicators"] if c["nranks"] == 2]
+        self.assertEqual(sorted(dp), [[g, g + 8] for g in range(8)])
+
     def test_returns_the_command_exit_code(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
         r = fgpu("--report", tmp / "r.json", "sh", "-c", "exit 7")

@@ -153,6 +153,11 @@ TEST(UniqueId, KeysAreRandomAndForeignIdsRejected) {
   EXPECT_FALSE(random_comm_key() == random_comm_key());
   char raw[kUniqueIdBytes] = {};
   EXPECT_THROW(unpack_unique_id(raw), EndpointError);
+  UniqueIdContents zeroed;
+  zeroed.endpoint.address = "/tmp/x.sock";
+  pack_unique_id(zeroed, raw);
+  std::memset(raw + 24, 0, 4);  // what a truncating copy leaves behind
+  EXPECT_THROW(unpack_unique_id(raw), EndpointError);
   UniqueIdContents c;
   c.endpoint.address = std::string(kUniqueIdMaxAddress + 1, 'a');
   EXPECT_THROW(pack_unique_id(c, raw), EndpointError);

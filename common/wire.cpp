@@ -15,6 +15,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kAck: return "Ack";
     case MsgType::kCollective: return "Collective";
     case MsgType::kCollectiveDone: return "CollectiveDone";
+    case MsgType::kShareSegment: return "ShareSegment";
   }
   return "Unknown";
 }
@@ -55,7 +56,7 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]) {
   r.u32();  // reserved
   header.request_id = r.u64();
   header.body_bytes = r.u64();
-  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kCollectiveDone))
+  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kShareSegment))
     throw WireError("unknown message type " + std::to_string(type));
   if (header.body_bytes > kMaxBodyBytes)
     throw WireError("frame body of " + std::to_string(header.body_bytes) + " bytes exceeds the limit of " +
@@ -224,6 +225,10 @@ void Collective::encode(Writer& w) const {
   w.i32(root);
   w.u64(count);
   w.u64(scalar);
+  w.u64(send.segment);
+  w.u64(send.offset);
+  w.u64(recv.segment);
+  w.u64(recv.offset);
 }
 Collective Collective::decode(Reader& r) {
   Collective m;
@@ -238,6 +243,21 @@ Collective Collective::decode(Reader& r) {
   m.root = r.i32();
   m.count = r.u64();
   m.scalar = r.u64();
+  m.send.segment = r.u64();
+  m.send.offset = r.u64();
+  m.recv.segment = r.u64();
+  m.recv.offset = r.u64();
+  return m;
+}
+
+void ShareSegment::encode(Writer& w) const {
+  w.u64(segment);
+  w.u64(size);
+}
+ShareSegment ShareSegment::decode(Reader& r) {
+  ShareSegment m;
+  m.segment = r.u64();
+  m.size = r.u64();
   return m;
 }
 

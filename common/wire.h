@@ -40,6 +40,7 @@ enum class MsgType : uint16_t {
   kAck = 9,
   kCollective = 10,
   kCollectiveDone = 11,
+  kShareSegment = 12,
 };
 const char* msg_type_name(MsgType type);
 
@@ -231,7 +232,27 @@ enum class CollType : uint8_t {
 constexpr uint8_t kNumCollTypes = 10;
 const char* coll_type_name(CollType type);
 
-// One rank's part of a collective. Its send buffer follows as bulk data.
+// Where a rank's buffer is: in one of its shared device-memory segments, which the coordinator
+// reads and writes directly, or (segment 0) in the frame itself: the send data as the request's
+// bulk data, the result as the reply's.
+struct BufferRef {
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+  bool shared() const { return segment != 0; }
+};
+
+// Gives the coordinator a segment of the rank's fake device memory. The segment's file
+// descriptor travels with the frame (SCM_RIGHTS), so this works over unix sockets only. No reply:
+// a segment that cannot be mapped makes the collectives that use it fail.
+struct ShareSegment {
+  static constexpr MsgType kType = MsgType::kShareSegment;
+  uint64_t segment = 0;
+  uint64_t size = 0;
+  void encode(Writer& w) const;
+  static ShareSegment decode(Reader& r);
+};
+
+// One rank's part of a collective.
 struct Collective {
   static constexpr MsgType kType = MsgType::kCollective;
   uint64_t comm_id = 0;
@@ -245,6 +266,8 @@ struct Collective {
   int32_t root = -1;  // the root, or for Send/Recv the peer; -1 when the call has neither
   uint64_t count = 0;
   uint64_t scalar = 0;  // PreMulSum: this rank's scalar, raw little-endian bytes of the type
+  BufferRef send;
+  BufferRef recv;
   void encode(Writer& w) const;
   static Collective decode(Reader& r);
 };

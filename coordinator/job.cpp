@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <utility>
 
 
 namespace fakegpu::coord {
@@ -56,8 +57,9 @@ std::string Job::describe_client(ClientId id) const {
 
 void Job::on_connect(ClientId client) { clients_[client]; }
 
-void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> body) {
+void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd) {
   Client& client = clients_[id];
+  if (fd >= 0 && header.type != wire::MsgType::kShareSegment) ::close(fd);  // nothing may carry one but ShareSegment
   try {
     if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
     if (header.type != wire::MsgType::kCollective && header.bulk_bytes() != 0)
@@ -73,6 +75,11 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kCommInit: handle_comm_init(id, client, fields(wire::CommInit{}), header.request_id); break;
       case wire::MsgType::kCommSplit: handle_comm_split(id, fields(wire::CommSplit{}), header.request_id); break;
       case wire::MsgType::kCommDestroy: handle_comm_destroy(id, fields(wire::CommDestroy{}), header.request_id); break;
+      case wire::MsgType::kShareSegment: {
+        auto msg = fields(wire::ShareSegment{});
+        handle_share_segment(client, msg, std::exchange(fd, -1));
+        break;
+      }
       case wire::MsgType::kCollective: {
         auto msg = fields(wire::Collective{});
         handle_collective(id, msg, std::move(body), header.fields_bytes, header.request_id);
@@ -86,6 +93,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
     reply_error(id, header.request_id, Status::kInternalError, fmt::format("protocol error: {}", e.what()));
     out_.disconnect(id);
   }
+  if (fd >= 0) ::close(fd);
 }
 
 void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, uint64_t request_id) {
@@ -190,7 +198,8 @@ void Job::complete_init(const wire::CommKey& key, PendingInit& pending) {
   pending_inits_.erase(key);
 }
 
-Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id) {
+Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
+                            const uint64_t* op_seq) {
   auto it = comms_.find(comm_id);
   if (it == comms_.end()) {
     reply_error(client, request_id, Status::kInvalidUsage, fmt::format("unknown communicator {}", comm_id));
@@ -207,7 +216,10 @@ Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_
                 fmt::format("rank {} of communicator {} was already destroyed", rank, comm_id));
     return nullptr;
   }
-  if (!comm.failure.empty()) {
+  // A rank joining an operation that already failed learns that failure, the root cause,
+  // rather than what its peers did after hearing of it.
+  const bool joins_failed_op = op_seq && comm.ops.count(*op_seq) && !comm.ops.at(*op_seq).failure.empty();
+  if (!comm.failure.empty() && !joins_failed_op) {
     ++comm.refused;
     reply_error(client, request_id, Status::kRemoteError, comm.failure);
     return nullptr;
@@ -278,6 +290,7 @@ void Job::on_disconnect(ClientId id) {
   auto cit = clients_.find(id);
   if (cit == clients_.end()) return;
   cit->second.connected = false;
+  cit->second.segments.clear();  // unmapped: failing its operations below lets no kernel touch them
   // Any communicator this client still belonged to can no longer complete an operation:
   // fail what is pending so its peers get an error instead of waiting forever.
   for (auto& [comm_id, comm] : comms_) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cluster_config.h"
+#include "executor.h"
 #include "wire.h"
 
 namespace fakegpu::coord {
@@ -54,8 +55,9 @@ class Job {
   Job(ClusterConfig cluster, ServerInfo server, Outbox& out);
 
   void on_connect(ClientId client);
-  // Takes the body by value: a collective's first contribution becomes the accumulator.
-  void on_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> body);
+  // Takes the body by value: a collective's socket-path data is used in place. fd is the file
+  // descriptor that came with the frame (ShareSegment), or -1; the Job takes ownership of it.
+  void on_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd = -1);
   void on_disconnect(ClientId client);
 
   size_t connected_clients() const;
@@ -63,7 +65,23 @@ class Job {
   nlohmann::json report() const;
 
  private:
+  // A rank's device-memory segment, mapped into the coordinator once.
+  class Mapping {
+   public:
+    Mapping(uint8_t* base, size_t size) : base_(base), size_(size) {}
+    ~Mapping();
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+    uint8_t* base() const { return base_; }
+    size_t size() const { return size_; }
+
+   private:
+    uint8_t* base_;
+    size_t size_;
+  };
   struct Client {
+    std::map<uint64_t, std::unique_ptr<Mapping>> segments;
+    std::map<uint64_t, std::string> segment_errors;  // why a segment could not be mapped
     bool greeted = false;
     wire::Hello hello;
     int global_rank = -1;  // learned from the environment or the first world-spanning comm
@@ -78,27 +96,25 @@ class Job {
     int cuda_device = 0;
     bool destroyed = false;
   };
-  // A rank's contribution: its whole frame body, and where its data starts in it.
-  struct Contribution {
-    std::shared_ptr<std::vector<uint8_t>> body;
-    size_t offset = 0;
-    Bulk slice(uint64_t from, uint64_t bytes) const { return Bulk{body, offset + from, bytes}; }
-    uint8_t* data() const { return body->data() + offset; }
+  // One rank's side of an operation: where its data comes from and where its result goes.
+  struct RankData {
+    const uint8_t* in = nullptr;  // in its shared segment, or in `body`
+    uint8_t* out = nullptr;       // in its shared segment; null when the reply carries the result
+    std::shared_ptr<std::vector<uint8_t>> body;  // the frame holding socket-path data
+    uint64_t scalar = 0;          // PreMulSum
   };
   struct PendingOp {
     wire::Collective first;  // the call every other rank must match
     std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
     std::vector<std::string> calls;     // per rank, for mismatch messages
-    std::vector<Contribution> data;     // per rank, held until used
+    std::vector<RankData> ranks;
     int arrived = 0;
-    int folded = 0;  // reductions fold ranks 0, 1, 2, ... in order, whatever order they arrive in
-    Contribution acc;
     std::string failure;
   };
   struct PendingP2P {
     wire::Collective send, recv;  // what each side called
     uint64_t send_request = 0, recv_request = 0;
-    Contribution payload;
+    RankData sender, receiver;
   };
   struct Comm {
     uint64_t id = 0;
@@ -144,12 +160,14 @@ class Job {
   void handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id);
   void handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id);
   void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
+  void handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd);
   void handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
                          uint64_t request_id);
-  void handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, Contribution data,
+  void handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, RankData data,
                                  uint64_t request_id);
-  void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, Contribution data, uint64_t request_id);
-  void fold_ready_contributions(PendingOp& op);
+  void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id);
+  // Points into one of the client's shared segments; throws RefError when the range is not there.
+  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes);
 
   void complete_init(const wire::CommKey& key, PendingInit& pending);
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
@@ -158,8 +176,9 @@ class Job {
   void count_completed(const wire::Collective& call, uint64_t bytes);
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
   // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
-  // and returns nullptr otherwise.
-  Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id);
+  // and returns nullptr otherwise. op_seq names the collective being joined, if any.
+  Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
+                    const uint64_t* op_seq = nullptr);
 
   template <typename Msg>
   void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
@@ -179,6 +198,7 @@ class Job {
   uint64_t completed_ops_ = 0;
   std::map<std::string, CollStats> coll_stats_;
   std::vector<std::string> errors_;  // the first few, for the report
+  Executor executor_;
 };
 
 template <typename Msg>

@@ -1,9 +1,15 @@
-// Collectives and point-to-point transfers: matching the ranks' calls, folding reductions in
-// rank order, and replying to each rank with its part of the result.
+// Collectives and point-to-point transfers: matching the ranks' calls, finding their buffers
+// (shared device memory, or data carried in the frames), running the kernel once every rank is
+// in, and replying to each rank.
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include "coll_shape.h"
 #include "job.h"
+#include "kernels.h"
 #include "reduce.h"
 
 namespace fakegpu::coord {
@@ -12,6 +18,12 @@ using wire::CollType;
 using wire::Status;
 
 namespace {
+
+// A buffer reference that does not fit the segment it names; answered with an error, not a drop.
+class RefError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 std::string describe_call(const wire::Collective& c) {
   std::string s = fmt::format("{}(count={}, {}", wire::coll_type_name(c.coll), c.count, dtype_name(c.dtype));
@@ -27,9 +39,38 @@ bool same_call(const wire::Collective& a, const wire::Collective& b) {
 
 }  // namespace
 
+Job::Mapping::~Mapping() { munmap(base_, size_); }
+
+void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd) {
+  if (fd < 0) {
+    client.segment_errors[msg.segment] = "its file descriptor did not arrive (segments can only be shared over unix sockets)";
+    return;
+  }
+  void* base = mmap(nullptr, msg.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  ::close(fd);  // the mapping keeps the memory alive
+  if (base == MAP_FAILED) {
+    client.segment_errors[msg.segment] = fmt::format("mmap of {} bytes failed: {}", msg.size, std::strerror(errno));
+    return;
+  }
+  client.segments[msg.segment] = std::make_unique<Mapping>(static_cast<uint8_t*>(base), msg.size);
+}
+
+uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes) {
+  auto it = client.segments.find(ref.segment);
+  if (it == client.segments.end()) {
+    auto err = client.segment_errors.find(ref.segment);
+    throw RefError(fmt::format("device-memory segment {} is not available: {}", ref.segment,
+                               err != client.segment_errors.end() ? err->second : "it was never shared"));
+  }
+  if (ref.offset > it->second->size() || bytes > it->second->size() - ref.offset)
+    throw RefError(fmt::format("a buffer of {} bytes at offset {} does not fit device-memory segment {} of {} bytes",
+                               bytes, ref.offset, ref.segment, it->second->size()));
+  return it->second->base() + ref.offset;
+}
+
 void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
                             uint64_t request_id) {
-  Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id);
+  Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id, is_point_to_point(msg.coll) ? nullptr : &msg.seq);
   if (!comm) return;
   const int nranks = static_cast<int>(comm->members.size());
   const size_t elem = dtype_size(msg.dtype);
@@ -45,27 +86,37 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
     return;
   }
   CollShape shape;
-  if (!coll_shape(msg.coll, msg.count, msg.rank, msg.root, nranks, &shape) || shape.send_elems > UINT64_MAX / elem ||
-      shape.send_elems * elem != body.size() - bulk_offset)
-    throw wire::WireError(fmt::format("{} from rank {} carries {} bytes of data, expected {} elements of {}",
-                                      describe_call(msg), msg.rank, body.size() - bulk_offset, shape.send_elems,
-                                      dtype_name(msg.dtype)));
-  ++clients_[id].collectives;
-  Contribution data{std::make_shared<std::vector<uint8_t>>(std::move(body)), bulk_offset};
-  if (is_reduction(msg.coll)) {
-    // Scaling is per rank (each has its own PreMulSum scalar), so it happens on arrival.
-    const auto dtype = static_cast<DataType>(msg.dtype);
-    const auto op = static_cast<RedOp>(msg.op);
-    if (plan_reduction(dtype, op).premultiply)
-      premultiply(dtype, data.data(), shape.send_elems, op == RedOp::kAvg ? average_scalar(dtype, nranks) : msg.scalar);
+  if (!coll_shape(msg.coll, msg.count, msg.rank, msg.root, nranks, &shape) ||
+      std::max(shape.send_elems, shape.recv_elems) > UINT64_MAX / elem)
+    throw wire::WireError(fmt::format("{} from rank {} overflows", describe_call(msg), msg.rank));
+  const uint64_t send_bytes = shape.send_elems * elem, recv_bytes = shape.recv_elems * elem;
+  const uint64_t bulk = body.size() - bulk_offset;
+  if (bulk != (msg.send.shared() ? 0 : send_bytes))
+    throw wire::WireError(fmt::format("{} from rank {} carries {} bytes of data, expected {}", describe_call(msg),
+                                      msg.rank, bulk, msg.send.shared() ? 0 : send_bytes));
+
+  Client& client = clients_[id];
+  RankData data;
+  data.scalar = msg.scalar;
+  try {
+    if (msg.send.shared() && send_bytes) data.in = resolve(client, msg.send, send_bytes);
+    if (msg.recv.shared() && recv_bytes) data.out = resolve(client, msg.recv, recv_bytes);
+  } catch (const RefError& e) {
+    reply_error(id, request_id, Status::kInvalidArgument, fmt::format("{}: {}", describe_call(msg), e.what()));
+    return;
   }
+  if (!msg.send.shared() && send_bytes) {
+    data.body = std::make_shared<std::vector<uint8_t>>(std::move(body));
+    data.in = data.body->data() + bulk_offset;
+  }
+  ++client.collectives;
   if (is_point_to_point(msg.coll))
     handle_p2p(*comm, id, msg, std::move(data), request_id);
   else
     handle_collective_arrival(*comm, id, msg, std::move(data), request_id);
 }
 
-void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, Contribution data,
+void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, RankData data,
                                     uint64_t request_id) {
   const int nranks = static_cast<int>(comm.members.size());
   PendingOp& op = comm.ops[msg.seq];
@@ -73,7 +124,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.first = msg;
     op.request_ids.assign(nranks, 0);
     op.calls.resize(nranks);
-    op.data.resize(nranks);
+    op.ranks.resize(nranks);
   }
   if (op.request_ids[msg.rank] != 0) {
     reply_error(id, request_id, Status::kInvalidUsage,
@@ -93,8 +144,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     why.pop_back();
     fail_op(comm, op, Status::kInvalidUsage, why);
   } else {
-    op.data[msg.rank] = std::move(data);
-    if (is_reduction(msg.coll)) fold_ready_contributions(op);
+    op.ranks[msg.rank] = std::move(data);
   }
 
   if (op.arrived == nranks) {
@@ -103,64 +153,37 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   }
 }
 
-// Folds contributions into the accumulator in rank order, so results do not depend on which
-// rank arrived first; a contribution is released as soon as it has been folded.
-void Job::fold_ready_contributions(PendingOp& op) {
-  const auto& c = op.first;
-  CollShape shape;
-  coll_shape(c.coll, c.count, 0, c.root, static_cast<int>(op.data.size()), &shape);
-  while (op.folded < static_cast<int>(op.data.size()) && op.data[op.folded].body) {
-    Contribution& next = op.data[op.folded];
-    const auto dtype = static_cast<DataType>(c.dtype);
-    if (op.folded == 0)
-      op.acc = std::move(next);
-    else
-      reduce_into(dtype, plan_reduction(dtype, static_cast<RedOp>(c.op)).fold, op.acc.data(), next.data(),
-                  shape.send_elems);
-    next = Contribution{};
-    ++op.folded;
-  }
-}
-
 void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   const auto& c = op.first;
   const int nranks = static_cast<int>(comm.members.size());
   const uint64_t elem = dtype_size(c.dtype);
-  const uint64_t chunk = c.count * elem;  // the call's count, in bytes
-  const auto dtype = static_cast<DataType>(c.dtype);
-  if (is_reduction(c.coll) && plan_reduction(dtype, static_cast<RedOp>(c.op)).post_divide) {
-    CollShape shape;
-    coll_shape(c.coll, c.count, 0, c.root, nranks, &shape);
-    post_divide(dtype, op.acc.data(), shape.send_elems, nranks);
-  }
+  // Ranks whose result travels back on the socket get a reply buffer; the rest are written in place.
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> replies(nranks);
+  std::vector<KernelRank> kernel(nranks);
   for (int r = 0; r < nranks; ++r) {
-    std::vector<Bulk> result;
-    switch (c.coll) {
-      case CollType::kAllReduce: result = {op.acc.slice(0, chunk)}; break;
-      case CollType::kReduce: if (r == c.root) result = {op.acc.slice(0, chunk)}; break;
-      case CollType::kReduceScatter: result = {op.acc.slice(r * chunk, chunk)}; break;
-      case CollType::kBroadcast: result = {op.data[c.root].slice(0, chunk)}; break;
-      case CollType::kScatter: result = {op.data[c.root].slice(r * chunk, chunk)}; break;
-      case CollType::kAllGather:
-      case CollType::kGather:
-        if (c.coll == CollType::kAllGather || r == c.root)
-          for (int j = 0; j < nranks; ++j) result.push_back(op.data[j].slice(0, chunk));
-        break;
-      case CollType::kAlltoAll:
-        for (int j = 0; j < nranks; ++j) result.push_back(op.data[j].slice(r * chunk, chunk));
-        break;
-      case CollType::kSend:
-      case CollType::kRecv: break;  // never pending here
+    CollShape shape;
+    coll_shape(c.coll, c.count, r, c.root, nranks, &shape);
+    RankData& d = op.ranks[r];
+    if (!d.out && shape.recv_elems) {
+      replies[r] = std::make_shared<std::vector<uint8_t>>(shape.recv_elems * elem);
+      d.out = replies[r]->data();
     }
-    reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq}, std::move(result));
+    kernel[r] = {d.in, d.out, d.scalar};
   }
+  run_collective(c, kernel, executor_);
+  for (int r = 0; r < nranks; ++r) {
+    std::vector<Bulk> bulk;
+    if (replies[r]) bulk.push_back({replies[r], 0, replies[r]->size()});
+    reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq}, std::move(bulk));
+  }
+  op.ranks.clear();  // releases socket-path bodies now
   ++comm.collectives;
   CollShape per_rank;
   coll_shape(c.coll, c.count, c.root, c.root, nranks, &per_rank);
   count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem);
 }
 
-void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, Contribution data, uint64_t request_id) {
+void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id) {
   const bool sending = msg.coll == CollType::kSend;
   const int src = sending ? msg.rank : msg.root;
   const int dst = sending ? msg.root : msg.rank;
@@ -175,7 +198,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, Contr
   }
   mine = request_id;
   (sending ? p.send : p.recv) = msg;
-  if (sending) p.payload = std::move(data);
+  (sending ? p.sender : p.receiver) = std::move(data);
   if (!p.send_request || !p.recv_request) return;  // wait for the other side
 
   const ClientId sender = comm.members[src].client, receiver = comm.members[dst].client;
@@ -188,7 +211,16 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, Contr
     reply_error(receiver, p.recv_request, Status::kInvalidUsage, why);
   } else {
     const uint64_t bytes = p.send.count * dtype_size(p.send.dtype);
-    reply(receiver, p.recv_request, wire::CollectiveDone{msg.seq}, {p.payload.slice(0, bytes)});
+    std::vector<Bulk> bulk;
+    if (p.receiver.out) {
+      copy_parallel(p.receiver.out, p.sender.in, bytes, executor_);
+    } else if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
+      bulk.push_back({p.sender.body, static_cast<size_t>(p.sender.in - p.sender.body->data()), bytes});
+    } else if (bytes) {
+      auto copy = std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes);
+      bulk.push_back({copy, 0, bytes});
+    }
+    reply(receiver, p.recv_request, wire::CollectiveDone{msg.seq}, std::move(bulk));
     reply(sender, p.send_request, wire::CollectiveDone{msg.seq});
     count_completed(p.send, bytes);
   }
@@ -198,8 +230,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, Contr
 void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why) {
   ++comm.refused;
   op.failure = why;
-  op.acc = Contribution{};
-  op.data.assign(op.data.size(), Contribution{});
+  op.ranks.assign(op.ranks.size(), RankData{});
   for (size_t r = 0; r < op.request_ids.size(); ++r)
     if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);
 }

@@ -7,18 +7,19 @@
 #include <cstring>
 #include <mutex>
 #include <set>
-#include <unordered_map>
+#include "device_memory.h"
 
 #define FAKECUDA_API extern "C" __attribute__((visibility("default")))
 
 namespace {
 
+using fakegpu::cuda::DeviceMemory;
+using fakegpu::cuda::SegmentRef;
+
 constexpr int kDefaultDeviceCount = 8;
-constexpr size_t kAlignment = 256;  // cudaMalloc's documented minimum alignment
 
 struct State {
   std::mutex mu;
-  std::unordered_map<void*, size_t> allocations;
   std::set<cudaStream_t> streams;
 };
 State& state() {
@@ -74,20 +75,28 @@ FAKECUDA_API cudaError_t cudaGetDevice(int* device) {
 
 FAKECUDA_API cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (!ptr) return fail(cudaErrorInvalidValue);
-  void* p = nullptr;
-  if (posix_memalign(&p, kAlignment, size ? size : 1) != 0) return fail(cudaErrorMemoryAllocation);
-  std::lock_guard<std::mutex> lock(state().mu);
-  state().allocations[p] = size;
+  void* p = DeviceMemory::instance().allocate(size);
+  if (!p) return fail(cudaErrorMemoryAllocation);
   *ptr = p;
   return cudaSuccess;
 }
 
 FAKECUDA_API cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
-  std::lock_guard<std::mutex> lock(state().mu);
-  if (state().allocations.erase(ptr) == 0) return fail(cudaErrorInvalidDevicePointer);
-  std::free(ptr);
-  return cudaSuccess;
+  return DeviceMemory::instance().release(ptr) ? cudaSuccess : fail(cudaErrorInvalidDevicePointer);
+}
+
+// For fakegpu's NCCL: whether [ptr, ptr + len) is fake device memory in a shareable segment,
+// and which. Returns 1 and fills the outputs when it is.
+FAKECUDA_API int fakegpu_cuda_find_segment(const void* ptr, size_t len, uint64_t* segment_id, uint64_t* offset,
+                                           int* fd, uint64_t* segment_size) {
+  SegmentRef ref;
+  if (!ptr || !DeviceMemory::instance().find(ptr, len, &ref) || ref.fd < 0) return 0;
+  *segment_id = ref.id;
+  *offset = ref.offset;
+  *fd = ref.fd;
+  *segment_size = ref.size;
+  return 1;
 }
 
 FAKECUDA_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {

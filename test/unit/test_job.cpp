@@ -311,3 +311,17 @@ TEST_F(JobTest, LeavingWithoutDestroyIsOnlyReportedWhenItCostAPeer) {
     }
   }
 }
+
+TEST_F(JobTest, LateRankLearnsTheMismatchNotTheDisconnectThatFollowed) {
+  for (ClientId c = 1; c <= 3; ++c) connect(c);
+  uint64_t comm = init_comm(3);
+  post(1, allreduce(comm, 0, 1, 2), floats({1, 2}));
+  post(3, allreduce(comm, 2, 1, 1), floats({1}));  // mismatch: ranks 0 and 2 get the error
+  out.take(1);
+  out.take(3);
+  job.on_disconnect(3);  // rank 2 gives up and exits
+  post(2, allreduce(comm, 1, 1, 2), floats({1, 2}));
+  auto frames = out.take(2);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_NE(error_text(frames[0]).find("collective mismatch"), std::string::npos) << error_text(frames[0]);
+}

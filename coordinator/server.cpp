@@ -32,7 +32,11 @@ class SocketSession : public Server::Session {
   SocketSession(Socket socket, ClientId id, Job& job, std::function<void(ClientId)> on_closed)
       : socket_(std::move(socket)), id_(id), job_(job), on_closed_(std::move(on_closed)) {}
 
-  void start() override { read_header(); }
+  void start() override {
+    asio::error_code ec;
+    socket_.non_blocking(true, ec);
+    wait_readable();
+  }
 
   void send(OutFrame frame) override {
     if (closed_) return;
@@ -56,7 +60,9 @@ class SocketSession : public Server::Session {
     asio::error_code ignored;
     socket_.shutdown(Socket::shutdown_both, ignored);
     socket_.close(ignored);
-    queue_.clear();
+    // queue_ stays: a write still in flight points into its front frame until it completes.
+    for (int fd : fds_) ::close(fd);
+    fds_.clear();
     on_closed_(id_);
   }
 
@@ -66,35 +72,69 @@ class SocketSession : public Server::Session {
     OutFrame frame;
   };
 
-  void read_header() {
+  void wait_readable() {
     auto self = shared_from_this();
-    asio::async_read(socket_, asio::buffer(header_), [this, self](asio::error_code ec, size_t) {
+    socket_.async_wait(Socket::wait_read, [this, self](asio::error_code ec) {
+      if (closed_) return;
       if (ec) return close_now();
-      try {
-        header_decoded_ = wire::decode_header(header_.data());
-      } catch (const wire::WireError& e) {
-        fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
-        return close_now();
-      }
-      read_body();
+      read_available();
     });
   }
 
-  void read_body() {
-    try {
-      body_.resize(header_decoded_.body_bytes);
-    } catch (const std::bad_alloc&) {
-      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: cannot allocate a {}-byte frame\n", id_,
-                 header_decoded_.body_bytes);
-      return close_now();
-    }
-    auto self = shared_from_this();
-    asio::async_read(socket_, asio::buffer(body_), [this, self](asio::error_code ec, size_t) {
-      if (ec) return close_now();
-      job_.on_frame(id_, header_decoded_, std::move(body_));
+  // Reads whatever has arrived, frame by frame, with recvmsg so that file descriptors sent
+  // alongside (SCM_RIGHTS, with ShareSegment frames) are received too.
+  void read_available() {
+    for (;;) {
+      const bool in_header = header_got_ < header_.size();
+      uint8_t* dst = in_header ? header_.data() + header_got_ : body_.data() + body_got_;
+      size_t want = in_header ? header_.size() - header_got_ : body_.size() - body_got_;
+      if (want > 0) {
+        iovec iov{dst, want};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        ssize_t n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return wait_readable();
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return close_now();
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+            for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+              int fd;
+              std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+              fds_.push_back(fd);
+            }
+        (in_header ? header_got_ : body_got_) += static_cast<size_t>(n);
+        if (static_cast<size_t>(n) < want) continue;
+      }
+      if (in_header) {
+        try {
+          header_decoded_ = wire::decode_header(header_.data());
+          body_.resize(header_decoded_.body_bytes);
+        } catch (const wire::WireError& e) {
+          fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
+          return close_now();
+        } catch (const std::bad_alloc&) {
+          fmt::print(stderr, "fakegpu-coordinator: dropping client {}: cannot allocate a {}-byte frame\n", id_,
+                     header_decoded_.body_bytes);
+          return close_now();
+        }
+        continue;
+      }
+      // A whole frame: hand it over, with the descriptor that came with it.
+      int fd = -1;
+      if (header_decoded_.type == wire::MsgType::kShareSegment && !fds_.empty()) {
+        fd = fds_.front();
+        fds_.pop_front();
+      }
+      header_got_ = body_got_ = 0;
+      job_.on_frame(id_, header_decoded_, std::move(body_), fd);
       body_ = {};
-      if (!closing_ && !closed_) read_header();
-    });
+      if (closing_ || closed_) return;
+    }
   }
 
   void write_next() {
@@ -111,6 +151,7 @@ class SocketSession : public Server::Session {
     for (const Bulk& b : q.frame.bulk) buffers_.push_back(asio::buffer(b.buffer->data() + b.offset, b.size));
     auto self = shared_from_this();
     asio::async_write(socket_, buffers_, [this, self](asio::error_code ec, size_t) {
+      if (closed_) return;
       if (ec) return close_now();
       queue_.pop_front();
       write_next();
@@ -122,8 +163,11 @@ class SocketSession : public Server::Session {
   Job& job_;
   std::function<void(ClientId)> on_closed_;
   std::array<uint8_t, wire::kHeaderBytes> header_{};
+  size_t header_got_ = 0;
   wire::FrameHeader header_decoded_;
   std::vector<uint8_t> body_;
+  size_t body_got_ = 0;
+  std::deque<int> fds_;  // received descriptors not yet claimed by a frame
   std::deque<Queued> queue_;
   std::vector<asio::const_buffer> buffers_;  // the frame being written, reused between frames
   bool writing_ = false;

@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -71,48 +72,34 @@ int try_connect(const Endpoint& ep) {
 
 }  // namespace
 
-void Request::wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_; });
-}
+void Request::wait() { owner_->wait_for(*this); }
 
-bool Request::ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
-}
+bool Request::ready() { return owner_->poll(*this); }
 
 void Request::check() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(owner_->mu_);
   if (status_ != ncclSuccess) throw NcclError(status_, error_);
-}
-
-void Request::finish(ncclResult_t status, std::string error) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    status_ = status;
-    error_ = std::move(error);
-    done_ = true;
-  }
-  cv_.notify_all();
 }
 
 std::shared_ptr<Client> Client::get(const Endpoint& endpoint) {
   static std::mutex mu;
-  // Leaked on purpose: the receiver threads outlive static destruction at exit.
+  // Leaked on purpose: threads may still be waiting on a client during static destruction.
   static auto* clients = new std::map<std::string, std::shared_ptr<Client>>;
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = (*clients)[describe(endpoint)];
   if (!slot) {
     std::shared_ptr<Client> client(new Client(endpoint));
     client->connect_with_retry();
-    std::thread([client] { client->receive_loop(); }).detach();
     client->handshake();
     slot = client;
   }
   return slot;
 }
 
-Client::Client(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+Client::Client(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
+  const char* force_socket = std::getenv("FAKEGPU_STAGING_FORCE_SOCKET");
+  can_share_ = endpoint_.transport == Transport::kUnix && !(force_socket && std::string(force_socket) == "1");
+}
 
 void Client::connect_with_retry() {
   // The coordinator may still be starting when the ranks are launched: retry for a while.
@@ -141,6 +128,7 @@ void Client::handshake() {
 std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
                                             size_t bulk_bytes, void* reply_dst, size_t reply_capacity) {
   auto req = std::make_shared<Request>();
+  req->owner_ = this;
   req->bulk_dst_ = reply_dst;
   req->bulk_capacity_ = reply_capacity;
   uint64_t id;
@@ -150,15 +138,50 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
     id = next_request_++;
     pending_[id] = req;
   }
+  write_frame(type, id, fields, bulk, bulk_bytes, -1);
+  return req;
+}
+
+bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {
+  if (!can_share_) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
+    if (!shared_segments_.insert(segment).second) return true;
+  }
+  // No reply: the coordinator reports a segment it could not map on the collectives using it.
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_request_++;
+  }
+  write_frame(wire::MsgType::kShareSegment, id, wire::encode_fields(wire::ShareSegment{segment, size}), nullptr, 0, fd);
+  return true;
+}
+
+void Client::write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
+                         size_t bulk_bytes, int fd) {
   uint8_t header[wire::kHeaderBytes];
   wire::encode_header({type, id, static_cast<uint32_t>(fields.size()), fields.size() + bulk_bytes}, header);
-  iovec iov[3] = {{header, sizeof header}, {fields.data(), fields.size()}, {const_cast<void*>(bulk), bulk_bytes}};
+  iovec iov[3] = {{header, sizeof header},
+                  {const_cast<uint8_t*>(fields.data()), fields.size()},
+                  {const_cast<void*>(bulk), bulk_bytes}};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
   std::lock_guard<std::mutex> lock(send_mu_);
   size_t index = 0;
   while (index < 3) {
     msghdr msg{};
     msg.msg_iov = iov + index;
     msg.msg_iovlen = 3 - index;
+    if (fd >= 0) {  // attached to the first bytes of the frame only
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
     ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -166,6 +189,7 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
       fail_all(why);
       throw NcclError(ncclSystemError, why);
     }
+    fd = -1;
     // Advance past what was written, possibly in the middle of one buffer.
     auto left = static_cast<size_t>(n);
     while (index < 3 && left >= iov[index].iov_len) left -= iov[index++].iov_len;
@@ -174,7 +198,6 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
       iov[index].iov_len -= left;
     }
   }
-  return req;
 }
 
 void Client::read_exact(void* dst, size_t n) {
@@ -189,50 +212,88 @@ void Client::read_exact(void* dst, size_t n) {
   }
 }
 
-void Client::receive_loop() {
-  std::vector<uint8_t> scratch;
+void Client::wait_for(Request& req) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!req.done_) {
+    if (reading_) {
+      cv_.wait(lock);
+      continue;
+    }
+    reading_ = true;
+    lock.unlock();
+    read_frame();
+    lock.lock();
+    reading_ = false;
+    cv_.notify_all();  // another waiter may have to take over the reading
+  }
+}
+
+bool Client::poll(Request& req) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (req.done_ || reading_) return req.done_;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;  // nothing has arrived
+    reading_ = true;
+  }
+  read_frame();  // a frame has started arriving: the rest follows at once
+  std::lock_guard<std::mutex> lock(mu_);
+  reading_ = false;
+  cv_.notify_all();
+  return req.done_;
+}
+
+void Client::finish(Request& req, ncclResult_t status, std::string error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  req.status_ = status;
+  req.error_ = std::move(error);
+  req.done_ = true;
+  cv_.notify_all();
+}
+
+void Client::read_frame() {
+  std::shared_ptr<Request> req;
   try {
-    for (;;) {
-      uint8_t raw[wire::kHeaderBytes];
-      read_exact(raw, sizeof raw);
-      wire::FrameHeader header = wire::decode_header(raw);
-      std::vector<uint8_t> fields(header.fields_bytes);
-      read_exact(fields.data(), fields.size());
-      std::shared_ptr<Request> req;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = pending_.find(header.request_id);
-        if (it != pending_.end()) {
-          req = it->second;
-          pending_.erase(it);
-        }
-      }
-      const uint64_t bulk = header.bulk_bytes();
-      bool bulk_fits = req && bulk <= req->bulk_capacity_ && (bulk == 0 || req->bulk_dst_);
-      if (bulk_fits) {
-        read_exact(req->bulk_dst_, bulk);
-      } else {
-        for (uint64_t left = bulk; left > 0;) {  // drain what nobody can take
-          scratch.resize(std::min<uint64_t>(left, 1 << 20));
-          read_exact(scratch.data(), scratch.size());
-          left -= scratch.size();
-        }
-      }
-      if (!req) continue;
-      req->reply_type_ = header.type;
-      if (header.type == wire::MsgType::kError) {
-        auto err = wire::decode_fields<wire::ErrorReply>(fields.data(), fields.size());
-        req->finish(static_cast<ncclResult_t>(err.code), err.message);
-      } else if (!bulk_fits) {
-        req->finish(ncclInternalError, "coordinator sent " + std::to_string(bulk) + " bytes of data for a " +
-                                           std::to_string(req->bulk_capacity_) + "-byte buffer");
-      } else {
-        req->fields_ = std::move(fields);
-        req->finish(ncclSuccess, "");
+    uint8_t raw[wire::kHeaderBytes];
+    read_exact(raw, sizeof raw);
+    wire::FrameHeader header = wire::decode_header(raw);
+    std::vector<uint8_t> fields(header.fields_bytes);
+    read_exact(fields.data(), fields.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pending_.find(header.request_id);
+      if (it != pending_.end()) {
+        req = it->second;
+        pending_.erase(it);
       }
     }
+    const uint64_t bulk = header.bulk_bytes();
+    bool bulk_fits = req && bulk <= req->bulk_capacity_ && (bulk == 0 || req->bulk_dst_);
+    if (bulk_fits) {
+      read_exact(req->bulk_dst_, bulk);
+    } else {
+      for (uint64_t left = bulk; left > 0;) {  // drain what nobody can take
+        scratch_.resize(std::min<uint64_t>(left, 1 << 20));
+        read_exact(scratch_.data(), scratch_.size());
+        left -= scratch_.size();
+      }
+    }
+    if (!req) return;  // e.g. the error answer to a ShareSegment, which nobody waits for
+    req->reply_type_ = header.type;
+    if (header.type == wire::MsgType::kError) {
+      auto err = wire::decode_fields<wire::ErrorReply>(fields.data(), fields.size());
+      finish(*req, static_cast<ncclResult_t>(err.code), err.message);
+    } else if (!bulk_fits) {
+      finish(*req, ncclInternalError, "coordinator sent " + std::to_string(bulk) + " bytes of data for a " +
+                                          std::to_string(req->bulk_capacity_) + "-byte buffer");
+    } else {
+      req->fields_ = std::move(fields);
+      finish(*req, ncclSuccess, "");
+    }
   } catch (const std::exception& e) {
-    fail_all("lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + e.what());
+    std::string why = "lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + e.what();
+    fail_all(why);
+    if (req) finish(*req, ncclSystemError, why);  // already taken off pending_ when the connection broke
   }
 }
 
@@ -243,7 +304,7 @@ void Client::fail_all(const std::string& why) {
     if (broken_.empty()) broken_ = why;
     pending.swap(pending_);
   }
-  for (auto& [id, req] : pending) req->finish(ncclSystemError, why);
+  for (auto& [id, req] : pending) finish(*req, ncclSystemError, why);
 }
 
 }  // namespace fakegpu::stub

@@ -1,13 +1,16 @@
-// The rank's persistent connection to the coordinator. Any thread may submit requests; one
-// receiver thread reads replies and hands each to the request that is waiting for it, writing
-// bulk data straight into the destination buffer the request named.
+// The rank's persistent connection to the coordinator. Any thread may submit requests. There is
+// no receiver thread: a thread waiting for a reply reads the socket itself, handing frames that
+// answer other requests to their waiters, so a reply costs one wakeup. Bulk data is read
+// straight into the destination buffer the request named.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,10 +20,13 @@
 
 namespace fakegpu::stub {
 
+class Client;
+
 class Request {
  public:
   void wait();
-  bool ready() const;
+  // Whether the reply is in, reading what has arrived if no other thread is reading.
+  bool ready();
   // Decodes the reply as Msg; throws NcclError carrying the coordinator's error instead.
   template <typename Msg>
   Msg reply() {
@@ -35,11 +41,9 @@ class Request {
  private:
   friend class Client;
   void check() const;
-  void finish(ncclResult_t status, std::string error);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
+  Client* owner_ = nullptr;
+  bool done_ = false;  // guarded by the owner's mutex
   ncclResult_t status_ = ncclSuccess;
   std::string error_;
   wire::MsgType reply_type_{};
@@ -62,16 +66,29 @@ class Client {
     return submit_raw(Msg::kType, wire::encode_fields(msg), bulk, bulk_bytes, reply_dst, reply_capacity);
   }
 
+  // Makes sure the coordinator has mapped this segment of fake device memory, sending its file
+  // descriptor the first time. False when segments cannot be shared on this connection (tcp,
+  // or FAKEGPU_STAGING_FORCE_SOCKET=1): the data then travels in the frames.
+  bool share_segment(uint64_t segment, int fd, uint64_t size);
+
   const wire::Welcome& welcome() const { return welcome_; }
   const Endpoint& endpoint() const { return endpoint_; }
 
  private:
+  friend class Request;
   explicit Client(Endpoint endpoint);
+  void wait_for(Request& req);
+  bool poll(Request& req);
+  // Reads one whole frame and completes the request it answers. Only the reading thread calls it.
+  void read_frame();
+  void finish(Request& req, ncclResult_t status, std::string error);
   void connect_with_retry();
   void handshake();
   std::shared_ptr<Request> submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
                                       size_t bulk_bytes, void* reply_dst, size_t reply_capacity);
-  void receive_loop();
+  // Writes one frame; fd, when not -1, travels with it as SCM_RIGHTS ancillary data.
+  void write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
+                   size_t bulk_bytes, int fd);
   void read_exact(void* dst, size_t n);
   void fail_all(const std::string& why);
 
@@ -79,10 +96,15 @@ class Client {
   int fd_ = -1;
   wire::Welcome welcome_;
   std::mutex send_mu_;  // one frame on the wire at a time
-  std::mutex mu_;       // guards the fields below
+  std::mutex mu_;       // guards the fields below and every Request's state
+  std::condition_variable cv_;  // a request finished, or the reader stepped down
+  bool reading_ = false;        // a thread is reading the socket
+  std::vector<uint8_t> scratch_;  // for bulk data nobody can take; used by the reader only
   std::map<uint64_t, std::shared_ptr<Request>> pending_;
   uint64_t next_request_ = 1;
   std::string broken_;  // why the connection is gone, once it is
+  std::set<uint64_t> shared_segments_;
+  bool can_share_ = false;
 };
 
 }  // namespace fakegpu::stub

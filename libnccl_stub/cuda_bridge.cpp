@@ -16,6 +16,7 @@ CudaBridge::CudaBridge() {
   memcpy_ = reinterpret_cast<Memcpy>(dlsym(RTLD_DEFAULT, "cudaMemcpy"));
   malloc_ = reinterpret_cast<int (*)(void**, size_t)>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
   free_ = reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaFree"));
+  find_segment_ = reinterpret_cast<decltype(find_segment_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_find_segment"));
   // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
   bool fake = dlsym(RTLD_DEFAULT, "fakegpu_cuda_is_fake") != nullptr;
   host_accessible_ = fake || memcpy_ == nullptr;
@@ -36,6 +37,10 @@ void CudaBridge::sync_stream(cudaStream_t stream) const {
   if (!stream_sync_) return;
   int err = stream_sync_(stream);
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaStreamSynchronize failed with CUDA error " + std::to_string(err));
+}
+
+bool CudaBridge::find_segment(const void* ptr, size_t len, Segment* out) const {
+  return find_segment_ && find_segment_(ptr, len, &out->id, &out->offset, &out->fd, &out->size) == 1;
 }
 
 void* CudaBridge::allocate(size_t bytes) const {

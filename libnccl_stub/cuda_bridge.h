@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "nccl.h"
 
@@ -16,6 +17,13 @@ class CudaBridge {
   void sync_stream(cudaStream_t stream) const;
   // True when device pointers are plain host memory (fakegpu's runtime, or none at all).
   bool host_accessible() const { return host_accessible_; }
+  // Where fake device memory lives: true when [ptr, ptr + len) is in a shareable segment.
+  struct Segment {
+    uint64_t id = 0, offset = 0, size = 0;
+    int fd = -1;
+  };
+  bool find_segment(const void* ptr, size_t len, Segment* out) const;
+
   // Device memory through the loaded runtime; host memory when there is none.
   void* allocate(size_t bytes) const;
   void release(void* ptr) const;
@@ -36,6 +44,7 @@ class CudaBridge {
   Memcpy memcpy_ = nullptr;
   int (*malloc_)(void**, size_t) = nullptr;
   int (*free_)(void*) = nullptr;
+  int (*find_segment_)(const void*, size_t, uint64_t*, uint64_t*, int*, uint64_t*) = nullptr;
   bool host_accessible_ = true;
 };
 

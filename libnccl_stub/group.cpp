@@ -45,6 +45,18 @@ void run_calls(const std::vector<CollectiveCall>& calls) {
       if (c.device_scalar) cu.copy_to_host(&desc.scalar, c.device_scalar, dtype_size(desc.dtype));
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
+      size_t send_bytes = c.send_bytes, recv_bytes = c.recv_bytes;
+      // Buffers in shared fake device memory are named, not sent: the coordinator works on them
+      // in place. Anything else travels in the frames.
+      CudaBridge::Segment seg;
+      if (send_bytes && cu.find_segment(send, send_bytes, &seg) && c.comm->client->share_segment(seg.id, seg.fd, seg.size)) {
+        desc.send = {seg.id, seg.offset};
+        send_bytes = 0;
+      }
+      if (recv_bytes && cu.find_segment(recv, recv_bytes, &seg) && c.comm->client->share_segment(seg.id, seg.fd, seg.size)) {
+        desc.recv = {seg.id, seg.offset};
+        recv_bytes = 0;
+      }
       if (!cu.host_accessible()) {
         staged[i].send.resize(c.send_bytes);
         staged[i].recv.resize(c.recv_bytes);
@@ -52,7 +64,7 @@ void run_calls(const std::vector<CollectiveCall>& calls) {
         send = staged[i].send.data();
         recv = staged[i].recv.data();
       }
-      requests.push_back(c.comm->client->submit(desc, send, c.send_bytes, recv, c.recv_bytes));
+      requests.push_back(c.comm->client->submit(desc, send, send_bytes, recv, recv_bytes));
     }
   } catch (const NcclError& e) {
     note(e);  // stop posting, but still wait for what was posted: replies land in our buffers

@@ -341,6 +341,9 @@ nlohmann::json Job::report() const {
   }
   j["collectives"] = colls;
   j["totals"] = {{"collective_calls", total_calls}, {"bytes", total_bytes}};
+  j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
+                     {"socket_bytes", socket_bytes_},
+                     {"segments_mapped", segments_mapped_}};
 
   json ranks = json::array();
   for (const auto& [id, c] : clients_) {

@@ -197,6 +197,10 @@ class Job {
   uint64_t next_comm_id_ = 1;
   uint64_t completed_ops_ = 0;
   std::map<std::string, CollStats> coll_stats_;
+  // How the data moved: read and written in place in shared segments, or carried in frames.
+  uint64_t shared_bytes_ = 0;
+  uint64_t socket_bytes_ = 0;
+  uint64_t segments_mapped_ = 0;
   std::vector<std::string> errors_;  // the first few, for the report
   Executor executor_;
 };

@@ -53,6 +53,7 @@ void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, in
     return;
   }
   client.segments[msg.segment] = std::make_unique<Mapping>(static_cast<uint8_t*>(base), msg.size);
+  ++segments_mapped_;
 }
 
 uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes) {
@@ -109,6 +110,8 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
     data.body = std::make_shared<std::vector<uint8_t>>(std::move(body));
     data.in = data.body->data() + bulk_offset;
   }
+  (msg.send.shared() ? shared_bytes_ : socket_bytes_) += send_bytes;
+  (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
   ++client.collectives;
   if (is_point_to_point(msg.coll))
     handle_p2p(*comm, id, msg, std::move(data), request_id);

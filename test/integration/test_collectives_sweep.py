@@ -1,6 +1,7 @@
 """Every collective x native dtype x op, in place and out of place, counts 0/1/7/1000, with
 1..8 and 16 ranks; send/recv patterns; 2^20+3 elements; a mismatch failing every rank."""
 
+import json
 import tempfile
 import unittest
 from pathlib import Path
@@ -8,26 +9,40 @@ from pathlib import Path
 from rank_jobs import Coordinator, built, run_rank_processes, single_node_config
 
 
-def sweep(world, *flags):
+def sweep(world, *flags, extra_env=None):
+    """Runs the sweep; returns the rank results and the coordinator's report."""
     tmp = Path(tempfile.mkdtemp(prefix="fakegpu-sweep-"))
-    with Coordinator(single_node_config(world), "unix") as coord:
-        return run_rank_processes(built("coll_sweep"), [tmp / "id", *flags], coord, world, timeout=240)
+    with Coordinator(single_node_config(world), "unix", report=tmp / "report.json") as coord:
+        results = run_rank_processes(built("coll_sweep"), [tmp / "id", *flags], coord, world, timeout=240,
+                                     extra_env=extra_env)
+    return results, json.loads((tmp / "report.json").read_text())
 
 
 class CollectivesSweep(unittest.TestCase):
     def test_every_world_size(self):
         for world in (1, 2, 3, 4, 5, 6, 7, 8, 16):
             with self.subTest(world=world):
-                for rank, r in enumerate(sweep(world)):
+                results, report = sweep(world)
+                for rank, r in enumerate(results):
                     self.assertEqual(r.returncode, 0, f"rank {rank} of {world}:\n{r.stderr}")
                     self.assertIn("sweep OK", r.stdout)
+                # cudaMalloc'd buffers are shared memory: no payload crosses the socket.
+                self.assertEqual(report["data_plane"]["socket_bytes"], 0)
+                self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)
+
+    def test_socket_path_gives_the_same_results(self):
+        results, report = sweep(4, extra_env={"FAKEGPU_STAGING_FORCE_SOCKET": "1"})
+        for rank, r in enumerate(results):
+            self.assertEqual(r.returncode, 0, f"rank {rank}:\n{r.stderr}")
+        self.assertEqual(report["data_plane"]["shared_memory_bytes"], 0)
+        self.assertGreater(report["data_plane"]["socket_bytes"], 0)
 
     def test_large_counts(self):
-        for rank, r in enumerate(sweep(3, "--big")):
+        for rank, r in enumerate(sweep(3, "--big")[0]):
             self.assertEqual(r.returncode, 0, f"rank {rank}:\n{r.stderr}")
 
     def test_mismatch_fails_every_rank_naming_the_calls(self):
-        for rank, r in enumerate(sweep(3, "--mismatch")):
+        for rank, r in enumerate(sweep(3, "--mismatch")[0]):
             self.assertEqual(r.returncode, 0, f"rank {rank}:\n{r.stdout}{r.stderr}")
             self.assertIn("message names both calls: yes", r.stdout)
 

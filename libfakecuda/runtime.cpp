@@ -1,33 +1,18 @@
-// Minimal fake CUDA runtime: devices, memory, copies and streams on the host. Device memory
-// is ordinary host memory, so the NCCL stub can read and write it directly. Work on streams
-// runs synchronously for now; the full stream-ordered runtime replaces this.
-#include <cuda_runtime.h>
-
+// Fake CUDA runtime: devices, device memory and errors. Device memory is shared host memory
+// (device_memory.h), so the NCCL stub and the coordinator can read and write it directly.
+// Streams, events and copies are in stream_api.cpp.
 #include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <set>
+
 #include "device_memory.h"
-
-#define FAKECUDA_API extern "C" __attribute__((visibility("default")))
-
-namespace {
+#include "runtime_state.h"
 
 using fakegpu::cuda::DeviceMemory;
+using fakegpu::cuda::fail;
 using fakegpu::cuda::SegmentRef;
 
+namespace fakegpu::cuda {
+
 constexpr int kDefaultDeviceCount = 8;
-
-struct State {
-  std::mutex mu;
-  std::set<cudaStream_t> streams;
-};
-State& state() {
-  static State* s = new State;  // never destroyed: CUDA calls may come from static destructors
-  return *s;
-}
-
-thread_local int t_device = 0;
 thread_local cudaError_t t_last_error = cudaSuccess;
 
 int device_count() {
@@ -39,19 +24,21 @@ int device_count() {
   return count;
 }
 
-// Records an error for cudaGetLastError, as the real runtime does, and returns it.
+int& current_device() {
+  thread_local int device = 0;
+  return device;
+}
+
 cudaError_t fail(cudaError_t e) {
   t_last_error = e;
   return e;
 }
 
-bool valid_stream(cudaStream_t s) {
-  if (s == nullptr) return true;  // the legacy default stream
-  std::lock_guard<std::mutex> lock(state().mu);
-  return state().streams.count(s) != 0;
-}
+}  // namespace fakegpu::cuda
 
-}  // namespace
+using fakegpu::cuda::current_device;
+using fakegpu::cuda::device_count;
+using fakegpu::cuda::t_last_error;
 
 FAKECUDA_API int fakegpu_cuda_is_fake(void) { return 1; }
 
@@ -63,13 +50,13 @@ FAKECUDA_API cudaError_t cudaGetDeviceCount(int* count) {
 
 FAKECUDA_API cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
-  t_device = device;
+  current_device() = device;
   return cudaSuccess;
 }
 
 FAKECUDA_API cudaError_t cudaGetDevice(int* device) {
   if (!device) return fail(cudaErrorInvalidValue);
-  *device = t_device;
+  *device = current_device();
   return cudaSuccess;
 }
 
@@ -98,59 +85,6 @@ FAKECUDA_API int fakegpu_cuda_find_segment(const void* ptr, size_t len, uint64_t
   *segment_size = ref.size;
   return 1;
 }
-
-FAKECUDA_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return fail(cudaErrorInvalidMemcpyDirection);
-  if (count && (!dst || !src)) return fail(cudaErrorInvalidValue);
-  if (count) std::memmove(dst, src, count);
-  return cudaSuccess;
-}
-
-FAKECUDA_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
-                                         cudaStream_t stream) {
-  if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  return cudaMemcpy(dst, src, count, kind);
-}
-
-FAKECUDA_API cudaError_t cudaMemset(void* ptr, int value, size_t count) {
-  if (count && !ptr) return fail(cudaErrorInvalidValue);
-  if (count) std::memset(ptr, value, count);
-  return cudaSuccess;
-}
-
-FAKECUDA_API cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
-  if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  return cudaMemset(ptr, value, count);
-}
-
-FAKECUDA_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags*/) {
-  if (!stream) return fail(cudaErrorInvalidValue);
-  // A distinct non-null handle per stream; it is only ever compared, never dereferenced.
-  auto* handle = reinterpret_cast<cudaStream_t>(new char);
-  std::lock_guard<std::mutex> lock(state().mu);
-  state().streams.insert(handle);
-  *stream = handle;
-  return cudaSuccess;
-}
-
-FAKECUDA_API cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
-
-FAKECUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  std::lock_guard<std::mutex> lock(state().mu);
-  if (!stream || state().streams.erase(stream) == 0) return fail(cudaErrorInvalidResourceHandle);
-  delete reinterpret_cast<char*>(stream);
-  return cudaSuccess;
-}
-
-FAKECUDA_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return valid_stream(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
-}
-
-FAKECUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  return valid_stream(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
-}
-
-FAKECUDA_API cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
 FAKECUDA_API cudaError_t cudaGetLastError(void) {
   cudaError_t e = t_last_error;

@@ -167,7 +167,12 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
 NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded("ncclCommFinalize", [&] {
     ncclComm* c = checked_comm(comm);
-    // Collectives complete before their call returns, so there is nothing left to flush.
+    if (!c->blocking) {
+      std::lock_guard<std::mutex> lock(c->mu);
+      if (c->inflight > 0) return ncclInProgress;
+    } else {
+      wait_idle(c);  // flushes what is queued on streams
+    }
     return c->blocking ? wait_comm(c) : poll_comm(c);
   });
 }
@@ -260,7 +265,12 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
     require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, "invalid reduction op " + std::to_string(op));
   }
   // The comm's size is only known once its init has finished.
-  if (wait_comm(c) != ncclSuccess) throw NcclError(ncclInvalidUsage, "the communicator did not initialise");
+  ncclResult_t state = wait_comm(c);
+  if (state != ncclSuccess) {
+    std::lock_guard<std::mutex> lock(c->mu);
+    throw NcclError(state, c->async_message.empty() ? "the communicator did not initialise"
+                                                    : "the communicator has failed: " + c->async_message);
+  }
   const bool p2p = is_point_to_point(type);
   if (has_root(type) || p2p)
     require(root >= 0 && root < c->nranks, ncclInvalidArgument,

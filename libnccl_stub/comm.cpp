@@ -146,11 +146,32 @@ ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& o
   return comm.release();
 }
 
+void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& message) {
+  std::lock_guard<std::mutex> lock(comm->mu);
+  if (comm->async_error == ncclSuccess || comm->async_error == ncclInProgress) {
+    comm->async_error = code;
+    comm->async_message = message;
+  }
+}
+
+void wait_idle(ncclComm* comm) {
+  std::unique_lock<std::mutex> lock(comm->mu);
+  comm->idle.wait(lock, [&] { return comm->inflight == 0; });
+}
+
 void destroy_comm(ncclComm* comm, bool abort) {
   unregister_comm(comm);
   std::unique_ptr<ncclComm> owned(comm);
-  // An abort must not wait: the init it interrupts may never complete.
-  if (abort) poll_comm(comm); else wait_comm(comm);
+  // An abort must not wait: the init it interrupts may never complete. Work still queued on a
+  // stream would touch the object, so then it is left allocated.
+  if (abort) {
+    poll_comm(comm);
+    std::lock_guard<std::mutex> lock(comm->mu);
+    if (comm->inflight > 0) owned.release();
+  } else {
+    wait_comm(comm);
+    wait_idle(comm);
+  }
   if (comm->id == 0) return;  // never joined: nothing to tell the coordinator
   auto request = comm->client->submit(wire::CommDestroy{comm->id, comm->rank});
   if (!abort) request->reply<wire::Ack>();

@@ -1,6 +1,7 @@
 // The stub's communicator object and the operations that create and retire it.
 #pragma once
 
+#include <condition_variable>
 #include <map>
 #include <vector>
 #include <memory>
@@ -58,6 +59,9 @@ struct ncclComm {
   Pending pending_kind = Pending::kNone;
   std::shared_ptr<fakegpu::stub::Request> pending;
   ncclResult_t async_error = ncclSuccess;
+  std::string async_message;  // why async_error is set, for later calls on the comm
+  int inflight = 0;           // operations queued on streams and not finished yet
+  std::condition_variable idle;
 };
 
 namespace fakegpu::stub {
@@ -76,6 +80,12 @@ ncclResult_t wait_comm(ncclComm* comm);
 ncclComm* start_init(int nranks, const ncclUniqueId& id, int rank, int cuda_device, const CommOptions& options);
 // Starts a split of parent. Returns nullptr for NCCL_SPLIT_NOCOLOR, after taking part.
 ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& options);
+// Records an error that happened after the call returned (on a stream); later calls on the comm
+// and ncclCommGetAsyncError report it.
+void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& message);
+// Blocks until no operation of the comm is queued on a stream.
+void wait_idle(ncclComm* comm);
+
 // Tells the coordinator this rank has left, and frees the object. An abort does not wait for
 // anything in flight.
 void destroy_comm(ncclComm* comm, bool abort);

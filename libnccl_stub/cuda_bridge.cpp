@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "errors.h"
@@ -16,6 +17,8 @@ CudaBridge::CudaBridge() {
   memcpy_ = reinterpret_cast<Memcpy>(dlsym(RTLD_DEFAULT, "cudaMemcpy"));
   malloc_ = reinterpret_cast<int (*)(void**, size_t)>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
   free_ = reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaFree"));
+  launch_host_func_ = reinterpret_cast<decltype(launch_host_func_)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"));
+  memcpy_async_ = reinterpret_cast<decltype(memcpy_async_)>(dlsym(RTLD_DEFAULT, "cudaMemcpyAsync"));
   find_segment_ = reinterpret_cast<decltype(find_segment_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_find_segment"));
   // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
   bool fake = dlsym(RTLD_DEFAULT, "fakegpu_cuda_is_fake") != nullptr;
@@ -37,6 +40,32 @@ void CudaBridge::sync_stream(cudaStream_t stream) const {
   if (!stream_sync_) return;
   int err = stream_sync_(stream);
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaStreamSynchronize failed with CUDA error " + std::to_string(err));
+}
+
+namespace {
+void run_host_function(void* fn) {
+  std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(fn));
+  (*owned)();
+}
+}  // namespace
+
+void CudaBridge::enqueue(cudaStream_t stream, std::function<void()> fn) const {
+  auto* heap = new std::function<void()>(std::move(fn));
+  int err = launch_host_func_(stream, run_host_function, heap);
+  if (err != 0) {
+    delete heap;
+    throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
+  }
+}
+
+void CudaBridge::copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
+  int err = memcpy_async_(dst, src, bytes, kDeviceToHost, stream);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpyAsync to host failed with CUDA error " + std::to_string(err));
+}
+
+void CudaBridge::copy_to_device_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
+  int err = memcpy_async_(dst, src, bytes, kHostToDevice, stream);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpyAsync to device failed with CUDA error " + std::to_string(err));
 }
 
 bool CudaBridge::find_segment(const void* ptr, size_t len, Segment* out) const {

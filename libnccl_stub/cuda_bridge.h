@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "nccl.h"
 
@@ -15,6 +16,14 @@ class CudaBridge {
   int current_device() const;
   // Waits for work already queued on the stream; throws NcclError on a CUDA failure.
   void sync_stream(cudaStream_t stream) const;
+  // Whether work can be queued on streams (a runtime with cudaLaunchHostFunc is loaded).
+  bool can_enqueue() const { return launch_host_func_ && memcpy_async_; }
+  // The legacy default stream: work on it is synchronous with the host in fakegpu.
+  static bool is_legacy(cudaStream_t stream) { return stream == nullptr || stream == reinterpret_cast<cudaStream_t>(1); }
+  // Queues fn on the stream, in order with the stream's other work.
+  void enqueue(cudaStream_t stream, std::function<void()> fn) const;
+  void copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const;
+  void copy_to_device_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const;
   // True when device pointers are plain host memory (fakegpu's runtime, or none at all).
   bool host_accessible() const { return host_accessible_; }
   // Where fake device memory lives: true when [ptr, ptr + len) is in a shareable segment.
@@ -45,6 +54,8 @@ class CudaBridge {
   int (*malloc_)(void**, size_t) = nullptr;
   int (*free_)(void*) = nullptr;
   int (*find_segment_)(const void*, size_t, uint64_t*, uint64_t*, int*, uint64_t*) = nullptr;
+  int (*launch_host_func_)(cudaStream_t, void (*)(void*), void*) = nullptr;
+  int (*memcpy_async_)(void*, const void*, size_t, int, cudaStream_t) = nullptr;
   bool host_accessible_ = true;
 };
 

@@ -1,5 +1,9 @@
 #include "group.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -16,18 +20,30 @@ struct GroupState {
 };
 thread_local GroupState t_group;
 
-// Device memory that is not host memory (hybrid mode) is staged through these buffers.
-struct Staged {
-  std::vector<uint8_t> send;
-  std::vector<uint8_t> recv;
+// Host copies of a call's buffers, for device memory the host cannot touch (hybrid mode).
+struct Staging {
+  std::vector<uint8_t> send, recv;
+  uint64_t scalar = 0;
 };
+using StagingSet = std::vector<Staging>;
 
-// Submits every call before waiting on any: a group may hold several ranks of one communicator,
-// and none of them can finish until all have been posted.
-void run_calls(const std::vector<CollectiveCall>& calls) {
+// Staging is needed over a real CUDA runtime. FAKEGPU_FORCE_STAGING=1 takes the same path over
+// fakegpu's runtime, so that it can be tested without a GPU.
+bool needs_staging() {
+  static const bool forced = [] {
+    const char* v = std::getenv("FAKEGPU_FORCE_STAGING");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return forced || !cuda().host_accessible();
+}
+
+// Posts every call before waiting on any: a group may hold several ranks of one communicator,
+// and none of them can finish until all have been posted. With staging, the calls read and
+// write the host copies; otherwise buffers in shared fake device memory are named, not sent,
+// and the coordinator works on them in place.
+void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
   const CudaBridge& cu = cuda();
   std::vector<std::shared_ptr<Request>> requests;
-  std::vector<Staged> staged(calls.size());
   ncclResult_t first_code = ncclSuccess;
   std::string first_error;
   auto note = [&](const NcclError& e) {
@@ -36,48 +52,124 @@ void run_calls(const std::vector<CollectiveCall>& calls) {
   try {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];
-      ncclResult_t status = wait_comm(c.comm);
-      if (status != ncclSuccess)
-        throw NcclError(ncclInvalidUsage,
-                        "the communicator did not initialise (" + std::string(ncclGetErrorString(status)) + ")");
-      cu.sync_stream(c.stream);  // the send buffer is complete once earlier work on the stream is
       wire::Collective desc = c.desc;
-      if (c.device_scalar) cu.copy_to_host(&desc.scalar, c.device_scalar, dtype_size(desc.dtype));
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
       size_t send_bytes = c.send_bytes, recv_bytes = c.recv_bytes;
-      // Buffers in shared fake device memory are named, not sent: the coordinator works on them
-      // in place. Anything else travels in the frames.
-      CudaBridge::Segment seg;
-      if (send_bytes && cu.find_segment(send, send_bytes, &seg) && c.comm->client->share_segment(seg.id, seg.fd, seg.size)) {
-        desc.send = {seg.id, seg.offset};
-        send_bytes = 0;
-      }
-      if (recv_bytes && cu.find_segment(recv, recv_bytes, &seg) && c.comm->client->share_segment(seg.id, seg.fd, seg.size)) {
-        desc.recv = {seg.id, seg.offset};
-        recv_bytes = 0;
-      }
-      if (!cu.host_accessible()) {
-        staged[i].send.resize(c.send_bytes);
-        staged[i].recv.resize(c.recv_bytes);
-        cu.copy_to_host(staged[i].send.data(), c.sendbuff, c.send_bytes);
-        send = staged[i].send.data();
-        recv = staged[i].recv.data();
+      if (staging) {
+        Staging& st = (*staging)[i];
+        send = st.send.data();
+        recv = st.recv.data();
+        if (c.device_scalar) desc.scalar = st.scalar;
+      } else {
+        if (c.device_scalar) std::memcpy(&desc.scalar, c.device_scalar, dtype_size(desc.dtype));
+        CudaBridge::Segment seg;
+        Client& client = *c.comm->client;
+        if (send_bytes && cu.find_segment(send, send_bytes, &seg) && client.share_segment(seg.id, seg.fd, seg.size)) {
+          desc.send = {seg.id, seg.offset};
+          send_bytes = 0;
+        }
+        if (recv_bytes && cu.find_segment(recv, recv_bytes, &seg) && client.share_segment(seg.id, seg.fd, seg.size)) {
+          desc.recv = {seg.id, seg.offset};
+          recv_bytes = 0;
+        }
       }
       requests.push_back(c.comm->client->submit(desc, send, send_bytes, recv, recv_bytes));
     }
   } catch (const NcclError& e) {
     note(e);  // stop posting, but still wait for what was posted: replies land in our buffers
   }
-  for (size_t i = 0; i < requests.size(); ++i) {
+  for (auto& request : requests) {
     try {
-      requests[i]->reply<wire::CollectiveDone>();
-      if (!cu.host_accessible()) cu.copy_to_device(calls[i].recvbuff, staged[i].recv.data(), calls[i].recv_bytes);
+      request->reply<wire::CollectiveDone>();
     } catch (const NcclError& e) {
       note(e);
     }
   }
   if (first_code != ncclSuccess) throw NcclError(first_code, first_error);
+}
+
+StagingSet make_staging(const std::vector<CollectiveCall>& calls) {
+  StagingSet staging(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    staging[i].send.resize(calls[i].send_bytes);
+    staging[i].recv.resize(calls[i].recv_bytes);
+  }
+  return staging;
+}
+
+// Runs calls now, from the calling thread: for the legacy stream, or without a runtime that can
+// queue work.
+void run_now(const std::vector<CollectiveCall>& calls) {
+  const CudaBridge& cu = cuda();
+  for (const auto& c : calls) cu.sync_stream(c.stream);  // their inputs are complete once this is done
+  if (!needs_staging()) return run_batch(calls, nullptr);
+  StagingSet staging = make_staging(calls);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    cu.copy_to_host(staging[i].send.data(), calls[i].sendbuff, calls[i].send_bytes);
+    if (calls[i].device_scalar)
+      cu.copy_to_host(&staging[i].scalar, calls[i].device_scalar, dtype_size(calls[i].desc.dtype));
+  }
+  run_batch(calls, &staging);
+  for (size_t i = 0; i < calls.size(); ++i)
+    cu.copy_to_device(calls[i].recvbuff, staging[i].recv.data(), calls[i].recv_bytes);
+}
+
+// Queues calls that share a stream: the collective runs when the stream reaches it, and the call
+// returns at once. With staging, copies to and from host buffers are queued around it, so the
+// host function itself never calls CUDA (which real CUDA forbids). A failure becomes the
+// communicators' asynchronous error.
+void enqueue(cudaStream_t stream, std::vector<CollectiveCall> calls) {
+  const CudaBridge& cu = cuda();
+  for (const auto& c : calls) {
+    std::lock_guard<std::mutex> lock(c.comm->mu);
+    ++c.comm->inflight;
+  }
+  std::shared_ptr<StagingSet> staging;
+  if (needs_staging()) {
+    staging = std::make_shared<StagingSet>(make_staging(calls));
+    for (size_t i = 0; i < calls.size(); ++i) {
+      cu.copy_to_host_async((*staging)[i].send.data(), calls[i].sendbuff, calls[i].send_bytes, stream);
+      if (calls[i].device_scalar)
+        cu.copy_to_host_async(&(*staging)[i].scalar, calls[i].device_scalar, dtype_size(calls[i].desc.dtype), stream);
+    }
+  }
+  cu.enqueue(stream, [calls, staging] {
+    try {
+      run_batch(calls, staging.get());
+    } catch (const NcclError& e) {
+      warn(e.what());
+      for (const auto& c : calls) set_async_error(c.comm, e.code(), e.what());
+    }
+    for (const auto& c : calls) {
+      std::lock_guard<std::mutex> lock(c.comm->mu);
+      if (--c.comm->inflight == 0) c.comm->idle.notify_all();
+    }
+  });
+  if (staging) {
+    for (size_t i = 0; i < calls.size(); ++i)
+      cu.copy_to_device_async(calls[i].recvbuff, (*staging)[i].recv.data(), calls[i].recv_bytes, stream);
+    cu.enqueue(stream, [staging] {});  // keeps the host buffers alive until the copies are done
+  }
+}
+
+// Runs or queues a set of calls: those on streams are queued per stream (first), those on the
+// legacy stream run now.
+void execute(std::vector<CollectiveCall> calls) {
+  const CudaBridge& cu = cuda();
+  std::vector<CollectiveCall> now;
+  std::vector<std::pair<cudaStream_t, std::vector<CollectiveCall>>> by_stream;
+  for (auto& c : calls) {
+    if (CudaBridge::is_legacy(c.stream) || !cu.can_enqueue()) {
+      now.push_back(std::move(c));
+      continue;
+    }
+    auto it = std::find_if(by_stream.begin(), by_stream.end(), [&](const auto& b) { return b.first == c.stream; });
+    if (it == by_stream.end()) it = by_stream.insert(by_stream.end(), {c.stream, {}});
+    it->second.push_back(std::move(c));
+  }
+  for (auto& [stream, batch] : by_stream) enqueue(stream, std::move(batch));
+  if (!now.empty()) run_now(now);
 }
 
 // Pops the outermost group off this thread; nullopt while nested groups remain open.
@@ -111,13 +203,13 @@ void submit_collective(const CollectiveCall& call) {
     t_group.calls.push_back(call);
     return;
   }
-  run_calls({call});
+  execute({call});
 }
 
 ncclResult_t group_end() {
   auto group = close_group();
   if (!group) return ncclSuccess;
-  run_calls(group->calls);
+  execute(std::move(group->calls));
   return finish_pending_comms(*group);
 }
 

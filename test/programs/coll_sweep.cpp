@@ -374,13 +374,22 @@ int main(int argc, char** argv) {
   cudaStreamCreate(&s);
 
   if (mismatch) {
-    // Rank 0 reduces 10 elements, every other rank 11: all must fail, and say who called what.
-    std::vector<float> buf(16, 1.0f);
-    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), g_rank == 0 ? 10 : 11, ncclFloat, ncclSum, comm, s);
+    // Rank 0 reduces 10 elements, every other rank 11. The call returns at once (it is queued on
+    // the stream); the failure arrives as the communicator's asynchronous error, naming who
+    // called what.
+    float* buf;
+    cudaMalloc(reinterpret_cast<void**>(&buf), 16 * sizeof(float));
+    ncclResult_t posted = ncclAllReduce(buf, buf, g_rank == 0 ? 10 : 11, ncclFloat, ncclSum, comm, s);
+    cudaStreamSynchronize(s);
+    ncclResult_t async = ncclSuccess;
+    CHECK_NCCL(ncclCommGetAsyncError(comm, &async));
     const char* msg = ncclGetLastError(comm);
     bool named = std::strstr(msg, "rank 0 called AllReduce(count=10") && std::strstr(msg, "called AllReduce(count=11");
-    std::printf("rank %d: mismatch result %d, message names both calls: %s\n", g_rank, r, named ? "yes" : "no");
-    return r == ncclInvalidUsage && named ? 0 : 1;
+    // Once failed, the communicator refuses further work with the same error.
+    ncclResult_t after = ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, comm, s);
+    std::printf("rank %d: mismatch posted %d, async error %d, then %d, message names both calls: %s\n", g_rank,
+                posted, async, after, named ? "yes" : "no");
+    return posted == ncclSuccess && async == ncclInvalidUsage && after == ncclInvalidUsage && named ? 0 : 1;
   }
 
   const std::vector<size_t> counts = {0, 1, 7, 1000};

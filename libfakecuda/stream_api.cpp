@@ -77,9 +77,9 @@ void drain_device(int device, bool blocking_only) {
 }
 
 // Queues work on a stream, or runs it now on the legacy stream.
-void submit(cudaStream_t s, std::function<void()> work) {
+void submit(cudaStream_t s, std::function<void()> work, bool marker = false) {
   Stream* stream = resolve(s);
-  if (stream) return stream->enqueue(std::move(work));
+  if (stream) return marker ? stream->enqueue_marker(std::move(work)) : stream->enqueue(std::move(work));
   drain_device(fakegpu::cuda::current_device(), /*blocking_only=*/true);
   work();
 }
@@ -203,7 +203,7 @@ FAKECUDA_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
   return guarded([&] {
     Event* e = resolve(event);
     uint64_t generation = e->record();
-    submit(stream, [e, generation] { e->complete(generation); });
+    submit(stream, [e, generation] { e->complete(generation); }, /*marker=*/true);
   });
 }
 

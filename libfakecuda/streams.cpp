@@ -16,7 +16,15 @@ Stream::~Stream() {
 void Stream::enqueue(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), false});
+  }
+  work_.notify_one();
+}
+
+void Stream::enqueue_marker(std::function<void()> mark) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back({std::move(mark), true});
   }
   work_.notify_one();
 }
@@ -26,13 +34,17 @@ void Stream::run() {
   for (;;) {
     work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, with nothing left to do
-    auto task = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    task();
-    lock.lock();
-    busy_ = false;
+    if (item.marker) {
+      item.fn();
+    } else {
+      busy_ = true;
+      lock.unlock();
+      item.fn();
+      lock.lock();
+      busy_ = false;
+    }
     if (queue_.empty()) drained_.notify_all();
   }
 }

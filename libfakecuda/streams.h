@@ -20,6 +20,9 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   void enqueue(std::function<void()> task);
+  // A marker (an event completing) runs under the stream's lock once the work before it is
+  // done, so nobody can see the stream idle with the event still pending, or the reverse.
+  void enqueue_marker(std::function<void()> mark);
   void synchronize();
   bool idle();
   int device() const { return device_; }
@@ -31,7 +34,11 @@ class Stream {
   const bool blocking_;
   std::mutex mu_;
   std::condition_variable work_, drained_;
-  std::deque<std::function<void()>> queue_;
+  struct Item {
+    std::function<void()> fn;
+    bool marker;
+  };
+  std::deque<Item> queue_;
   bool busy_ = false;
   bool stopping_ = false;
   std::thread worker_;

@@ -134,22 +134,27 @@ void enqueue(cudaStream_t stream, std::vector<CollectiveCall> calls) {
         cu.copy_to_host_async(&(*staging)[i].scalar, calls[i].device_scalar, dtype_size(calls[i].desc.dtype), stream);
     }
   }
-  cu.enqueue(stream, [calls, staging] {
+  // The operation is over once its results are in the caller's buffers: after the collective,
+  // or after the copies back when staging.
+  auto finished = [calls] {
+    for (const auto& c : calls) {
+      std::lock_guard<std::mutex> lock(c.comm->mu);
+      if (--c.comm->inflight == 0) c.comm->idle.notify_all();
+    }
+  };
+  cu.enqueue(stream, [calls, staging, finished] {
     try {
       run_batch(calls, staging.get());
     } catch (const NcclError& e) {
       warn(e.what());
       for (const auto& c : calls) set_async_error(c.comm, e.code(), e.what());
     }
-    for (const auto& c : calls) {
-      std::lock_guard<std::mutex> lock(c.comm->mu);
-      if (--c.comm->inflight == 0) c.comm->idle.notify_all();
-    }
+    if (!staging) finished();
   });
   if (staging) {
     for (size_t i = 0; i < calls.size(); ++i)
       cu.copy_to_device_async(calls[i].recvbuff, (*staging)[i].recv.data(), calls[i].recv_bytes, stream);
-    cu.enqueue(stream, [staging] {});  // keeps the host buffers alive until the copies are done
+    cu.enqueue(stream, [staging, finished] { finished(); });  // the host buffers live until here
   }
 }
 

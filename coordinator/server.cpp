@@ -77,38 +77,31 @@ class SocketSession : public Server::Session {
     socket_.async_wait(Socket::wait_read, [this, self](asio::error_code ec) {
       if (closed_) return;
       if (ec) return close_now();
+      drained_ = false;
       read_available();
     });
   }
 
-  // Reads whatever has arrived, frame by frame, with recvmsg so that file descriptors sent
-  // alongside (SCM_RIGHTS, with ShareSegment frames) are received too.
+  // Reads whatever has arrived and hands over every complete frame. Reads go through a buffer,
+  // so a burst of small frames costs one recvmsg; large bodies are read straight into place.
+  // recvmsg also collects file descriptors sent alongside (SCM_RIGHTS, with ShareSegment).
   void read_available() {
     for (;;) {
+      // Fill the header, then the body, from what is buffered.
       const bool in_header = header_got_ < header_.size();
       uint8_t* dst = in_header ? header_.data() + header_got_ : body_.data() + body_got_;
       size_t want = in_header ? header_.size() - header_got_ : body_.size() - body_got_;
+      size_t take = std::min(want, rx_end_ - rx_begin_);
+      std::memcpy(dst, rx_.data() + rx_begin_, take);
+      rx_begin_ += take;
+      (in_header ? header_got_ : body_got_) += take;
+      want -= take;
+
       if (want > 0) {
-        iovec iov{dst, want};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        ssize_t n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return wait_readable();
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return close_now();
-        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-            for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-              int fd;
-              std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-              fds_.push_back(fd);
-            }
-        (in_header ? header_got_ : body_got_) += static_cast<size_t>(n);
-        if (static_cast<size_t>(n) < want) continue;
+        if (drained_) return wait_readable();  // the last read emptied the socket
+        const bool direct = !in_header && want >= rx_.size();
+        if (!receive(direct ? dst + take : rx_.data(), direct ? want : rx_.size(), direct)) return;
+        continue;
       }
       if (in_header) {
         try {
@@ -135,6 +128,44 @@ class SocketSession : public Server::Session {
       body_ = {};
       if (closing_ || closed_) return;
     }
+  }
+
+  // One recvmsg into dst; false when reading must stop (closed, or nothing there: then it waits).
+  bool receive(uint8_t* dst, size_t len, bool direct) {
+    iovec iov{dst, len};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do {
+      n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_readable();
+      return false;
+    }
+    if (n <= 0) {
+      close_now();
+      return false;
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          fds_.push_back(fd);
+        }
+    drained_ = static_cast<size_t>(n) < len;  // a short read: nothing more is waiting
+    if (direct) {
+      body_got_ += static_cast<size_t>(n);
+    } else {
+      rx_begin_ = 0;
+      rx_end_ = static_cast<size_t>(n);
+    }
+    return true;
   }
 
   void write_next() {
@@ -168,6 +199,9 @@ class SocketSession : public Server::Session {
   std::vector<uint8_t> body_;
   size_t body_got_ = 0;
   std::deque<int> fds_;  // received descriptors not yet claimed by a frame
+  std::vector<uint8_t> rx_ = std::vector<uint8_t>(64 * 1024);  // bytes read ahead of the frame being parsed
+  size_t rx_begin_ = 0, rx_end_ = 0;
+  bool drained_ = false;  // the last read came back short: wait for readiness before reading again
   std::deque<Queued> queue_;
   std::vector<asio::const_buffer> buffers_;  // the frame being written, reused between frames
   bool writing_ = false;

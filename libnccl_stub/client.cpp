@@ -200,15 +200,31 @@ void Client::write_frame(wire::MsgType type, uint64_t id, const std::vector<uint
   }
 }
 
+// Reads through a small buffer, so that a short reply (header and fields) costs one recv;
+// large payloads go from the socket straight to their destination.
 void Client::read_exact(void* dst, size_t n) {
-  auto* p = static_cast<char*>(dst);
+  auto* p = static_cast<uint8_t*>(dst);
   while (n > 0) {
-    ssize_t got = ::recv(fd_, p, n, 0);
+    if (rx_begin_ < rx_end_) {
+      size_t take = std::min(n, rx_end_ - rx_begin_);
+      std::memcpy(p, rx_.data() + rx_begin_, take);
+      rx_begin_ += take;
+      p += take;
+      n -= take;
+      continue;
+    }
+    const bool direct = n >= rx_.size();
+    ssize_t got = ::recv(fd_, direct ? p : rx_.data(), direct ? n : rx_.size(), 0);
     if (got < 0 && errno == EINTR) continue;
     if (got == 0) throw wire::WireError("the coordinator closed the connection");
     if (got < 0) throw wire::WireError(std::strerror(errno));
-    p += got;
-    n -= static_cast<size_t>(got);
+    if (direct) {
+      p += got;
+      n -= static_cast<size_t>(got);
+    } else {
+      rx_begin_ = 0;
+      rx_end_ = static_cast<size_t>(got);
+    }
   }
 }
 
@@ -233,7 +249,7 @@ bool Client::poll(Request& req) {
     std::lock_guard<std::mutex> lock(mu_);
     if (req.done_ || reading_) return req.done_;
     pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) return false;  // nothing has arrived
+    if (rx_begin_ == rx_end_ && ::poll(&p, 1, 0) <= 0) return false;  // nothing has arrived
     reading_ = true;
   }
   read_frame();  // a frame has started arriving: the rest follows at once

@@ -100,6 +100,8 @@ class Client {
   std::condition_variable cv_;  // a request finished, or the reader stepped down
   bool reading_ = false;        // a thread is reading the socket
   std::vector<uint8_t> scratch_;  // for bulk data nobody can take; used by the reader only
+  std::vector<uint8_t> rx_ = std::vector<uint8_t>(4096);  // bytes read ahead; the reader's only
+  size_t rx_begin_ = 0, rx_end_ = 0;
   std::map<uint64_t, std::shared_ptr<Request>> pending_;
   uint64_t next_request_ = 1;
   std::string broken_;  // why the connection is gone, once it is

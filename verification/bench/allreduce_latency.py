@@ -4,10 +4,14 @@
 The bound is N x S bytes copied once at the memcpy bandwidth rank 0 measures in the same run; the
 ratio says how far the data path is from it. Figures vary with machine load: compare ratios
 from one run, not absolute numbers across runs.
-Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...]
+With --compare-mpi, and mpicc and mpirun on the PATH, it also times MPI_Allreduce on the same
+machine in the same run (verification/bench/mpi_allreduce.c) and prints fakegpu's time over MPI's.
+Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...] [--compare-mpi]
 """
 
 import argparse
+import shutil
+import subprocess
 import subprocess
 import sys
 import tempfile
@@ -22,14 +26,34 @@ from fakegpu.launch import rank_environment, run_ranks  # noqa: E402
 from fakegpu.paths import built  # noqa: E402
 
 
+def mpi_binary():
+    """Builds the MPI reference next to the other build outputs; None without an MPI toolchain."""
+    if not (shutil.which("mpicc") and shutil.which("mpirun")):
+        return None
+    out = built("fakegpu-coordinator").parent / "mpi_allreduce"
+    src = Path(__file__).with_name("mpi_allreduce.c")
+    subprocess.run(["mpicc", "-O2", "-o", str(out), str(src)], check=True)
+    return out
+
+
+def mpi_median_us(binary, world, size, iters):
+    r = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), str(binary), str(size),
+                        str(iters)], capture_output=True, text=True, timeout=600)
+    return float(r.stdout.split()[2]) if r.returncode == 0 else None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ranks", default="2,4,8,16")
     p.add_argument("--sizes", default="4,65536,1048576,16777216,67108864")
+    p.add_argument("--compare-mpi", action="store_true")
     a = p.parse_args()
     failed = False
+    mpi = mpi_binary() if a.compare_mpi else None
+    if a.compare_mpi and not mpi:
+        print("no mpicc/mpirun: MPI comparison skipped")
     print(f"{'ranks':>5} {'bytes':>10} {'median_us':>10} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
-          f"{'x_bound':>8}")
+          f"{'x_bound':>8}" + (f" {'mpi_us':>10} {'x_mpi':>6}" if mpi else ""))
     for world in map(int, a.ranks.split(",")):
         config = write_single_node_config(world, name="bench")
         with Coordinator(config, "unix") as coord:
@@ -48,8 +72,12 @@ def main():
                 fields = Path(f"{out}.0").read_text().split()
                 median, bw = float(fields[2]), float(fields[3])
                 bound = world * size / (bw * 1e9) * 1e6
-                print(f"{world:>5} {size:>10} {median:>10.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
-                      f"{median / bound:>8.1f}")
+                line = (f"{world:>5} {size:>10} {median:>10.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
+                        f"{median / bound:>8.1f}")
+                if mpi:
+                    mpi_us = mpi_median_us(mpi, world, size, iters)
+                    line += f" {mpi_us:>10.1f} {median / mpi_us:>6.2f}" if mpi_us else "     failed"
+                print(line)
     return 1 if failed else 0
 
 

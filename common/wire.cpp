@@ -16,6 +16,8 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kCollective: return "Collective";
     case MsgType::kCollectiveDone: return "CollectiveDone";
     case MsgType::kShareSegment: return "ShareSegment";
+    case MsgType::kCommShrink: return "CommShrink";
+    case MsgType::kCommRevoke: return "CommRevoke";
   }
   return "Unknown";
 }
@@ -56,7 +58,7 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]) {
   r.u32();  // reserved
   header.request_id = r.u64();
   header.body_bytes = r.u64();
-  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kShareSegment))
+  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kCommRevoke))
     throw WireError("unknown message type " + std::to_string(type));
   if (header.body_bytes > kMaxBodyBytes)
     throw WireError("frame body of " + std::to_string(header.body_bytes) + " bytes exceeds the limit of " +
@@ -90,6 +92,19 @@ std::string Reader::str() {
   std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
   pos_ += n;
   return s;
+}
+
+void Writer::i32_list(const std::vector<int32_t>& v) {
+  u32(static_cast<uint32_t>(v.size()));
+  for (int32_t x : v) i32(x);
+}
+
+std::vector<int32_t> Reader::i32_list() {
+  uint32_t n = u32();
+  need(size_t{n} * 4);
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = i32();
+  return v;
 }
 
 void Reader::raw(void* out, size_t n) {
@@ -201,6 +216,34 @@ CommSplitDone CommSplitDone::decode(Reader& r) {
   m.nranks = r.i32();
   m.rank = r.i32();
   m.global_rank = r.i32();
+  return m;
+}
+
+void CommShrink::encode(Writer& w) const {
+  w.u64(parent_comm);
+  w.i32(rank);
+  w.u64(shrink_index);
+  w.i32(flags);
+  w.i32_list(excluded);
+}
+CommShrink CommShrink::decode(Reader& r) {
+  CommShrink m;
+  m.parent_comm = r.u64();
+  m.rank = r.i32();
+  m.shrink_index = r.u64();
+  m.flags = r.i32();
+  m.excluded = r.i32_list();
+  return m;
+}
+
+void CommRevoke::encode(Writer& w) const {
+  w.u64(comm_id);
+  w.i32(rank);
+}
+CommRevoke CommRevoke::decode(Reader& r) {
+  CommRevoke m;
+  m.comm_id = r.u64();
+  m.rank = r.i32();
   return m;
 }
 

@@ -41,6 +41,8 @@ enum class MsgType : uint16_t {
   kCollective = 10,
   kCollectiveDone = 11,
   kShareSegment = 12,
+  kCommShrink = 13,
+  kCommRevoke = 14,
 };
 const char* msg_type_name(MsgType type);
 
@@ -64,6 +66,7 @@ class Writer {
   void u64(uint64_t v) { put(v); }
   void str(const std::string& s);
   void raw(const void* data, size_t n);
+  void i32_list(const std::vector<int32_t>& v);
   std::vector<uint8_t>& bytes() { return bytes_; }
 
  private:
@@ -84,6 +87,7 @@ class Reader {
   uint64_t u64() { return get<uint64_t>(); }
   std::string str();
   void raw(void* out, size_t n);
+  std::vector<int32_t> i32_list();
   size_t offset() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
 
@@ -201,6 +205,27 @@ struct CommSplitDone {
   int32_t global_rank = -1;
   void encode(Writer& w) const;
   static CommSplitDone decode(Reader& r);
+};
+
+// ncclCommShrink: called by the ranks that stay; they must agree on who is excluded.
+struct CommShrink {
+  static constexpr MsgType kType = MsgType::kCommShrink;
+  uint64_t parent_comm = 0;
+  int32_t rank = 0;             // rank in the parent
+  uint64_t shrink_index = 0;    // the n-th shrink of this parent: shrinks match by it
+  int32_t flags = 0;            // NCCL_SHRINK_ABORT: fail the parent's pending operations first
+  std::vector<int32_t> excluded;
+  void encode(Writer& w) const;
+  static CommShrink decode(Reader& r);
+};
+
+// ncclCommRevoke: fail the communicator's in-flight operations and refuse new ones. Ack reply.
+struct CommRevoke {
+  static constexpr MsgType kType = MsgType::kCommRevoke;
+  uint64_t comm_id = 0;
+  int32_t rank = 0;
+  void encode(Writer& w) const;
+  static CommRevoke decode(Reader& r);
 };
 
 struct CommDestroy {

@@ -75,6 +75,8 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kCommInit: handle_comm_init(id, client, fields(wire::CommInit{}), header.request_id); break;
       case wire::MsgType::kCommSplit: handle_comm_split(id, fields(wire::CommSplit{}), header.request_id); break;
       case wire::MsgType::kCommDestroy: handle_comm_destroy(id, fields(wire::CommDestroy{}), header.request_id); break;
+      case wire::MsgType::kCommShrink: handle_comm_shrink(id, fields(wire::CommShrink{}), header.request_id); break;
+      case wire::MsgType::kCommRevoke: handle_comm_revoke(id, fields(wire::CommRevoke{}), header.request_id); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
         handle_share_segment(client, msg, std::exchange(fd, -1));
@@ -199,7 +201,7 @@ void Job::complete_init(const wire::CommKey& key, PendingInit& pending) {
 }
 
 Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
-                            const uint64_t* op_seq) {
+                            const uint64_t* op_seq, bool allow_failed) {
   auto it = comms_.find(comm_id);
   if (it == comms_.end()) {
     reply_error(client, request_id, Status::kInvalidUsage, fmt::format("unknown communicator {}", comm_id));
@@ -219,7 +221,7 @@ Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_
   // A rank joining an operation that already failed learns that failure, the root cause,
   // rather than what its peers did after hearing of it.
   const bool joins_failed_op = op_seq && comm.ops.count(*op_seq) && !comm.ops.at(*op_seq).failure.empty();
-  if (!comm.failure.empty() && !joins_failed_op) {
+  if (!comm.failure.empty() && !joins_failed_op && !allow_failed) {
     ++comm.refused;
     reply_error(client, request_id, Status::kRemoteError, comm.failure);
     return nullptr;
@@ -237,6 +239,10 @@ void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t re
   }
   PendingSplit& pending = pending_splits_[{msg.parent_comm, msg.split_index}];
   if (pending.arrivals.empty()) pending.arrivals.resize(parent->members.size());
+  if (!pending.failure.empty()) {
+    reply_error(id, request_id, Status::kRemoteError, pending.failure);
+    return;
+  }
   if (pending.arrivals[msg.rank]) {
     reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommSplit: rank {} joined split {} twice",
                                                                    msg.rank, msg.split_index));
@@ -286,6 +292,108 @@ void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_
   reply(id, request_id, wire::Ack{});
 }
 
+void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
+  for (auto& [seq, op] : comm.ops)
+    if (op.failure.empty()) fail_op(comm, op, code, why);
+  for (auto& [key, p2p] : comm.p2p) {
+    ++comm.refused;
+    auto [src, dst, pair_seq] = key;
+    if (p2p.send_request) reply_error(comm.members[src].client, p2p.send_request, code, why);
+    if (p2p.recv_request) reply_error(comm.members[dst].client, p2p.recv_request, code, why);
+  }
+  comm.p2p.clear();
+}
+
+void Job::fail_regrouping(Comm& comm, int rank, const std::string& why) {
+  auto fail = [&](auto& arrivals, std::string& failure) {
+    if (!failure.empty()) return;
+    failure = why;
+    for (auto& a : arrivals)
+      if (a) reply_error(a->client, a->request_id, Status::kRemoteError, why);
+  };
+  for (auto& [key, split] : pending_splits_)
+    if (key.first == comm.id) fail(split.arrivals, split.failure);
+  for (auto& [key, shrink] : pending_shrinks_)
+    if (key.first == comm.id && !std::binary_search(shrink.excluded.begin(), shrink.excluded.end(), rank))
+      fail(shrink.arrivals, shrink.failure);
+}
+
+void Job::handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id) {
+  Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id, nullptr, /*allow_failed=*/true);
+  if (!comm) return;
+  if (comm->failure.empty())
+    comm->failure = fmt::format("communicator {} was revoked by rank {}", comm->id, msg.rank);
+  fail_pending(*comm, Status::kRemoteError, comm->failure);
+  reply(id, request_id, wire::Ack{});
+}
+
+void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id) {
+  // Shrinking is how survivors recover, so a failed parent is fine.
+  Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id, nullptr, /*allow_failed=*/true);
+  if (!parent) return;
+  const int n = static_cast<int>(parent->members.size());
+  std::vector<int> excluded(msg.excluded.begin(), msg.excluded.end());
+  std::sort(excluded.begin(), excluded.end());
+  std::string problem;
+  for (size_t i = 0; i < excluded.size() && problem.empty(); ++i) {
+    if (excluded[i] < 0 || excluded[i] >= n)
+      problem = fmt::format("ncclCommShrink: excluded rank {} is outside 0..{}", excluded[i], n - 1);
+    else if (i > 0 && excluded[i] == excluded[i - 1])
+      problem = fmt::format("ncclCommShrink: rank {} is excluded twice", excluded[i]);
+    else if (excluded[i] == msg.rank)
+      problem = fmt::format("ncclCommShrink: rank {} excludes itself; excluded ranks must not call it", msg.rank);
+  }
+  if (problem.empty() && static_cast<int>(excluded.size()) >= n)
+    problem = "ncclCommShrink: every rank would be excluded";
+  if (!problem.empty()) {
+    reply_error(id, request_id, Status::kInvalidArgument, problem);
+    return;
+  }
+  if (msg.flags & 1) {  // NCCL_SHRINK_ABORT: release survivors stuck in the parent's operations
+    std::string why = fmt::format("operation aborted by ncclCommShrink(NCCL_SHRINK_ABORT) on communicator {}", parent->id);
+    fail_pending(*parent, Status::kRemoteError, why);
+  }
+  PendingShrink& pending = pending_shrinks_[{msg.parent_comm, msg.shrink_index}];
+  if (pending.arrivals.empty()) {
+    pending.excluded = excluded;
+    pending.arrivals.resize(n);
+  }
+  if (!pending.failure.empty()) {
+    reply_error(id, request_id, Status::kRemoteError, pending.failure);
+    return;
+  }
+  if (pending.excluded != excluded) {
+    pending.failure = fmt::format("ncclCommShrink: ranks disagree on who to exclude from communicator {}", parent->id);
+    reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
+    for (auto& a : pending.arrivals)
+      if (a) reply_error(a->client, a->request_id, Status::kInvalidUsage, pending.failure);
+    return;
+  }
+  if (pending.arrivals[msg.rank]) {
+    reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommShrink: rank {} joined twice", msg.rank));
+    return;
+  }
+  pending.arrivals[msg.rank] = SplitArrival{id, request_id, 0, 0};
+  if (++pending.arrived < n - static_cast<int>(excluded.size())) return;
+
+  Comm child;
+  child.id = next_comm_id_++;
+  child.parent = parent->id;
+  child.name = fmt::format("{}/shrink{}", parent->name.empty() ? std::to_string(parent->id) : parent->name,
+                           msg.shrink_index);
+  std::vector<int> kept;
+  for (int r = 0; r < n; ++r)
+    if (!std::binary_search(excluded.begin(), excluded.end(), r)) kept.push_back(r);
+  for (int r : kept) child.members.push_back(parent->members[r]);
+  for (int cr = 0; cr < static_cast<int>(kept.size()); ++cr) {
+    const SplitArrival& a = *pending.arrivals[kept[cr]];
+    reply(a.client, a.request_id,
+          wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank});
+  }
+  comms_.emplace(child.id, std::move(child));
+  pending_shrinks_.erase({msg.parent_comm, msg.shrink_index});
+}
+
 void Job::on_disconnect(ClientId id) {
   auto cit = clients_.find(id);
   if (cit == clients_.end()) return;
@@ -296,18 +404,14 @@ void Job::on_disconnect(ClientId id) {
   for (auto& [comm_id, comm] : comms_) {
     for (size_t r = 0; r < comm.members.size(); ++r) {
       const Member& m = comm.members[r];
-      if (m.client != id || m.destroyed || !comm.failure.empty()) continue;
-      comm.failure = fmt::format("rank {} of communicator {} ({}) disconnected without destroying it", r, comm_id,
-                                 describe_client(id));
-      for (auto& [seq, op] : comm.ops)
-        if (op.failure.empty()) fail_op(comm, op, Status::kRemoteError, comm.failure);
-      for (auto& [key, p2p] : comm.p2p) {
-        ++comm.refused;
-        auto [src, dst, pair_seq] = key;
-        if (p2p.send_request) reply_error(comm.members[src].client, p2p.send_request, Status::kRemoteError, comm.failure);
-        if (p2p.recv_request) reply_error(comm.members[dst].client, p2p.recv_request, Status::kRemoteError, comm.failure);
+      if (m.client != id || m.destroyed) continue;
+      std::string why = fmt::format("rank {} of communicator {} ({}) disconnected without destroying it", r, comm_id,
+                                    describe_client(id));
+      if (comm.failure.empty()) {
+        comm.failure = why;
+        fail_pending(comm, Status::kRemoteError, why);
       }
-      comm.p2p.clear();
+      fail_regrouping(comm, static_cast<int>(r), why);  // even on a failed comm: survivors may be regrouping
     }
   }
 }

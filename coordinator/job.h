@@ -110,6 +110,7 @@ class Job {
     std::vector<RankData> ranks;
     int arrived = 0;
     std::string failure;
+    wire::Status failure_code = wire::Status::kSuccess;
   };
   struct PendingP2P {
     wire::Collective send, recv;  // what each side called
@@ -148,6 +149,13 @@ class Job {
   struct PendingSplit {
     std::vector<std::optional<SplitArrival>> arrivals;
     int arrived = 0;
+    std::string failure;
+  };
+  struct PendingShrink {
+    std::vector<int> excluded;  // sorted
+    std::vector<std::optional<SplitArrival>> arrivals;
+    int arrived = 0;
+    std::string failure;
   };
   struct CollStats {
     uint64_t calls = 0;
@@ -160,6 +168,8 @@ class Job {
   void handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id);
   void handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id);
   void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
+  void handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id);
+  void handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id);
   void handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd);
   void handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
                          uint64_t request_id);
@@ -178,7 +188,11 @@ class Job {
   // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
   // and returns nullptr otherwise. op_seq names the collective being joined, if any.
   Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
-                    const uint64_t* op_seq = nullptr);
+                    const uint64_t* op_seq = nullptr, bool allow_failed = false);
+  // Fails every operation still waiting on the comm, so no rank stays blocked in one.
+  void fail_pending(Comm& comm, wire::Status code, const std::string& why);
+  // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
+  void fail_regrouping(Comm& comm, int rank, const std::string& why);
 
   template <typename Msg>
   void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
@@ -193,6 +207,7 @@ class Job {
   std::map<ClientId, Client> clients_;  // kept after they leave, for the report
   std::map<wire::CommKey, PendingInit> pending_inits_;
   std::map<std::pair<uint64_t, uint64_t>, PendingSplit> pending_splits_;
+  std::map<std::pair<uint64_t, uint64_t>, PendingShrink> pending_shrinks_;
   std::map<uint64_t, Comm> comms_;
   uint64_t next_comm_id_ = 1;
   uint64_t completed_ops_ = 0;

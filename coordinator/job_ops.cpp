@@ -139,7 +139,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   ++op.arrived;
 
   if (!op.failure.empty()) {
-    reply_error(id, request_id, Status::kInvalidUsage, op.failure);
+    reply_error(id, request_id, op.failure_code, op.failure);
   } else if (!same_call(op.first, msg)) {
     std::string why = fmt::format("collective mismatch on communicator {} at operation {}:", comm.id, msg.seq);
     for (int r = 0; r < nranks; ++r)
@@ -233,6 +233,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
 void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why) {
   ++comm.refused;
   op.failure = why;
+  op.failure_code = code;
   op.ranks.assign(op.ranks.size(), RankData{});
   for (size_t r = 0; r < op.request_ids.size(); ++r)
     if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);

@@ -164,9 +164,45 @@ NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
   });
 }
 
+NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return guarded("ncclCommShrink", [&] {
+    ncclComm* parent = checked_comm(comm);
+    require(newcomm != nullptr, ncclInvalidArgument, "newcomm pointer is NULL");
+    require(excludeRanksCount >= 0 && (excludeRanksCount == 0 || excludeRanksList), ncclInvalidArgument,
+            "excludeRanksList is NULL or its count is negative");
+    require(shrinkFlags == NCCL_SHRINK_DEFAULT || shrinkFlags == NCCL_SHRINK_ABORT, ncclInvalidArgument,
+            "unknown shrink flags " + std::to_string(shrinkFlags));
+    CommOptions options = read_config(config);
+    if (!config) options.blocking = parent->blocking;  // the new comm inherits the parent's mode
+    std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+    return finish_create(start_shrink(parent, excluded, shrinkFlags, options), newcomm);
+  });
+}
+
+NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return guarded("ncclCommRevoke", [&] {
+    ncclComm* c = checked_comm(comm);
+    require(revokeFlags == NCCL_REVOKE_DEFAULT, ncclInvalidArgument, "revokeFlags must be NCCL_REVOKE_DEFAULT");
+    wait_comm(c);
+    require(c->id != 0, ncclInvalidUsage, "the communicator never initialised");
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      c->revoked = true;
+    }
+    // The coordinator fails the comm's in-flight operations; queued work then drains.
+    c->client->submit(wire::CommRevoke{c->id, c->rank})->reply<wire::Ack>();
+    return ncclSuccess;
+  });
+}
+
 NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded("ncclCommFinalize", [&] {
     ncclComm* c = checked_comm(comm);
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      require(!c->revoked, ncclInvalidUsage, "ncclCommFinalize is invalid after ncclCommRevoke");
+    }
     if (!c->blocking) {
       std::lock_guard<std::mutex> lock(c->mu);
       if (c->inflight > 0) return ncclInProgress;
@@ -253,6 +289,10 @@ PreMulSumOp& premulsum_op(ncclComm* c, ncclRedOp_t op) {
 ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                   ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   ncclComm* c = checked_comm(comm);
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    require(!c->revoked, ncclInvalidUsage, "the communicator was revoked");
+  }
   const size_t elem = dtype_size(datatype);
   require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
   const PreMulSumOp* premul = nullptr;
@@ -451,6 +491,8 @@ PNCCL_ALIAS(ncclCommInitRankScalable)
 PNCCL_ALIAS(ncclCommInitAll)
 PNCCL_ALIAS(ncclCommSplit)
 PNCCL_ALIAS(ncclCommFinalize)
+PNCCL_ALIAS(ncclCommShrink)
+PNCCL_ALIAS(ncclCommRevoke)
 PNCCL_ALIAS(ncclCommDestroy)
 PNCCL_ALIAS(ncclCommAbort)
 PNCCL_ALIAS(ncclCommGetAsyncError)

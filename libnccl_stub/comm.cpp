@@ -55,6 +55,8 @@ void unregister_comm(ncclComm* comm) {
 
 ncclResult_t poll_comm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(comm->mu);
+  // A revoked comm is in progress until its queued work has drained, then quiescent.
+  if (comm->revoked) return comm->inflight > 0 ? ncclInProgress : ncclSuccess;
   if (!comm->pending || !comm->pending->ready()) return comm->async_error;
   try {
     if (comm->pending_kind == ncclComm::Pending::kInit) {
@@ -148,6 +150,7 @@ ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& o
 
 void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& message) {
   std::lock_guard<std::mutex> lock(comm->mu);
+  if (comm->revoked) return;  // operations stopped by the revoke are not failures
   if (comm->async_error == ncclSuccess || comm->async_error == ncclInProgress) {
     comm->async_error = code;
     comm->async_message = message;
@@ -157,6 +160,27 @@ void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& messa
 void wait_idle(ncclComm* comm) {
   std::unique_lock<std::mutex> lock(comm->mu);
   comm->idle.wait(lock, [&] { return comm->inflight == 0; });
+}
+
+ncclComm* start_shrink(ncclComm* parent, const std::vector<int>& excluded, int flags, const CommOptions& options) {
+  wait_comm(parent);  // a parent in error is fine: shrinking is how survivors recover
+  if (parent->id == 0) throw NcclError(ncclInvalidUsage, "ncclCommShrink: the parent communicator never initialised");
+  wire::CommShrink msg;
+  msg.parent_comm = parent->id;
+  msg.rank = parent->rank;
+  msg.shrink_index = parent->next_shrink++;
+  msg.flags = flags;
+  msg.excluded.assign(excluded.begin(), excluded.end());
+  auto comm = std::make_unique<ncclComm>();
+  comm->client = parent->client;
+  comm->cuda_device = parent->cuda_device;
+  comm->blocking = options.blocking;
+  comm->name = options.name;
+  comm->pending = parent->client->submit(msg);
+  comm->pending_kind = ncclComm::Pending::kSplit;  // answered like a split
+  comm->async_error = ncclInProgress;
+  register_comm(comm.get());
+  return comm.release();
 }
 
 void destroy_comm(ncclComm* comm, bool abort) {

@@ -48,6 +48,8 @@ struct ncclComm {
   std::string name;
   uint64_t next_seq = 1;    // collective sequence number: ranks match on (comm, seq)
   uint64_t next_split = 0;  // ncclCommSplit calls on this comm so far
+  uint64_t next_shrink = 0;  // ncclCommShrink calls on this comm so far
+  bool revoked = false;      // ncclCommRevoke was called: no more operations
   // Point-to-point sequence numbers per peer: a send and a recv match on (sender, receiver, seq).
   std::map<int, uint64_t> next_send_seq, next_recv_seq;
   std::vector<fakegpu::stub::PreMulSumOp> premulsum_ops;
@@ -85,6 +87,9 @@ ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& o
 void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& message);
 // Blocks until no operation of the comm is queued on a stream.
 void wait_idle(ncclComm* comm);
+
+// Starts a shrink of parent that leaves out `excluded`; the result arrives asynchronously.
+ncclComm* start_shrink(ncclComm* parent, const std::vector<int>& excluded, int flags, const CommOptions& options);
 
 // Tells the coordinator this rank has left, and frees the object. An abort does not wait for
 // anything in flight.

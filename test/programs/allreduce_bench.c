@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "share_id.h"
+
 static double now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -43,20 +45,7 @@ int main(int argc, char** argv) {
   size_t bytes = strtoull(argv[2], NULL, 10);
   int iters = argc > 3 ? atoi(argv[3]) : 50;
   ncclUniqueId id;
-  if (rank == 0) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", argv[1]);
-    ncclGetUniqueId(&id);
-    FILE* f = fopen(tmp, "wb");
-    fwrite(&id, sizeof id, 1, f);
-    fclose(f);
-    rename(tmp, argv[1]);
-  } else {
-    FILE* f;
-    while (!(f = fopen(argv[1], "rb"))) usleep(1000);
-    if (fread(&id, sizeof id, 1, f) != 1) return 2;
-    fclose(f);
-  }
+  if (share_unique_id(argv[1], rank, &id) != 0) return 2;
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, world, id, rank) != ncclSuccess) return 1;
   size_t count = bytes / sizeof(float);

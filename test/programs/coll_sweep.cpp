@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include "share_id.h"
 #include "small_float.h"
 #include <string>
 #include <type_traits>
@@ -338,26 +339,6 @@ void simulate_then_run(ncclComm_t comm, cudaStream_t s) {
   for (size_t i = 0; i < 64; ++i) expect_equal<R>(b.recv, i, reduced<R>(ncclSum, i), "allreduce after simulate");
 }
 
-void share_unique_id(const char* path, ncclUniqueId* id) {
-  std::string tmp = std::string(path) + ".tmp";
-  if (g_rank == 0) {
-    CHECK_NCCL(ncclGetUniqueId(id));
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f || std::fwrite(id, sizeof *id, 1, f) != 1 || std::fclose(f) != 0 || std::rename(tmp.c_str(), path) != 0)
-      std::exit(2);
-    return;
-  }
-  for (int tries = 0; tries < 60000; ++tries) {
-    if (FILE* f = std::fopen(path, "rb")) {
-      size_t got = std::fread(id, sizeof *id, 1, f);
-      std::fclose(f);
-      if (got == 1) return;
-    }
-    usleep(1000);
-  }
-  std::exit(2);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -367,7 +348,7 @@ int main(int argc, char** argv) {
   const bool big = argc > 2 && !std::strcmp(argv[2], "--big");
   const bool mismatch = argc > 2 && !std::strcmp(argv[2], "--mismatch");
   ncclUniqueId id;
-  share_unique_id(argv[1], &id);
+  if (share_unique_id(argv[1], g_rank, &id) != 0) return 2;
   ncclComm_t comm;
   CHECK_NCCL(ncclCommInitRank(&comm, g_world, id, g_rank));
   cudaStream_t s;

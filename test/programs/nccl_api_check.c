@@ -12,6 +12,9 @@
 #define NDEV 4
 #define COUNT 4099
 
+/* Part of NCCL's device API (nccl_device.h), declared here to probe it like programs do. */
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm);
+
 static int failures = 0;
 
 #define EXPECT(cond, ...)                            \
@@ -122,7 +125,8 @@ static void check_bad_calls(void) {
   EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat, (ncclRedOp_t)9, comm, NULL) == ncclInvalidArgument, "bad op");
   EXPECT(ncclAllReduce(NULL, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidArgument, "NULL buffer");
   EXPECT(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "count 0 is legal");
-  EXPECT(ncclCommRevoke(comm, 0) == ncclInvalidUsage, "unimplemented call fails cleanly");
+  EXPECT(ncclDevCommCreate(comm, NULL, NULL) == ncclInvalidUsage, "an unsupported call fails cleanly");
+  EXPECT(ncclCommRevoke(comm, 5) == ncclInvalidArgument, "revoke flags must be 0");
 
   /* Memory, registration and windows. */
   void* mem = NULL;

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "share_id.h"
+
 #define CHECK_NCCL(call)                                                                                   \
   do {                                                                                                     \
     ncclResult_t r_ = (call);                                                                              \
@@ -39,38 +41,6 @@ static int g_rank = -1;
 static int env_int(const char* name, int fallback) {
   const char* v = getenv(name);
   return v && *v ? atoi(v) : fallback;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static void share_unique_id(const char* path, ncclUniqueId* id) {
-  if (g_rank == 0) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    CHECK_NCCL(ncclGetUniqueId(id));
-    FILE* f = fopen(tmp, "wb");
-    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
-      fprintf(stderr, "rank 0: cannot write %s: %s\n", path, strerror(errno));
-      exit(2);
-    }
-    return;
-  }
-  for (int waited = 0;; waited += 10) {
-    FILE* f = fopen(path, "rb");
-    if (f) {
-      size_t n = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (n == 1) return;
-    }
-    if (waited > 60000) {
-      fprintf(stderr, "rank %d: no unique id appeared in %s\n", g_rank, path);
-      exit(2);
-    }
-    sleep_ms(10);
-  }
 }
 
 /* Rank r contributes (r + 1) * (i % 97 + 1) at element i: small integers, exact in float. */
@@ -144,7 +114,7 @@ int main(int argc, char** argv) {
   int version = 0;
   CHECK_NCCL(ncclGetVersion(&version));
   ncclUniqueId id;
-  share_unique_id(id_file, &id);
+  if (share_unique_id(id_file, g_rank, &id) != 0) return 2;
   ncclComm_t world_comm;
   CHECK_NCCL(ncclCommInitRank(&world_comm, world, id, g_rank));
   int n = 0, r = -1;

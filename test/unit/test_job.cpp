@@ -325,3 +325,52 @@ TEST_F(JobTest, LateRankLearnsTheMismatchNotTheDisconnectThatFollowed) {
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_NE(error_text(frames[0]).find("collective mismatch"), std::string::npos) << error_text(frames[0]);
 }
+
+TEST_F(JobTest, ShrinkWaitingForARankThatDiesFailsInsteadOfHanging) {
+  for (ClientId c = 1; c <= 4; ++c) connect(c);
+  uint64_t comm = init_comm(4);
+  CommShrink shrink;
+  shrink.parent_comm = comm;
+  shrink.excluded = {3};
+  shrink.rank = 0;
+  post(1, shrink);
+  shrink.rank = 1;
+  post(2, shrink);
+  EXPECT_TRUE(out.sent.empty());
+  job.on_disconnect(4);  // the excluded rank leaving changes nothing
+  EXPECT_TRUE(out.sent.empty());
+  job.on_disconnect(3);  // rank 2, which the shrink waits for, is gone
+  for (ClientId c = 1; c <= 2; ++c) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_NE(error_text(frames[0]).find("disconnected"), std::string::npos);
+  }
+}
+
+TEST_F(JobTest, ShrinkKeepsParentOrderAndWorksOnAFailedParent) {
+  for (ClientId c = 1; c <= 4; ++c) connect(c);
+  uint64_t comm = init_comm(4);
+  job.on_disconnect(2);  // rank 1 dies: the parent fails
+  CommShrink shrink;
+  shrink.parent_comm = comm;
+  shrink.excluded = {1};
+  for (int r : {3, 0, 2}) {
+    shrink.rank = r;
+    post(ClientId(r + 1), shrink);
+  }
+  std::vector<int> new_ranks;
+  uint64_t child = 0;
+  for (int r : {0, 2, 3}) {
+    auto frames = out.take(ClientId(r + 1));
+    ASSERT_EQ(frames.size(), 1u);
+    auto done = decode_fields<CommSplitDone>(frames[0].fields.data(), frames[0].fields.size());
+    EXPECT_EQ(done.nranks, 3);
+    new_ranks.push_back(done.rank);
+    child = done.comm_id;
+  }
+  EXPECT_EQ(new_ranks, (std::vector<int>{0, 1, 2}));
+  post(1, allreduce(child, 0, 1, 1), floats({1}));
+  post(3, allreduce(child, 1, 1, 1), floats({2}));
+  post(4, allreduce(child, 2, 1, 1), floats({4}));
+  EXPECT_EQ(result_of(out.take(4).at(0)), std::vector<float>{7});
+}

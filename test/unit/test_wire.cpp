@@ -93,6 +93,22 @@ TEST(Wire, MessagesRoundTrip) {
   EXPECT_EQ(sd.rank, 2);
   EXPECT_EQ(sd.global_rank, 9);
 
+  CommShrink sh;
+  sh.parent_comm = 4;
+  sh.rank = 2;
+  sh.shrink_index = 1;
+  sh.flags = 1;
+  sh.excluded = {3, 7};
+  CommShrink sh2 = round_trip(sh);
+  EXPECT_EQ(sh2.parent_comm, 4u);
+  EXPECT_EQ(sh2.rank, 2);
+  EXPECT_EQ(sh2.shrink_index, 1u);
+  EXPECT_EQ(sh2.flags, 1);
+  EXPECT_EQ(sh2.excluded, (std::vector<int32_t>{3, 7}));
+  CommRevoke rv = round_trip(CommRevoke{6, 1});
+  EXPECT_EQ(rv.comm_id, 6u);
+  EXPECT_EQ(rv.rank, 1);
+
   CommDestroy cd = round_trip(CommDestroy{8, 3});
   EXPECT_EQ(cd.comm_id, 8u);
   EXPECT_EQ(cd.rank, 3);
@@ -122,6 +138,14 @@ TEST(Wire, TruncatedAndTrailingFieldsAreErrors) {
   EXPECT_THROW(decode_fields<CommInit>(bytes.data(), bytes.size() - 1), WireError);
   bytes.push_back(0);
   EXPECT_THROW(decode_fields<CommInit>(bytes.data(), bytes.size()), WireError);
+  // A list whose count runs past the end.
+  Writer lw;
+  lw.u64(1);
+  lw.i32(0);
+  lw.u64(0);
+  lw.i32(0);
+  lw.u32(1u << 30);
+  EXPECT_THROW(decode_fields<CommShrink>(lw.bytes().data(), lw.bytes().size()), WireError);
   // A string whose length runs past the end.
   Writer w;
   w.u32(1000);

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <utility>
 
 
@@ -27,8 +29,54 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
 
 }  // namespace
 
+namespace {
+
+uint64_t default_max_buffer_bytes() {
+  if (const char* v = std::getenv("FAKEGPU_COORDINATOR_MAX_BUFFER"); v && *v) return std::strtoull(v, nullptr, 10);
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib)
+    if (key == "MemAvailable:") return std::min<uint64_t>(kib * 1024 / 2, wire::kMaxBodyBytes);
+  return uint64_t{1} << 30;
+}
+
+}  // namespace
+
 Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
-    : cluster_(std::move(cluster)), server_(std::move(server)), out_(out), started_(std::chrono::system_clock::now()) {}
+    : cluster_(std::move(cluster)),
+      server_(std::move(server)),
+      out_(out),
+      started_(std::chrono::system_clock::now()),
+      max_buffer_bytes_(default_max_buffer_bytes()) {}
+
+std::string Job::too_big(uint64_t bytes, const std::string& what) const {
+  return fmt::format("{} needs {} bytes buffered in the coordinator, more than its limit of {} bytes "
+                     "(FAKEGPU_COORDINATOR_MAX_BUFFER; by default half the memory available). Buffers in fake "
+                     "device memory (cudaMalloc) over the unix transport are used in place, with no such copy",
+                     what, bytes, max_buffer_bytes_);
+}
+
+void Job::on_oversized_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> fields) {
+  std::string what = fmt::format("a {} frame from {}", wire::msg_type_name(header.type), describe_client(id));
+  if (header.type == wire::MsgType::kCollective) {
+    try {
+      auto msg = wire::decode_fields<wire::Collective>(fields.data(), fields.size());
+      what = fmt::format("{} from rank {} of communicator {}", wire::coll_type_name(msg.coll), msg.rank, msg.comm_id);
+      std::string why = too_big(header.body_bytes, what);
+      // Its peers could never complete the operation: fail the communicator, not just this call.
+      if (Comm* comm = member_comm(id, msg.comm_id, msg.rank, header.request_id)) {
+        comm->failure = why;
+        fail_pending(*comm, Status::kSystemError, why);
+        reply_error(id, header.request_id, Status::kSystemError, why);
+      }
+      return;
+    } catch (const wire::WireError&) {
+      // fall through: answer as for any other oversized frame
+    }
+  }
+  reply_error(id, header.request_id, Status::kSystemError, too_big(header.body_bytes, what));
+}
 
 size_t Job::connected_clients() const {
   return std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.connected; });

@@ -58,6 +58,11 @@ class Job {
   // Takes the body by value: a collective's socket-path data is used in place. fd is the file
   // descriptor that came with the frame (ShareSegment), or -1; the Job takes ownership of it.
   void on_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd = -1);
+  // A frame whose body exceeded max_buffer_bytes(): only its fields were kept, the rest dropped.
+  void on_oversized_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> fields);
+  // The most the coordinator buffers for one frame or one reply: half the memory available at
+  // start, or FAKEGPU_COORDINATOR_MAX_BUFFER.
+  uint64_t max_buffer_bytes() const { return max_buffer_bytes_; }
   void on_disconnect(ClientId client);
 
   size_t connected_clients() const;
@@ -184,6 +189,7 @@ class Job {
   void complete_split(Comm& parent, PendingSplit& pending);
   void complete_op(Comm& comm, uint64_t seq, PendingOp& op);
   void count_completed(const wire::Collective& call, uint64_t bytes);
+  std::string too_big(uint64_t bytes, const std::string& what) const;
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
   // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
   // and returns nullptr otherwise. op_seq names the collective being joined, if any.
@@ -218,6 +224,7 @@ class Job {
   uint64_t segments_mapped_ = 0;
   std::vector<std::string> errors_;  // the first few, for the report
   Executor executor_;
+  uint64_t max_buffer_bytes_;
 };
 
 template <typename Msg>

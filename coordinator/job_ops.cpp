@@ -163,6 +163,17 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   // Ranks whose result travels back on the socket get a reply buffer; the rest are written in place.
   std::vector<std::shared_ptr<std::vector<uint8_t>>> replies(nranks);
   std::vector<KernelRank> kernel(nranks);
+  uint64_t reply_bytes = 0;
+  for (int r = 0; r < nranks; ++r) {
+    CollShape shape;
+    coll_shape(c.coll, c.count, r, c.root, nranks, &shape);
+    if (!op.ranks[r].out) reply_bytes += shape.recv_elems * elem;
+  }
+  if (reply_bytes > max_buffer_bytes_) {
+    fail_op(comm, op, Status::kSystemError,
+            too_big(reply_bytes, fmt::format("the results of {} on communicator {}", describe_call(c), comm.id)));
+    return;
+  }
   for (int r = 0; r < nranks; ++r) {
     CollShape shape;
     coll_shape(c.coll, c.count, r, c.root, nranks, &shape);

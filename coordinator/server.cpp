@@ -103,9 +103,30 @@ class SocketSession : public Server::Session {
         if (!receive(direct ? dst + take : rx_.data(), direct ? want : rx_.size(), direct)) return;
         continue;
       }
+      if (!in_header && discard_left_ > 0) {
+        // An oversized frame: its fields are in; drop its payload as it streams past.
+        size_t drop = std::min<uint64_t>(discard_left_, rx_end_ - rx_begin_);
+        rx_begin_ += drop;
+        discard_left_ -= drop;
+        if (discard_left_ > 0) {
+          if (drained_) return wait_readable();
+          if (!receive(rx_.data(), rx_.size(), false)) return;
+          continue;
+        }
+        header_got_ = body_got_ = 0;
+        job_.on_oversized_frame(id_, header_decoded_, std::move(body_));
+        body_ = {};
+        if (closing_ || closed_) return;
+        continue;
+      }
       if (in_header) {
         try {
           header_decoded_ = wire::decode_header(header_.data());
+          if (header_decoded_.body_bytes > job_.max_buffer_bytes()) {
+            discard_left_ = header_decoded_.body_bytes - header_decoded_.fields_bytes;
+            body_.resize(header_decoded_.fields_bytes);
+            continue;
+          }
           body_.resize(header_decoded_.body_bytes);
         } catch (const wire::WireError& e) {
           fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
@@ -202,6 +223,7 @@ class SocketSession : public Server::Session {
   std::vector<uint8_t> rx_ = std::vector<uint8_t>(64 * 1024);  // bytes read ahead of the frame being parsed
   size_t rx_begin_ = 0, rx_end_ = 0;
   bool drained_ = false;  // the last read came back short: wait for readiness before reading again
+  uint64_t discard_left_ = 0;  // payload bytes of an oversized frame still to drop
   std::deque<Queued> queue_;
   std::vector<asio::const_buffer> buffers_;  // the frame being written, reused between frames
   bool writing_ = false;

@@ -53,6 +53,30 @@ class AllReduceEndToEnd(unittest.TestCase):
                           f"rank {rank} stderr:\n{r.stderr}")
             self.assertIn("world size of 2", r.stderr)
 
+    def test_payload_over_the_coordinator_limit_fails_clearly(self):
+        # 4 MiB per rank over the socket, against a 1 MiB limit: every rank is told why, and the
+        # coordinator stays up for the next job.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-e2e-"))
+        config = single_node_config(2)
+        import os
+        os.environ["FAKEGPU_COORDINATOR_MAX_BUFFER"] = str(1 << 20)
+        try:
+            coord = Coordinator(config, "unix").start()
+        finally:
+            del os.environ["FAKEGPU_COORDINATOR_MAX_BUFFER"]
+        try:
+            results = run_rank_processes(built("nccl_check"), [tmp / "id", "--count", 1 << 20], coord, 2, timeout=60,
+                                         extra_env={"FAKEGPU_STAGING_FORCE_SOCKET": "1"})
+            for rank, r in enumerate(results):
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn("FAKEGPU_COORDINATOR_MAX_BUFFER", r.stderr, f"rank {rank}:\n{r.stderr}")
+            self.assertIsNone(coord.process.poll(), "the coordinator survives")
+            ok = run_rank_processes(built("nccl_check"), [tmp / "id2", "--count", 1000], coord, 2, timeout=60,
+                                    extra_env={"FAKEGPU_STAGING_FORCE_SOCKET": "1"})
+            self.assertTrue(all(r.returncode == 0 for r in ok), ok[0].stderr)
+        finally:
+            coord.stop()
+
     def test_rank_environment_must_match_the_config(self):
         # Two ranks of a 2-rank communicator, but the launcher claims a world of 3.
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-e2e-"))

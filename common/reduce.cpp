@@ -32,17 +32,18 @@ struct Native {
   }
 };
 
-// Narrow floats: decode to double, operate, round back to the type once per operation.
-template <typename S, double (*Decode)(S), S (*Encode)(double)>
+// Half and bfloat16: compute in float, round back to the type once per operation (exact: see
+// small_float.h).
+template <float (*Decode)(uint16_t), uint16_t (*Encode)(float)>
 struct Narrow {
-  using Storage = S;
-  static double load(S v) { return Decode(v); }
-  static S store(double v) { return Encode(v); }
-  static double add(double a, double b) { return a + b; }
-  static double mul(double a, double b) { return a * b; }
+  using Storage = uint16_t;
+  static float load(uint16_t v) { return Decode(v); }
+  static uint16_t store(float v) { return Encode(v); }
+  static float add(float a, float b) { return a + b; }
+  static float mul(float a, float b) { return a * b; }
 };
-using Half = Narrow<uint16_t, half_to_double, double_to_half>;
-using Bf16 = Narrow<uint16_t, bf16_to_double, double_to_bf16>;
+using Half = Narrow<half_to_float, float_to_half>;
+using Bf16 = Narrow<bf16_to_float, float_to_bf16>;
 
 // 8-bit floats compute in half: the result is rounded to half, then to the 8-bit type.
 template <double (*Decode)(uint8_t), uint8_t (*Encode)(double)>
@@ -163,7 +164,10 @@ void post_divide(DataType dtype, void* acc, size_t count, int nranks) {
   dispatch(dtype, [&](auto arith) {
     using A = decltype(arith);
     auto* d = static_cast<typename A::Storage*>(acc);
-    for (size_t i = 0; i < count; ++i) d[i] = A::store(A::load(d[i]) / nranks);
+    using Value = decltype(A::load(d[0]));
+    // Integers divide by n as an int (an int8 cannot hold n = 128); floats divide in their type.
+    using Divisor = std::conditional_t<std::is_integral_v<Value>, int, Value>;
+    for (size_t i = 0; i < count; ++i) d[i] = A::store(A::load(d[i]) / static_cast<Divisor>(nranks));
   });
 }
 

@@ -38,7 +38,7 @@ class CollectivesSweep(unittest.TestCase):
         self.assertGreater(report["data_plane"]["socket_bytes"], 0)
 
     def test_large_counts(self):
-        for rank, r in enumerate(sweep(3, "--big")[0]):
+        for rank, r in enumerate(sweep(2, "--big")[0]):
             self.assertEqual(r.returncode, 0, f"rank {rank}:\n{r.stderr}")
 
     def test_mismatch_fails_every_rank_naming_the_calls(self):

@@ -64,3 +64,34 @@ TEST(SmallFloat, EveryEncodingRoundTrips) {
     }
   }
 }
+
+TEST(SmallFloat, FastConversionsAgreeWithTheReferenceCodec) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    auto h = static_cast<uint16_t>(b);
+    double ref = half_to_double(h);
+    float fast = half_to_float(h);
+    if (std::isnan(ref)) {
+      EXPECT_TRUE(std::isnan(fast)) << std::hex << b;
+    } else {
+      EXPECT_EQ(static_cast<double>(fast), ref) << std::hex << b;
+    }
+    double bref = bf16_to_double(h);
+    if (!std::isnan(bref)) {
+      EXPECT_EQ(static_cast<double>(bf16_to_float(h)), bref) << std::hex << b;
+    }
+  }
+  // Every float with a spread of bit patterns: the fast rounding matches rounding the exact value.
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    float f = bits_float(static_cast<uint32_t>(u));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_half(f), double_to_half(f)) << std::hex << u;
+    ASSERT_EQ(float_to_bf16(f), double_to_bf16(f)) << std::hex << u;
+  }
+  // Ties and the edges of the ranges.
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f, 1.0f + 0x1p-11f,
+                  1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f, 3.0e38f}) {
+    EXPECT_EQ(float_to_half(f), double_to_half(f)) << f;
+    EXPECT_EQ(float_to_bf16(f), double_to_bf16(f)) << f;
+    EXPECT_EQ(float_to_half(-f), double_to_half(-f)) << f;
+  }
+}

@@ -27,10 +27,6 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-}  // namespace
-
-namespace {
-
 uint64_t default_max_buffer_bytes() {
   if (const char* v = std::getenv("FAKEGPU_COORDINATOR_MAX_BUFFER"); v && *v) return std::strtoull(v, nullptr, 10);
   std::ifstream meminfo("/proc/meminfo");
@@ -107,7 +103,13 @@ void Job::on_connect(ClientId client) { clients_[client]; }
 
 void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd) {
   Client& client = clients_[id];
-  if (fd >= 0 && header.type != wire::MsgType::kShareSegment) ::close(fd);  // nothing may carry one but ShareSegment
+  // Closes the descriptor unless a handler (only ShareSegment's) takes it.
+  struct FdOwner {
+    int fd;
+    ~FdOwner() {
+      if (fd >= 0) ::close(fd);
+    }
+  } owned{fd};
   try {
     if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
     if (header.type != wire::MsgType::kCollective && header.bulk_bytes() != 0)
@@ -127,7 +129,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kCommRevoke: handle_comm_revoke(id, fields(wire::CommRevoke{}), header.request_id); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
-        handle_share_segment(client, msg, std::exchange(fd, -1));
+        handle_share_segment(client, msg, std::exchange(owned.fd, -1));
         break;
       }
       case wire::MsgType::kCollective: {
@@ -143,7 +145,6 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
     reply_error(id, header.request_id, Status::kInternalError, fmt::format("protocol error: {}", e.what()));
     out_.disconnect(id);
   }
-  if (fd >= 0) ::close(fd);
 }
 
 void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, uint64_t request_id) {

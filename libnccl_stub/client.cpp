@@ -101,6 +101,11 @@ Client::Client(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
   can_share_ = endpoint_.transport == Transport::kUnix && !(force_socket && std::string(force_socket) == "1");
 }
 
+// Clients live for the whole process; only one whose handshake failed is ever destroyed.
+Client::~Client() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 void Client::connect_with_retry() {
   // The coordinator may still be starting when the ranks are launched: retry for a while.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_timeout_ms());

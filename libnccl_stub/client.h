@@ -71,6 +71,7 @@ class Client {
   // or FAKEGPU_STAGING_FORCE_SOCKET=1): the data then travels in the frames.
   bool share_segment(uint64_t segment, int fd, uint64_t size);
 
+  ~Client();
   const wire::Welcome& welcome() const { return welcome_; }
   const Endpoint& endpoint() const { return endpoint_; }
 

@@ -75,12 +75,24 @@ void dispatch(DataType dtype, Fn&& fn) {
   }
 }
 
+// Element access through memcpy: buffers need not be aligned to their element type (data that
+// came over the socket sits right after the message fields), and memcpy of one element
+// compiles to a plain load or store.
+template <typename S>
+S get(const void* base, size_t i) {
+  S v;
+  std::memcpy(&v, static_cast<const uint8_t*>(base) + i * sizeof(S), sizeof(S));
+  return v;
+}
+template <typename S>
+void put(void* base, size_t i, S v) {
+  std::memcpy(static_cast<uint8_t*>(base) + i * sizeof(S), &v, sizeof(S));
+}
+
 template <typename A, typename Op>
 void elementwise(void* acc, const void* src, size_t n, Op op) {
   using S = typename A::Storage;
-  auto* a = static_cast<S*>(acc);
-  auto* b = static_cast<const S*>(src);
-  for (size_t i = 0; i < n; ++i) a[i] = A::store(op(A::load(a[i]), A::load(b[i])));
+  for (size_t i = 0; i < n; ++i) put<S>(acc, i, A::store(op(A::load(get<S>(acc, i)), A::load(get<S>(src, i)))));
 }
 
 }  // namespace
@@ -142,9 +154,9 @@ void premultiply(DataType dtype, void* data, size_t count, uint64_t scalar) {
     using A = decltype(arith);
     typename A::Storage s;
     std::memcpy(&s, &scalar, sizeof s);
-    auto* d = static_cast<typename A::Storage*>(data);
+    using S = typename A::Storage;
     const auto factor = A::load(s);
-    for (size_t i = 0; i < count; ++i) d[i] = A::store(A::mul(A::load(d[i]), factor));
+    for (size_t i = 0; i < count; ++i) put<S>(data, i, A::store(A::mul(A::load(get<S>(data, i)), factor)));
   });
 }
 
@@ -163,11 +175,11 @@ void reduce_into(DataType dtype, RedOp fold, void* acc, const void* src, size_t 
 void post_divide(DataType dtype, void* acc, size_t count, int nranks) {
   dispatch(dtype, [&](auto arith) {
     using A = decltype(arith);
-    auto* d = static_cast<typename A::Storage*>(acc);
-    using Value = decltype(A::load(d[0]));
+    using S = typename A::Storage;
+    using Value = decltype(A::load(S{}));
     // Integers divide by n as an int (an int8 cannot hold n = 128); floats divide in their type.
     using Divisor = std::conditional_t<std::is_integral_v<Value>, int, Value>;
-    for (size_t i = 0; i < count; ++i) d[i] = A::store(A::load(d[i]) / static_cast<Divisor>(nranks));
+    for (size_t i = 0; i < count; ++i) put<S>(acc, i, A::store(A::load(get<S>(acc, i)) / static_cast<Divisor>(nranks)));
   });
 }
 

@@ -22,6 +22,16 @@ void require(bool ok, ncclResult_t code, const std::string& message) {
   if (!ok) throw NcclError(code, message);
 }
 
+// The value a C caller put in an enum parameter, read as bytes: C may pass any int (say, a
+// datatype of 42), and loading such a value as a C++ enum would be undefined behaviour.
+template <typename E>
+int raw(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "NCCL's enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 Endpoint endpoint_from_environment() {
   const char* transport = std::getenv("FAKEGPU_COORDINATOR_TRANSPORT");
   const char* address = std::getenv("FAKEGPU_COORDINATOR_ADDR");
@@ -73,7 +83,7 @@ NCCL_EXPORT ncclResult_t ncclGetVersion(int* version) {
 }
 
 NCCL_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
-  switch (result) {
+  switch (raw(result)) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
@@ -277,7 +287,7 @@ NCCL_EXPORT ncclResult_t ncclGroupEnd() {
 namespace {
 
 // The live PreMulSum operator `op` of the comm; throws when there is none.
-PreMulSumOp& premulsum_op(ncclComm* c, ncclRedOp_t op) {
+PreMulSumOp& premulsum_op(ncclComm* c, int op) {
   const size_t index = static_cast<size_t>(op) - ncclNumOps;
   require(op >= ncclNumOps && index < c->premulsum_ops.size() && c->premulsum_ops[index].live, ncclInvalidArgument,
           "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed");
@@ -286,8 +296,8 @@ PreMulSumOp& premulsum_op(ncclComm* c, ncclRedOp_t op) {
 
 // The one path every collective and point-to-point call takes: check the arguments as NCCL
 // does, size the transfer, fix the sequence number in program order, and post it.
-ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, size_t count, int datatype, int op,
+                  int root, ncclComm_t comm, cudaStream_t stream) {
   ncclComm* c = checked_comm(comm);
   {
     std::lock_guard<std::mutex> lock(c->mu);
@@ -358,35 +368,35 @@ using wire::CollType;
 NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllReduce", [&] {
-    return post(CollType::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
+    return post(CollType::kAllReduce, sendbuff, recvbuff, count, raw(datatype), raw(op), -1, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclBroadcast", [&] {
-    return post(CollType::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+    return post(CollType::kBroadcast, sendbuff, recvbuff, count, raw(datatype), ncclSum, root, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream) {
   return guarded("ncclBcast", [&] {
-    return post(CollType::kBroadcast, buff, buff, count, datatype, ncclSum, root, comm, stream);
+    return post(CollType::kBroadcast, buff, buff, count, raw(datatype), ncclSum, root, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclReduce", [&] {
-    return post(CollType::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    return post(CollType::kReduce, sendbuff, recvbuff, count, raw(datatype), raw(op), root, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllGather", [&] {
-    return post(CollType::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, -1, comm, stream);
+    return post(CollType::kAllGather, sendbuff, recvbuff, sendcount, raw(datatype), ncclSum, -1, comm, stream);
   });
 }
 
@@ -394,42 +404,42 @@ NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                            cudaStream_t stream) {
   return guarded("ncclReduceScatter", [&] {
-    return post(CollType::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream);
+    return post(CollType::kReduceScatter, sendbuff, recvbuff, recvcount, raw(datatype), raw(op), -1, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAlltoAll", [&] {
-    return post(CollType::kAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, stream);
+    return post(CollType::kAlltoAll, sendbuff, recvbuff, count, raw(datatype), ncclSum, -1, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclGather", [&] {
-    return post(CollType::kGather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+    return post(CollType::kGather, sendbuff, recvbuff, count, raw(datatype), ncclSum, root, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclScatter", [&] {
-    return post(CollType::kScatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+    return post(CollType::kScatter, sendbuff, recvbuff, count, raw(datatype), ncclSum, root, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                   ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclSend", [&] {
-    return post(CollType::kSend, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream);
+    return post(CollType::kSend, sendbuff, nullptr, count, raw(datatype), ncclSum, peer, comm, stream);
   });
 }
 
 NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                   cudaStream_t stream) {
   return guarded("ncclRecv", [&] {
-    return post(CollType::kRecv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+    return post(CollType::kRecv, nullptr, recvbuff, count, raw(datatype), ncclSum, peer, comm, stream);
   });
 }
 
@@ -438,14 +448,15 @@ NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
   return guarded("ncclRedOpCreatePreMulSum", [&] {
     ncclComm* c = checked_comm(comm);
     require(op && scalar, ncclInvalidArgument, "op and scalar must not be NULL");
-    const size_t elem = dtype_size(datatype);
-    require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
-    require(residence == ncclScalarHostImmediate || residence == ncclScalarDevice, ncclInvalidArgument,
-            "invalid scalar residence " + std::to_string(residence));
+    const int dtype = raw(datatype), where = raw(residence);
+    const size_t elem = dtype_size(dtype);
+    require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(dtype));
+    require(where == ncclScalarHostImmediate || where == ncclScalarDevice, ncclInvalidArgument,
+            "invalid scalar residence " + std::to_string(where));
     PreMulSumOp made;
-    made.dtype = datatype;
+    made.dtype = dtype;
     made.live = true;
-    if (residence == ncclScalarHostImmediate)
+    if (where == ncclScalarHostImmediate)
       std::memcpy(&made.scalar, scalar, elem);
     else
       made.device_scalar = scalar;
@@ -453,7 +464,8 @@ NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
     auto slot = std::find_if(ops.begin(), ops.end(), [](const PreMulSumOp& o) { return !o.live; });
     if (slot == ops.end()) slot = ops.insert(ops.end(), made);
     else *slot = made;
-    *op = static_cast<ncclRedOp_t>(ncclNumOps + (slot - ops.begin()));
+    const int made_op = static_cast<int>(ncclNumOps + (slot - ops.begin()));
+    std::memcpy(op, &made_op, sizeof made_op);
     return ncclSuccess;
   });
 }
@@ -461,8 +473,9 @@ NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
 NCCL_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return guarded("ncclRedOpDestroy", [&] {
     ncclComm* c = checked_comm(comm);
-    require(op >= ncclNumOps, ncclInvalidArgument, "built-in reduction op " + std::to_string(op) + " cannot be destroyed");
-    premulsum_op(c, op).live = false;
+    require(raw(op) >= ncclNumOps, ncclInvalidArgument,
+            "built-in reduction op " + std::to_string(raw(op)) + " cannot be destroyed");
+    premulsum_op(c, raw(op)).live = false;
     return ncclSuccess;
   });
 }

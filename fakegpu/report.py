@@ -23,6 +23,10 @@ def summarize(report: dict) -> str:
             lines.append(f"{name}: {stats['calls']} calls, {human_bytes(stats['bytes'])} per rank")
     else:
         lines.append("collectives: none")
+    plane = report.get("data_plane")
+    if plane:
+        lines.append(f"data: {human_bytes(plane['shared_memory_bytes'])} in place in shared memory, "
+                     f"{human_bytes(plane['socket_bytes'])} over the socket")
     errors = report.get("errors", [])
     lines.append(f"errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
     return "\n".join("  " + line for line in lines)

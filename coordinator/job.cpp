@@ -74,10 +74,6 @@ void Job::on_oversized_frame(ClientId id, const wire::FrameHeader& header, std::
   reply_error(id, header.request_id, Status::kSystemError, too_big(header.body_bytes, what));
 }
 
-size_t Job::connected_clients() const {
-  return std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.connected; });
-}
-
 uint64_t OutFrame::bulk_bytes() const {
   uint64_t n = 0;
   for (const Bulk& b : bulk) n += b.size;
@@ -446,7 +442,6 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
 void Job::on_disconnect(ClientId id) {
   auto cit = clients_.find(id);
   if (cit == clients_.end()) return;
-  cit->second.connected = false;
   cit->second.segments.clear();  // unmapped: failing its operations below lets no kernel touch them
   // Any communicator this client still belonged to can no longer complete an operation:
   // fail what is pending so its peers get an error instead of waiting forever.

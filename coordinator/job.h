@@ -65,7 +65,6 @@ class Job {
   uint64_t max_buffer_bytes() const { return max_buffer_bytes_; }
   void on_disconnect(ClientId client);
 
-  size_t connected_clients() const;
   uint64_t completed_operations() const { return completed_ops_; }
   nlohmann::json report() const;
 
@@ -93,7 +92,6 @@ class Job {
     uint64_t comm_inits = 0;
     uint64_t collectives = 0;
     uint64_t errors = 0;
-    bool connected = true;
   };
   struct Member {
     ClientId client = 0;

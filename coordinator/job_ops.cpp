@@ -161,25 +161,25 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   const int nranks = static_cast<int>(comm.members.size());
   const uint64_t elem = dtype_size(c.dtype);
   // Ranks whose result travels back on the socket get a reply buffer; the rest are written in place.
-  std::vector<std::shared_ptr<std::vector<uint8_t>>> replies(nranks);
-  std::vector<KernelRank> kernel(nranks);
+  std::vector<uint64_t> recv_bytes(nranks);
   uint64_t reply_bytes = 0;
   for (int r = 0; r < nranks; ++r) {
     CollShape shape;
     coll_shape(c.coll, c.count, r, c.root, nranks, &shape);
-    if (!op.ranks[r].out) reply_bytes += shape.recv_elems * elem;
+    recv_bytes[r] = shape.recv_elems * elem;
+    if (!op.ranks[r].out) reply_bytes += recv_bytes[r];
   }
   if (reply_bytes > max_buffer_bytes_) {
     fail_op(comm, op, Status::kSystemError,
             too_big(reply_bytes, fmt::format("the results of {} on communicator {}", describe_call(c), comm.id)));
     return;
   }
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> replies(nranks);
+  std::vector<KernelRank> kernel(nranks);
   for (int r = 0; r < nranks; ++r) {
-    CollShape shape;
-    coll_shape(c.coll, c.count, r, c.root, nranks, &shape);
     RankData& d = op.ranks[r];
-    if (!d.out && shape.recv_elems) {
-      replies[r] = std::make_shared<std::vector<uint8_t>>(shape.recv_elems * elem);
+    if (!d.out && recv_bytes[r]) {
+      replies[r] = std::make_shared<std::vector<uint8_t>>(recv_bytes[r]);
       d.out = replies[r]->data();
     }
     kernel[r] = {d.in, d.out, d.scalar};

@@ -111,9 +111,4 @@ bool DeviceMemory::find(const void* ptr, size_t len, SegmentRef* out) const {
   return true;
 }
 
-bool DeviceMemory::owns(const void* ptr) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return segment_of(ptr) != nullptr;
-}
-
 }  // namespace fakegpu::cuda

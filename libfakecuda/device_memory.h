@@ -29,7 +29,6 @@ class DeviceMemory {
   bool release(void* ptr);
   // Whether [ptr, ptr + len) lies inside one segment, and where.
   bool find(const void* ptr, size_t len, SegmentRef* out) const;
-  bool owns(const void* ptr) const;
 
  private:
   struct Segment {

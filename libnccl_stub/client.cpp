@@ -127,7 +127,7 @@ void Client::handshake() {
   hello.env_world_size = id.world_size;
   hello.pid = static_cast<uint32_t>(getpid());
   hello.hostname = id.hostname;
-  welcome_ = submit(hello)->reply<wire::Welcome>();
+  submit(hello)->reply<wire::Welcome>();  // throws the coordinator's refusal, if any
 }
 
 std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
@@ -149,17 +149,14 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
 
 bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {
   if (!can_share_) return false;
+  uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
     if (!shared_segments_.insert(segment).second) return true;
-  }
-  // No reply: the coordinator reports a segment it could not map on the collectives using it.
-  uint64_t id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
     id = next_request_++;
   }
+  // No reply: the coordinator reports a segment it could not map on the collectives using it.
   write_frame(wire::MsgType::kShareSegment, id, wire::encode_fields(wire::ShareSegment{segment, size}), nullptr, 0, fd);
   return true;
 }

@@ -72,8 +72,6 @@ class Client {
   bool share_segment(uint64_t segment, int fd, uint64_t size);
 
   ~Client();
-  const wire::Welcome& welcome() const { return welcome_; }
-  const Endpoint& endpoint() const { return endpoint_; }
 
  private:
   friend class Request;
@@ -95,7 +93,6 @@ class Client {
 
   Endpoint endpoint_;
   int fd_ = -1;
-  wire::Welcome welcome_;
   std::mutex send_mu_;  // one frame on the wire at a time
   std::mutex mu_;       // guards the fields below and every Request's state
   std::condition_variable cv_;  // a request finished, or the reader stepped down

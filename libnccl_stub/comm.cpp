@@ -121,6 +121,24 @@ ncclComm* start_init(int nranks, const ncclUniqueId& id, int rank, int cuda_devi
   return comm.release();
 }
 
+namespace {
+
+// A communicator made from parent by a split or shrink whose reply (CommSplitDone) is pending.
+ncclComm* new_child(ncclComm* parent, std::shared_ptr<Request> request, const CommOptions& options) {
+  auto comm = std::make_unique<ncclComm>();
+  comm->client = parent->client;
+  comm->cuda_device = parent->cuda_device;
+  comm->blocking = options.blocking;
+  comm->name = options.name;
+  comm->pending = std::move(request);
+  comm->pending_kind = ncclComm::Pending::kSplit;
+  comm->async_error = ncclInProgress;
+  register_comm(comm.get());
+  return comm.release();
+}
+
+}  // namespace
+
 ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& options) {
   if (wait_comm(parent) != ncclSuccess)
     throw NcclError(ncclInvalidUsage, "ncclCommSplit: the parent communicator failed to initialise");
@@ -136,16 +154,7 @@ ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& o
     request->reply<wire::CommSplitDone>();
     return nullptr;
   }
-  auto comm = std::make_unique<ncclComm>();
-  comm->client = parent->client;
-  comm->cuda_device = parent->cuda_device;
-  comm->blocking = options.blocking;
-  comm->name = options.name;
-  comm->pending = request;
-  comm->pending_kind = ncclComm::Pending::kSplit;
-  comm->async_error = ncclInProgress;
-  register_comm(comm.get());
-  return comm.release();
+  return new_child(parent, request, options);
 }
 
 void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& message) {
@@ -171,16 +180,7 @@ ncclComm* start_shrink(ncclComm* parent, const std::vector<int>& excluded, int f
   msg.shrink_index = parent->next_shrink++;
   msg.flags = flags;
   msg.excluded.assign(excluded.begin(), excluded.end());
-  auto comm = std::make_unique<ncclComm>();
-  comm->client = parent->client;
-  comm->cuda_device = parent->cuda_device;
-  comm->blocking = options.blocking;
-  comm->name = options.name;
-  comm->pending = parent->client->submit(msg);
-  comm->pending_kind = ncclComm::Pending::kSplit;  // answered like a split
-  comm->async_error = ncclInProgress;
-  register_comm(comm.get());
-  return comm.release();
+  return new_child(parent, parent->client->submit(msg), options);  // answered like a split
 }
 
 void destroy_comm(ncclComm* comm, bool abort) {

@@ -58,14 +58,10 @@ void CudaBridge::enqueue(cudaStream_t stream, std::function<void()> fn) const {
   }
 }
 
-void CudaBridge::copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
-  int err = memcpy_async_(dst, src, bytes, kDeviceToHost, stream);
-  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpyAsync to host failed with CUDA error " + std::to_string(err));
-}
-
-void CudaBridge::copy_to_device_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
-  int err = memcpy_async_(dst, src, bytes, kHostToDevice, stream);
-  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpyAsync to device failed with CUDA error " + std::to_string(err));
+void CudaBridge::copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const {
+  int err = memcpy_async_(dst, src, bytes, kind, stream);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaMemcpyAsync of " + std::to_string(bytes) +
+                                                            " bytes failed with CUDA error " + std::to_string(err));
 }
 
 bool CudaBridge::find_segment(const void* ptr, size_t len, Segment* out) const {

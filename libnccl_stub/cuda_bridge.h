@@ -22,8 +22,12 @@ class CudaBridge {
   static bool is_legacy(cudaStream_t stream) { return stream == nullptr || stream == reinterpret_cast<cudaStream_t>(1); }
   // Queues fn on the stream, in order with the stream's other work.
   void enqueue(cudaStream_t stream, std::function<void()> fn) const;
-  void copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const;
-  void copy_to_device_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const;
+  void copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
+    copy_async(dst, src, bytes, kDeviceToHost, stream);
+  }
+  void copy_to_device_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
+    copy_async(dst, src, bytes, kHostToDevice, stream);
+  }
   // True when device pointers are plain host memory (fakegpu's runtime, or none at all).
   bool host_accessible() const { return host_accessible_; }
   // Where fake device memory lives: true when [ptr, ptr + len) is in a shareable segment.
@@ -45,6 +49,7 @@ class CudaBridge {
   static constexpr int kHostToDevice = 1;  // cudaMemcpyKind values
   static constexpr int kDeviceToHost = 2;
   void copy(void* dst, const void* src, size_t bytes, int kind) const;
+  void copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const;
   using GetDevice = int (*)(int*);
   using StreamSync = int (*)(cudaStream_t);
   using Memcpy = int (*)(void*, const void*, size_t, int);

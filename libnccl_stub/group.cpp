@@ -98,62 +98,77 @@ StagingSet make_staging(const std::vector<CollectiveCall>& calls) {
   return staging;
 }
 
+// Copies the calls' inputs (and device scalars) into the staging buffers, or their results back
+// out: now, or queued on `stream` when one is given.
+void stage_inputs(const std::vector<CollectiveCall>& calls, StagingSet& staging, std::optional<cudaStream_t> stream) {
+  const CudaBridge& cu = cuda();
+  auto to_host = [&](void* dst, const void* src, size_t bytes) {
+    stream ? cu.copy_to_host_async(dst, src, bytes, *stream) : cu.copy_to_host(dst, src, bytes);
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    to_host(staging[i].send.data(), calls[i].sendbuff, calls[i].send_bytes);
+    if (calls[i].device_scalar) to_host(&staging[i].scalar, calls[i].device_scalar, dtype_size(calls[i].desc.dtype));
+  }
+}
+
+void unstage_outputs(const std::vector<CollectiveCall>& calls, StagingSet& staging,
+                     std::optional<cudaStream_t> stream) {
+  const CudaBridge& cu = cuda();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (stream)
+      cu.copy_to_device_async(calls[i].recvbuff, staging[i].recv.data(), calls[i].recv_bytes, *stream);
+    else
+      cu.copy_to_device(calls[i].recvbuff, staging[i].recv.data(), calls[i].recv_bytes);
+  }
+}
+
 // Runs calls now, from the calling thread: for the legacy stream, or without a runtime that can
 // queue work.
 void run_now(const std::vector<CollectiveCall>& calls) {
-  const CudaBridge& cu = cuda();
-  for (const auto& c : calls) cu.sync_stream(c.stream);  // their inputs are complete once this is done
+  for (const auto& c : calls) cuda().sync_stream(c.stream);  // their inputs are complete once this is done
   if (!needs_staging()) return run_batch(calls, nullptr);
   StagingSet staging = make_staging(calls);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    cu.copy_to_host(staging[i].send.data(), calls[i].sendbuff, calls[i].send_bytes);
-    if (calls[i].device_scalar)
-      cu.copy_to_host(&staging[i].scalar, calls[i].device_scalar, dtype_size(calls[i].desc.dtype));
-  }
+  stage_inputs(calls, staging, std::nullopt);
   run_batch(calls, &staging);
-  for (size_t i = 0; i < calls.size(); ++i)
-    cu.copy_to_device(calls[i].recvbuff, staging[i].recv.data(), calls[i].recv_bytes);
+  unstage_outputs(calls, staging, std::nullopt);
 }
 
 // Queues calls that share a stream: the collective runs when the stream reaches it, and the call
 // returns at once. With staging, copies to and from host buffers are queued around it, so the
 // host function itself never calls CUDA (which real CUDA forbids). A failure becomes the
 // communicators' asynchronous error.
-void enqueue(cudaStream_t stream, std::vector<CollectiveCall> calls) {
+void enqueue(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   const CudaBridge& cu = cuda();
-  for (const auto& c : calls) {
+  // Shared by the queued functions below, so the calls are not copied for each of them.
+  auto calls = std::make_shared<const std::vector<CollectiveCall>>(std::move(batch));
+  for (const auto& c : *calls) {
     std::lock_guard<std::mutex> lock(c.comm->mu);
     ++c.comm->inflight;
   }
   std::shared_ptr<StagingSet> staging;
   if (needs_staging()) {
-    staging = std::make_shared<StagingSet>(make_staging(calls));
-    for (size_t i = 0; i < calls.size(); ++i) {
-      cu.copy_to_host_async((*staging)[i].send.data(), calls[i].sendbuff, calls[i].send_bytes, stream);
-      if (calls[i].device_scalar)
-        cu.copy_to_host_async(&(*staging)[i].scalar, calls[i].device_scalar, dtype_size(calls[i].desc.dtype), stream);
-    }
+    staging = std::make_shared<StagingSet>(make_staging(*calls));
+    stage_inputs(*calls, *staging, stream);
   }
   // The operation is over once its results are in the caller's buffers: after the collective,
   // or after the copies back when staging.
   auto finished = [calls] {
-    for (const auto& c : calls) {
+    for (const auto& c : *calls) {
       std::lock_guard<std::mutex> lock(c.comm->mu);
       if (--c.comm->inflight == 0) c.comm->idle.notify_all();
     }
   };
   cu.enqueue(stream, [calls, staging, finished] {
     try {
-      run_batch(calls, staging.get());
+      run_batch(*calls, staging.get());
     } catch (const NcclError& e) {
       warn(e.what());
-      for (const auto& c : calls) set_async_error(c.comm, e.code(), e.what());
+      for (const auto& c : *calls) set_async_error(c.comm, e.code(), e.what());
     }
     if (!staging) finished();
   });
   if (staging) {
-    for (size_t i = 0; i < calls.size(); ++i)
-      cu.copy_to_device_async(calls[i].recvbuff, (*staging)[i].recv.data(), calls[i].recv_bytes, stream);
+    unstage_outputs(*calls, *staging, stream);
     cu.enqueue(stream, [staging, finished] { finished(); });  // the host buffers live until here
   }
 }

@@ -8,7 +8,6 @@ without torch or a GPU. Buffers are fake device memory from fakegpu's libcudart.
 import ctypes
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -18,8 +17,10 @@ sys.path.insert(0, str(REPO))
 
 from fakegpu.configs import write_single_node_config  # noqa: E402
 from fakegpu.coordinator import Coordinator  # noqa: E402
-from fakegpu.launch import rank_environment  # noqa: E402
 from fakegpu.paths import built  # noqa: E402
+
+sys.path.insert(0, str(REPO / "test" / "integration"))
+from rank_jobs import run_rank_processes  # noqa: E402
 
 # ncclDataType_t values, with the matching ctypes element type.
 DTYPES = {
@@ -106,23 +107,12 @@ def run_ranks(script: str, world: int, timeout=120):
     tmp = Path(tempfile.mkdtemp(prefix="fakegpu-py-"))
     config = write_single_node_config(world, name=f"py-{world}")
     with Coordinator(config, "unix") as coord:
-        env = rank_environment(os.environ, "unix", coord.address, config)
-        env.pop("LD_PRELOAD", None)  # the Python ranks load the libraries themselves, with ctypes
-        procs = [subprocess.Popen([sys.executable, script, "--rank", str(tmp)],
-                                  env=dict(env, RANK=str(r), WORLD_SIZE=str(world)), stderr=subprocess.PIPE, text=True)
-                 for r in range(world)]
-        errors = []
-        for r, p in enumerate(procs):
-            try:
-                _, err = p.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                raise AssertionError(f"rank processes did not finish within {timeout} s")
-            if p.returncode != 0:
-                errors.append(f"rank {r} exited with {p.returncode}:\n{err}")
-        if errors:
-            raise AssertionError("\n".join(errors))
+        # The Python ranks load the libraries themselves, with ctypes: nothing to preload.
+        results = run_rank_processes(sys.executable, [script, "--rank", tmp], coord, world, timeout=timeout,
+                                     extra_env={"LD_PRELOAD": ""})
+    errors = [f"rank {r} exited with {p.returncode}:\n{p.stderr}" for r, p in enumerate(results) if p.returncode]
+    if errors:
+        raise AssertionError("\n".join(errors))
     return [pickle.loads((tmp / f"result.{r}").read_bytes()) for r in range(world)]
 
 

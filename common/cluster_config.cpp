@@ -119,7 +119,7 @@ class Parser {
       const YAML::Node n = nodes[i];
       std::string key = "nodes[" + std::to_string(i) + "]";
       expect_map(n, key);
-      only_keys(n, key, {"id", "host", "ranks", "gpus"});
+      only_keys(n, key, {"id", "host", "ranks", "gpus", "nics"});
       NodeConfig node;
       node.id = scalar<std::string>(required(n, "id", key), key + ".id", "a string");
       if (!ids.insert(node.id).second) fail(n["id"], key + ".id", "duplicate node id '" + node.id + "'");
@@ -152,6 +152,7 @@ class Parser {
       if (node.gpus.size() != node.ranks.size())
         fail(n, key, "node '" + node.id + "' lists " + std::to_string(node.ranks.size()) + " ranks but " +
                          std::to_string(node.gpus.size()) + " gpus; each rank needs exactly one GPU");
+      if (n["nics"]) parse_nics(n["nics"], key + ".nics", node);
       cfg.nodes.push_back(std::move(node));
     }
 
@@ -166,9 +167,36 @@ class Parser {
     }
   }
 
+  void parse_nics(const YAML::Node& nics, const std::string& key, NodeConfig& node) {
+    if (!nics.IsSequence() || nics.size() == 0) fail(nics, key, "expected a non-empty list of NICs");
+    for (size_t i = 0; i < nics.size(); ++i) {
+      std::string nkey = key + "[" + std::to_string(i) + "]";
+      expect_map(nics[i], nkey);
+      only_keys(nics[i], nkey, {"bandwidth_gbps", "gpus"});
+      NicConfig nic;
+      nic.bandwidth_gbps = number(nics[i], "bandwidth_gbps", nkey);
+      if (!(nic.bandwidth_gbps > 0)) fail(nics[i]["bandwidth_gbps"], nkey + ".bandwidth_gbps", "must be > 0 (Gbit/s)");
+      YAML::Node gpus = required(nics[i], "gpus", nkey);
+      if (!gpus.IsSequence()) fail(gpus, nkey + ".gpus", "expected a list of local GPU indices");
+      for (size_t g = 0; g < gpus.size(); ++g) {
+        std::string gkey = nkey + ".gpus[" + std::to_string(g) + "]";
+        int local = scalar<int>(gpus[g], gkey, "a local GPU index");
+        if (local < 0 || local >= static_cast<int>(node.gpus.size()))
+          fail(gpus[g], gkey, "no local GPU " + std::to_string(local) + " on node '" + node.id + "' (it has " +
+                                  std::to_string(node.gpus.size()) + ")");
+        nic.gpus.push_back(local);
+      }
+      node.nics.push_back(std::move(nic));
+    }
+  }
+
   LinkConfig parse_link(const YAML::Node& link, const std::string& key, const std::vector<std::string>& types) {
     expect_map(link, key);
-    only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription"});
+    bool inter = key == "fabric.inter_node";
+    if (inter)
+      only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription", "topology", "nics_per_node"});
+    else
+      only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription"});
     LinkConfig out;
     out.type = scalar<std::string>(required(link, "type", key), key + ".type", "a string");
     if (std::find(types.begin(), types.end(), out.type) == types.end())
@@ -180,6 +208,17 @@ class Parser {
     if (link["oversubscription"]) {
       out.oversubscription = number(link, "oversubscription", key);
       if (!(out.oversubscription >= 1)) fail(link["oversubscription"], key + ".oversubscription", "must be >= 1 (1 means not oversubscribed)");
+    }
+    if (link["topology"]) {
+      const std::vector<std::string> kinds = {"fat_tree", "rail_optimized"};
+      out.topology = scalar<std::string>(link["topology"], key + ".topology", "a string");
+      if (std::find(kinds.begin(), kinds.end(), out.topology) == kinds.end())
+        fail(link["topology"], key + ".topology", "unknown network topology '" + out.topology + "' (known: " + join(kinds) + ")" +
+                                                      did_you_mean(out.topology, kinds));
+    }
+    if (link["nics_per_node"]) {
+      out.nics_per_node = scalar<int>(link["nics_per_node"], key + ".nics_per_node", "an integer");
+      if (out.nics_per_node < 1) fail(link["nics_per_node"], key + ".nics_per_node", "must be >= 1");
     }
     return out;
   }

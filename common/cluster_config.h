@@ -16,18 +16,27 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One network adapter: its line rate and the local GPUs it serves (its rail).
+struct NicConfig {
+  double bandwidth_gbps = 0;
+  std::vector<int> gpus;  // local GPU indices on the node
+};
+
 struct NodeConfig {
   std::string id;
   std::string host;
   std::vector<int> ranks;                // global ranks placed on this node, in local order
   std::vector<const GpuProfile*> gpus;   // one per rank
+  std::vector<NicConfig> nics;           // empty: derived from fabric.inter_node
 };
 
 struct LinkConfig {
   std::string type;
-  double bandwidth_gbps = 0;  // Gbit/s per direction
+  double bandwidth_gbps = 0;  // Gbit/s per direction (inter_node: per node, all NICs together)
   double latency_us = 0;
   double oversubscription = 1.0;  // >= 1: how much the fabric is oversubscribed
+  std::string topology = "fat_tree";  // inter_node only: fat_tree or rail_optimized
+  int nics_per_node = 0;              // inter_node only: 0 means one NIC per GPU
 };
 
 struct ClusterConfig {

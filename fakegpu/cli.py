@@ -15,7 +15,7 @@ from .launch import rank_environment, run_ranks
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
 
-SUBCOMMANDS = ("demo", "validate", "report")
+SUBCOMMANDS = ("demo", "validate", "report", "model")
 SUPPORTED_MODES = ("simulate",)
 
 
@@ -27,7 +27,7 @@ def main_parser():
     p = argparse.ArgumentParser(
         prog="fgpu",
         description="Run COMMAND with fakegpu's NCCL and CUDA libraries, talking to a fakegpu coordinator. "
-                    "Subcommands: demo, validate CONFIG, report FILE (see fgpu SUBCOMMAND --help).",
+                    "Subcommands: demo, validate CONFIG, report FILE, model (see fgpu SUBCOMMAND --help).",
         epilog="Example: fgpu --nproc 4 ./my_nccl_program    |    fgpu torchrun --nproc_per_node=4 train.py")
     p.add_argument("--mode", default=env_default("FAKEGPU_MODE", "simulate"),
                    choices=("simulate", "hybrid", "passthrough"), help="compute mode [FAKEGPU_MODE]")
@@ -136,11 +136,17 @@ def cmd_report(argv) -> int:
     return 0
 
 
+def cmd_model(argv) -> int:
+    """What-if cost model; the C++ planner does the work and owns the flags."""
+    return subprocess.call([str(built("fakegpu-model"))] + list(argv))
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv and argv[0] in SUBCOMMANDS:
-            return {"demo": cmd_demo, "validate": cmd_validate, "report": cmd_report}[argv[0]](argv[1:])
+            commands = {"demo": cmd_demo, "validate": cmd_validate, "report": cmd_report, "model": cmd_model}
+            return commands[argv[0]](argv[1:])
         return run_job(main_parser().parse_args(argv))
     except SetupError as e:
         print(f"fgpu: error: {e}", file=sys.stderr)

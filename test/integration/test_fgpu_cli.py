@@ -86,6 +86,46 @@ class FgpuCli(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("FAKEGPU_COORDINATOR_ADDR is not set", r.stderr)
 
+    def test_model_prints_a_sweep_like_nccl_tests(self):
+        r = fgpu("model", "--cluster-config", CONFIGS / "demo_2node_16gpu.yaml", "--collective", "all_reduce",
+                 "-b", "8", "-e", "1G", "-f", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [line.split() for line in r.stdout.splitlines() if line and not line.startswith("#")]
+        self.assertEqual([int(row[0]) for row in rows], [8 * 4 ** k for k in range(14)])
+        times = [float(row[5]) for row in rows]
+        self.assertTrue(all(t > 0 for t in times))
+        self.assertGreater(times[-1], times[0] * 50, "512 MiB should take far longer than 8 bytes")
+        self.assertIn(rows[0][8], ("Ring", "Tree"))  # the small end uses a low-latency protocol
+        self.assertEqual(rows[0][9], "LL")
+
+    def test_model_json_covers_every_collective_and_honours_forcing(self):
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--collective", "all",
+                 "-b", "1M", "-e", "1M", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["ranks"], 8)
+        names = {row["collective"] for row in doc["results"]}
+        self.assertEqual(names, {"all_reduce", "all_gather", "broadcast", "reduce", "reduce_scatter", "alltoall",
+                                 "sendrecv", "gather", "scatter"})
+        forced = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "-b", "1G", "-e", "1G",
+                      "--algo", "ring", "--proto", "simple", "--json")
+        row = json.loads(forced.stdout)["results"][0]
+        self.assertEqual((row["algorithm"], row["protocol"]), ("Ring", "Simple"))
+        # 1024 ranks: the demo's node shape repeated over 128 nodes.
+        big = fgpu("model", "--cluster-config", CONFIGS / "demo_2node_16gpu.yaml", "--nodes", "128", "-b", "8",
+                   "-e", "4G", "--json")
+        self.assertEqual(big.returncode, 0, big.stderr)
+        self.assertEqual(json.loads(big.stdout)["ranks"], 1024)
+
+    def test_model_rejects_bad_input_clearly(self):
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--algo", "hypercube")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("hypercube", r.stderr)
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--collective", "allreduce")
+        self.assertIn("unknown --collective 'allreduce'", r.stderr)
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--nodes", "2")
+        self.assertIn("fabric.inter_node is needed", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

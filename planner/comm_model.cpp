@@ -1,0 +1,341 @@
+// Communicator set-up: placement, NCCL's channel search, rings, trees and tuning tables.
+#include "comm_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace fakegpu::planner {
+namespace {
+
+constexpr int kMaxChannels = 64;  // NCCL's MAXCHANNELS
+
+int log2i(int n) {
+  int l = 0;
+  while (n > 1) n >>= 1, ++l;
+  return l;
+}
+
+// NCCL's binary tree over n ranks rooted at 0: a rank's lowest set bit decides its level.
+TreeNode btree(int n, int r) {
+  TreeNode t;
+  int bit = 1;
+  while (bit < n && !(bit & r)) bit <<= 1;
+  if (r == 0) {
+    if (n > 1) t.children.push_back(bit >> 1);
+    return t;
+  }
+  int up = (r ^ bit) | (bit << 1);
+  if (up >= n) up = r ^ bit;
+  t.parent = up;
+  int low = bit >> 1;
+  if (low > 0) {
+    t.children.push_back(r - low);
+    int d1 = r + low;
+    while (low > 0 && d1 >= n) {
+      low >>= 1;
+      d1 = r + low;
+    }
+    if (low > 0) t.children.push_back(d1);
+  }
+  return t;
+}
+
+// The second tree of the double binary tree: mirrored for even n, shifted by one for odd n,
+// so that a rank that is a leaf in one tree is interior in the other.
+TreeNode dtree(int n, int r, int which) {
+  if (which == 0) return btree(n, r);
+  auto map_in = [&](int x) { return n % 2 ? (x - 1 + n) % n : n - 1 - x; };
+  auto map_out = [&](int x) { return x < 0 ? -1 : n % 2 ? (x + 1) % n : n - 1 - x; };
+  TreeNode t = btree(n, map_in(r));
+  t.parent = map_out(t.parent);
+  for (int& c : t.children) c = map_out(c);
+  return t;
+}
+
+}  // namespace
+
+std::string Estimate::algo_label() const { return algo >= 0 ? algo_name(algo) : "P2P"; }
+
+CommModel::CommModel(const Topology& topo, std::vector<int> gpus, const TuningEnv& env)
+    : topo_(topo), gpus_(std::move(gpus)), env_(env) {
+  place(topo);
+  search_graphs();
+  build_rings();
+  build_trees();
+  tune();
+}
+
+void CommModel::place(const Topology& topo) {
+  std::map<int, int> node_index;  // topology node -> comm node, in order of first rank
+  min_cc_ = 1000, max_cc_ = 0;
+  for (int r = 0; r < nranks(); ++r) {
+    const Gpu& g = topo.gpus.at(gpus_[r]);
+    auto [it, fresh] = node_index.emplace(g.node, static_cast<int>(node_ranks_.size()));
+    if (fresh) node_ranks_.emplace_back();
+    node_of_.push_back(it->second);
+    node_ranks_[it->second].push_back(r);
+    min_cc_ = std::min(min_cc_, g.cc);
+    max_cc_ = std::max(max_cc_, g.cc);
+  }
+  // Ranks of a node in the node's local GPU order, as NCCL orders them by bus id.
+  for (auto& ranks : node_ranks_)
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return topo.gpus[gpus_[a]].local < topo.gpus[gpus_[b]].local; });
+  nvswitch_ = true;
+  for (auto& ranks : node_ranks_) {
+    ppn_ = std::max<int>(ppn_, ranks.size());
+    const Node& node = topo.nodes[topo.gpus[gpus_[ranks[0]]].node];
+    if (ranks.size() > 1 && node.fabric == IntraFabric::kPcie) nvl_intra_ = false;
+    if (node.fabric != IntraFabric::kNvSwitch) nvswitch_ = false;
+  }
+}
+
+// NCCL's search, reduced to its arithmetic: a channel at speed s takes s from each GPU's
+// intra-node bandwidth and, across nodes, s from one NIC on every node. The search starts at
+// the fastest listed speed the paths allow, keeps the best channels x speed, stops when that
+// reaches the GPU's total bandwidth, and moves down the list while the next speed is more
+// than half the best one found. Fast channels are then split in two, and Ring tries a higher
+// speed with the channel count it found.
+void CommModel::search_graphs() {
+  const bool inter = nnodes() > 1;
+  double total = 1e9, max_bw = 1e9;  // one GPU alone: nothing limits a channel
+  for (int r = 0; r < nranks(); ++r) {
+    const Gpu& g = topo_.gpus[gpus_[r]];
+    bool alone = node_ranks_[node_of_[r]].size() == 1;
+    double intra = alone ? 1e9 : nvl_intra_ ? g.nvlink_gbs : g.pcie_gbs;
+    const Node& node = topo_.nodes[g.node];
+    double pair = intra;
+    if (!alone && node.fabric == IntraFabric::kNvLinkMesh) pair = intra / std::max<size_t>(1, node.gpus.size() - 1);
+    total = std::min(total, intra);
+    max_bw = std::min(max_bw, pair);
+  }
+  if (inter) {
+    max_bw = 0;
+    for (int r = 0; r < nranks(); ++r) {
+      const Gpu& g = topo_.gpus[gpus_[r]];
+      if (g.nic >= 0) max_bw = std::max(max_bw, std::min(g.pcie_gbs, topo_.nics[g.nic].line_gbytes));
+    }
+  }
+  // Channels one node's NICs can carry at a speed: each needs the NIC and the PCIe path of a
+  // GPU of the communicator on that NIC's rail.
+  auto nic_channels = [&](double speed) {
+    int fewest = kMaxChannels;
+    for (auto& ranks : node_ranks_) {
+      std::map<int, int> pcie_slots;  // NIC -> channels its rail GPUs can feed
+      for (int r : ranks) {
+        const Gpu& g = topo_.gpus[gpus_[r]];
+        if (g.nic >= 0) pcie_slots[g.nic] += static_cast<int>(g.pcie_gbs / speed + 1e-9);
+      }
+      int slots = 0;
+      for (auto [nic, feed] : pcie_slots) slots += std::min(feed, static_cast<int>(topo_.nics[nic].line_gbytes / speed + 1e-9));
+      fewest = std::min(fewest, slots);
+    }
+    return fewest;
+  };
+  auto fits = [&](double speed, int channels) {
+    if (speed > max_bw + 1e-9 || channels * speed > total + 1e-9) return false;
+    return !inter || channels <= nic_channels(speed);
+  };
+  auto most_channels = [&](double speed, int cap) {
+    int n = 0;
+    while (n < cap && fits(speed, n + 1)) ++n;
+    return n;
+  };
+
+  SpeedList speeds = search_speeds(min_cc_, inter);
+  int max_ring = kMaxChannels / 2;
+  if (env_.max_channels > 0) max_ring = std::min(max_ring, env_.max_channels);
+  Graph ring;
+  int i = 0;
+  while (i < speeds.count - 1 && speeds.speeds[i] > max_bw) ++i;
+  for (;;) {
+    double s = speeds.speeds[i];
+    int n = most_channels(s, max_ring);
+    if (n > 0 && n * s > ring.channels * ring.bw_intra + 1e-9) ring = {n, s, s};
+    if (ring.channels * ring.bw_intra >= total - 1e-9) break;
+    if (i + 1 < speeds.count && (ring.channels == 0 || speeds.speeds[i + 1] / ring.bw_intra > .49)) ++i;
+    else break;
+  }
+  if (ring.channels == 0) ring = {1, 0.1, 0.1};  // NCCL's fallback when nothing fits
+  // Split fast channels (NCCL's ncclTopoDupChannels).
+  if (ring.bw_intra >= 25.0 && !(min_cc_ > 80 && ring.bw_intra < 50.0 && ring.channels > 4)) {
+    int dup = std::min(ring.channels * 2, max_ring);
+    int div = (dup + ring.channels - 1) / ring.channels;
+    ring.bw_intra /= div, ring.bw_inter /= div;
+    ring.channels = dup;
+  }
+  for (int k = speeds.count - 1; k >= 0; --k) {  // a faster speed at the same channel count
+    double s = speeds.speeds[k];
+    if (s > ring.bw_intra && fits(s, ring.channels)) {
+      ring.bw_intra = ring.bw_inter = s;
+      break;
+    }
+  }
+  graphs_[kRing] = ring;
+
+  // Trees use the ring's channel count; across nodes their intra-node speed may rise to
+  // twice the inter-node one.
+  Graph tree = ring;
+  if (inter) {
+    for (int k = 0; k < speeds.count; ++k) {
+      double s = speeds.speeds[k];
+      if (s <= 2 * tree.bw_inter && s > tree.bw_intra && ring.channels * s <= total + 1e-9) {
+        tree.bw_intra = s;
+        break;
+      }
+    }
+  }
+  graphs_[kTree] = tree;
+  graphs_[kPat] = ring;
+
+  // NVLS: one channel per GPU of a node pulling from the switch; needs NVSwitch and Hopper+.
+  bool nvls_ok = nvswitch_ && min_cc_ >= 90 && env_.nvls_enable != 0 && ppn_ > 1;
+  if (nvls_ok) {
+    Graph nvls;
+    nvls.channels = std::min(32, ppn_);
+    double budget = total * ppn_ / (ppn_ - 1.0);
+    SpeedList intra = search_speeds(min_cc_, false);
+    for (int k = 0; k < intra.count; ++k)
+      if (intra.speeds[k] * nvls.channels <= budget + 1e-9) {
+        nvls.bw_intra = intra.speeds[k];
+        break;
+      }
+    nvls.bw_inter = inter ? ring.bw_inter : nvls.bw_intra;
+    graphs_[kNvls] = nvls;
+    graphs_[kNvlsTree] = nvls;
+    nvls_channels_ = min_cc_ >= 100 ? 32 : 16;
+  }
+
+  channels_ = std::min(kMaxChannels, ring.channels * 2);
+  if (env_.max_channels > 0) channels_ = std::min(channels_, env_.max_channels);
+  if (env_.min_channels > 0) channels_ = std::max(channels_, std::min(env_.min_channels, kMaxChannels));
+  channels_ = std::max(channels_, 1);
+}
+
+// Ring c visits the nodes in order; inside a node it starts at a GPU on the rail of the
+// channel's NIC (NICs serving the communicator's GPUs take turns), so traffic enters the node
+// next to that NIC; it leaves from the node's last GPU through that GPU's own rail.
+void CommModel::build_rings() {
+  rings_.clear();
+  for (int c = 0; c < channels_; ++c) {
+    std::vector<int> order;
+    for (auto& ranks : node_ranks_) {
+      std::vector<size_t> rail_starts;  // first local position on each distinct rail
+      std::set<int> nics;
+      for (size_t i = 0; i < ranks.size(); ++i)
+        if (int nic = topo_.gpus[gpus_[ranks[i]]].nic; nic >= 0 && nics.insert(nic).second) rail_starts.push_back(i);
+      size_t start = nnodes() > 1 && !rail_starts.empty() ? rail_starts[c % rail_starts.size()] : 0;
+      for (size_t i = 0; i < ranks.size(); ++i) order.push_back(ranks[(start + i) % ranks.size()]);
+    }
+    rings_.push_back(std::move(order));
+  }
+}
+
+// Tree c: a chain inside each node from its first ring GPU, and across nodes one half of
+// NCCL's double binary tree (channel parity picks the half).
+void CommModel::build_trees() {
+  trees_.clear();
+  for (int c = 0; c < channels_; ++c) {
+    std::vector<TreeNode> tree(nranks());
+    const std::vector<int>& ring = rings_[c];
+    std::vector<int> head(nnodes());
+    size_t at = 0;
+    for (int n = 0; n < nnodes(); ++n) {
+      size_t count = node_ranks_[n].size();
+      head[n] = ring[at];
+      for (size_t i = 1; i < count; ++i) {  // chain: ring[at] -> ring[at+1] -> ...
+        tree[ring[at + i]].parent = ring[at + i - 1];
+        tree[ring[at + i - 1]].children.push_back(ring[at + i]);
+      }
+      at += count;
+    }
+    for (int n = 0; n < nnodes(); ++n) {
+      TreeNode t = dtree(nnodes(), n, c % 2);
+      if (t.parent >= 0) tree[head[n]].parent = head[t.parent];
+      for (int child : t.children) tree[head[n]].children.push_back(head[child]);
+    }
+    trees_.push_back(std::move(tree));
+  }
+}
+
+// NCCL's ncclTopoTuneModel for this communicator.
+void CommModel::tune() {
+  const int n = nranks(), nodes = nnodes();
+  if (n <= 1) return;
+  const int arch = arch_index(min_cc_);
+  const int idx2 = nodes <= 2 ? nodes - 1 : 2;
+  const int idx1 = nodes == 1 ? arch : 0;  // multi-node: CPU vendor row (Intel assumed)
+  const double ll_max = kLlMaxBw[idx1][idx2];
+  const double tree_max = kPerChMaxTreeBw[arch][idx2];
+  const double ring_ll128_max = kPerChMaxRingLL128Bw[arch][idx2];
+  const double tree_ll128_max = kPerChMaxTreeLL128Bw[arch][idx2];
+  const double ppn = static_cast<double>(n) / nodes;
+  const int intra_hw = nvl_intra_ ? kHwNvlink : kHwPci;
+  const int hw = nodes == 1 ? intra_hw : kHwNet;
+
+  for (int f = 0; f < kNumFuncs; ++f) {
+    int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
+    for (int a = 0; a < kNumAlgos; ++a) {
+      if ((f == kBroadcast || f == kReduce) && a != kRing) continue;
+      if ((f == kReduceScatter || f == kAllGather) && a != kPat && a != kRing && a != kNvls && a != kCollNetDirect) continue;
+      if (f == kAllReduce && a == kPat) continue;
+      const Graph& g = graphs_[a];
+      if (g.channels == 0) continue;
+      for (int p = 0; p < kNumProtos; ++p) {
+        if ((a == kNvls || a == kNvlsTree || a == kPat) && p != kSimple) continue;
+        if (a == kPat && !(nodes == n && min_cc_ >= 60)) continue;
+        double bw = nodes <= 2 ? g.bw_intra : g.bw_inter;
+        if (a == kNvls) bw = f == kAllReduce ? std::min(g.bw_intra, g.bw_inter) : std::min(g.bw_intra * (ppn - 1) / ppn, g.bw_inter * 0.9);
+        if (a == kNvlsTree) bw = std::min(g.bw_intra, nodes <= 2 ? g.bw_inter : g.bw_inter / 2);
+        double bus = g.channels * bw;
+        if (a == kRing && p == kLL) bus = std::min(ll_max, bus * .5);
+        if (a == kRing && p == kLL128) bus = std::min(bus * .92, g.channels * ring_ll128_max);
+        if (a == kTree && f == kAllReduce) bus = std::min(bus * .92, g.channels * tree_max);
+        if (a == kTree && p == kLL) bus = std::min(bus / 3.8, ll_max);
+        if (a == kTree && p == kLL128) bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * tree_ll128_max);
+        if (a == kPat) bus *= .75;
+        if (!(a != kRing && (f == kAllGather || f == kReduceScatter)))
+          bus *= a == kRing ? static_cast<double>(n) / nsteps : (a == kNvls || a == kNvlsTree) ? 5.0 / 6.0 : .5;
+        bw_[f][a][p] = bus;
+
+        double lat = kBaseLat[a][p];
+        double intra_lat = kHwLat[intra_hw][a][p];
+        double inter_lat = ppn == 1 ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];
+        if (a == kRing) {
+          if (f == kReduce || f == kBroadcast) {
+            lat += nsteps * (p == kSimple ? kHwLat[hw][kTree][p] : kHwLat[hw][a][p]);
+          } else {
+            double net_overhead = nodes > 1 ? (p == kSimple ? 3.0 : 1.0) : 0.0;  // Intel CPUs: 1 us
+            intra_lat = std::max(intra_lat, net_overhead);
+            int inter_steps = nodes == 1 ? 0 : f == kAllReduce ? 2 * (nodes - 1) : nodes - 1;
+            lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+          }
+        } else if (a == kTree) {
+          if (f == kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+        } else if (a == kNvls) {
+          lat = intra_lat + (nodes > 1 ? inter_lat : 0);
+        } else if (a == kNvlsTree) {
+          lat += intra_lat + 2 * log2i(nodes) * inter_lat;
+        } else if (a == kPat) {
+          lat = 8 + log2i(nodes) * (inter_lat / 3.5) + n * 2.8;
+        }
+        lat_[f][a][p] = lat;
+      }
+    }
+  }
+
+  // Enables: NVLS Tree needs several nodes; NVLS across nodes and CollNet need a SHARP
+  // network, which is not modeled; LL128 needs NVLink inside nodes and one GPU generation.
+  for (int f = 0; f < kNumFuncs; ++f)
+    for (int a = 0; a < kNumAlgos; ++a)
+      for (int p = 0; p < kNumProtos; ++p) {
+        bool on = env_.algo_enabled[f][a];
+        if (nodes == 1 && a == kNvlsTree) on = false;
+        if (a == kCollNetDirect || a == kCollNetChain || (a == kNvls && nodes > 1)) on = false;
+        int pe = env_.proto_enabled[f][p];
+        if (pe == 2) pe = (nvl_intra_ || ppn_ == 1) && min_cc_ == max_cc_ && min_cc_ >= 70;
+        if (!on || !pe) bw_[f][a][p] = 0;
+      }
+}
+
+}  // namespace fakegpu::planner

@@ -1,0 +1,117 @@
+// The cost model of one communicator: where its ranks sit, the channels NCCL's search would
+// build (rings, double binary trees, NVLS), NCCL's latency/bandwidth tables for choosing an
+// algorithm and protocol, and per operation a flow plan over the physical links and a time.
+//
+// Built once per communicator; estimate() is cheap because the per-byte link loads of each
+// (collective, algorithm, root) are computed once and cached.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "nccl_tuning.h"
+#include "topology.h"
+#include "wire.h"
+
+namespace fakegpu::planner {
+
+struct Graph {
+  int channels = 0;
+  double bw_intra = 0;  // GB/s per channel
+  double bw_inter = 0;
+};
+
+struct TreeNode {
+  int parent = -1;            // comm rank, -1 at the root
+  std::vector<int> children;  // comm ranks
+};
+
+struct LinkLoad {
+  int link;      // index into Topology::links
+  double bytes;
+};
+
+struct Estimate {
+  int algo = -1;    // Algo; -1 for point-to-point patterns
+  int proto = kSimple;
+  int channels = 0;
+  double time_us = 0;
+  double latency_us = 0;  // fixed cost
+  double data_us = 0;     // bytes over the busiest link
+  double fill_us = 0;     // pipeline start-up
+  double algbw_gbs = 0;   // bytes / time, as nccl-tests prints
+  double busbw_gbs = 0;
+  std::vector<LinkLoad> links;  // filled when asked for
+  std::string algo_label() const;
+};
+
+class CommModel {
+ public:
+  // gpus[r] is the global GPU (cluster rank) of communicator rank r.
+  CommModel(const Topology& topo, std::vector<int> gpus, const TuningEnv& env);
+
+  // bytes follows nccl-tests' "size": the whole buffer for AllReduce/Broadcast/Reduce,
+  // the gathered total for AllGather/ReduceScatter/Gather/Scatter, per-rank send total for
+  // AlltoAll, the message for Send/Recv. Throws TuningError when forced settings leave no
+  // algorithm.
+  Estimate estimate(wire::CollType coll, uint64_t bytes, int root = 0, bool with_links = false) const;
+
+  int nranks() const { return static_cast<int>(gpus_.size()); }
+  int nnodes() const { return static_cast<int>(node_ranks_.size()); }
+  int channels() const { return channels_; }
+  int gpu_of(int rank) const { return gpus_[rank]; }
+  const std::vector<std::vector<int>>& node_ranks() const { return node_ranks_; }
+  const std::vector<std::vector<int>>& rings() const { return rings_; }
+  const std::vector<std::vector<TreeNode>>& trees() const { return trees_; }
+  const Graph& graph(int algo) const { return graphs_[algo]; }
+  bool algo_available(int func, int algo, int proto) const { return bw_[func][algo][proto] > 0; }
+  double table_bw(int func, int algo, int proto) const { return bw_[func][algo][proto]; }
+  double table_lat(int func, int algo, int proto) const { return lat_[func][algo][proto]; }
+  static double bus_factor(wire::CollType coll, int nranks);
+
+ private:
+  struct Pattern {
+    std::vector<LinkLoad> per_byte;  // link bytes per byte of the operation
+    double worst = 0;                // max over links of coefficient / capacity (us per MB)
+    double hop_cost = 0;             // one channel on the slowest hop of ring 0: us per MB
+  };
+
+  void place(const Topology& topo);
+  void search_graphs();
+  void build_rings();
+  void build_trees();
+  void tune();
+  void choose(int func, uint64_t bytes, int* algo, int* proto) const;
+  double nccl_latency(int func, int algo, int proto, uint64_t bytes) const;
+  int op_channels(int algo, int proto, uint64_t bytes) const;
+  const Pattern& pattern(wire::CollType coll, int algo, int root) const;
+  Pattern build_pattern(wire::CollType coll, int algo, int root) const;
+  double efficiency(int func, int algo, int proto) const;
+  double cap_busbw(int func, int algo, int proto, int nc) const;
+  double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, double hop_cost) const;
+
+  const Topology& topo_;
+  std::vector<int> gpus_;
+  TuningEnv env_;
+  std::vector<int> node_of_;                  // comm rank -> comm node
+  std::vector<std::vector<int>> node_ranks_;  // comm node -> comm ranks, local order
+  int min_cc_ = 0, max_cc_ = 0;
+  int ppn_ = 1;  // most ranks on one node
+  bool nvl_intra_ = true;
+  bool nvswitch_ = false;
+  Graph graphs_[kNumAlgos];
+  int channels_ = 1;
+  int nvls_channels_ = 0;
+  std::vector<std::vector<int>> rings_;
+  std::vector<std::vector<TreeNode>> trees_;
+  double bw_[kNumFuncs][kNumAlgos][kNumProtos] = {};
+  double lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};
+  mutable std::mutex cache_mutex_;
+  mutable std::map<std::tuple<int, int, int>, Pattern> cache_;
+};
+
+}  // namespace fakegpu::planner

@@ -1,0 +1,356 @@
+// Per operation: NCCL's choice of algorithm and protocol, the flow plan over physical links,
+// and the modeled time.
+//
+// time = latency + data + fill
+//   latency: NCCL's latency model for the chosen algorithm and protocol;
+//   data:    bytes on the busiest link over that link's rate, scaled by the protocol's
+//            efficiency (LL carries a flag with every word, LL128 one line in sixteen...);
+//   fill:    pipeline start-up: before the busiest link runs at full rate, the first chunk
+//            has to pass the pipeline's stages. Chunk sizes follow NCCL's own rules.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "comm_model.h"
+
+namespace fakegpu::planner {
+namespace {
+
+using wire::CollType;
+
+int func_of(CollType coll) {
+  switch (coll) {
+    case CollType::kAllReduce: return kAllReduce;
+    case CollType::kBroadcast: return kBroadcast;
+    case CollType::kReduce: return kReduce;
+    case CollType::kAllGather: return kAllGather;
+    case CollType::kReduceScatter: return kReduceScatter;
+    default: return -1;
+  }
+}
+
+int log2i(uint64_t n) {
+  int l = 0;
+  while (n > 1) n >>= 1, ++l;
+  return l;
+}
+
+constexpr double kSimpleStep = 512.0 * 1024;   // NCCL buffer 4 MiB over 8 steps
+constexpr double kLL128Step = 120.0 * 640 * 8 * 120 / 128;  // data part of an LL128 step
+constexpr double kLLStep = 32.0 * 1024;        // half of a 64 KiB LL step carries data
+
+// Accumulates bytes per link for paths between GPUs, and which channels cross each link.
+class Flows {
+ public:
+  explicit Flows(const Topology& topo)
+      : topo_(topo), bytes_(topo.links.size(), 0.0), channels_(topo.links.size(), 0), last_(topo.links.size(), -1) {}
+
+  // The links a path crosses: NVLink (or PCIe) inside a node; across nodes the GPU's PCIe
+  // to its rail NIC (GPUDirect RDMA), the NICs, and PCIe again on the far side.
+  int path(int from, int to, int* out) const {
+    const Gpu& a = topo_.gpus[from];
+    const Gpu& z = topo_.gpus[to];
+    if (a.node == z.node) {
+      bool nvl = topo_.nodes[a.node].fabric != IntraFabric::kPcie;
+      out[0] = nvl ? topo_.nvl_tx(from) : topo_.pcie_tx(from);
+      out[1] = nvl ? topo_.nvl_rx(to) : topo_.pcie_rx(to);
+      return 2;
+    }
+    out[0] = topo_.pcie_tx(from);
+    out[1] = topo_.nic_tx(a.nic);
+    out[2] = topo_.nic_rx(z.nic);
+    out[3] = topo_.pcie_rx(to);
+    return 4;
+  }
+  void send(int from, int to, double b, int channel = 0) {
+    if (from == to || b == 0) return;
+    int links[4];
+    int count = path(from, to, links);
+    for (int i = 0; i < count; ++i) add(links[i], b, channel);
+  }
+  void nvlink(int gpu, double tx, double rx, int channel = 0) {
+    add(topo_.nvl_tx(gpu), tx, channel), add(topo_.nvl_rx(gpu), rx, channel);
+  }
+  // Seconds per byte (as us per MB) for one channel of a path: each link is shared by the
+  // channels that cross it.
+  double channel_cost(int from, int to) const {
+    int links[4];
+    int count = path(from, to, links);
+    double worst = 0;
+    for (int i = 0; i < count; ++i)
+      worst = std::max(worst, std::max(1, channels_[links[i]]) / std::max(topo_.links[links[i]].gbytes, 1e-6));
+    return worst;
+  }
+  const std::vector<double>& bytes() const { return bytes_; }
+
+ private:
+  void add(int link, double b, int channel) {
+    bytes_[link] += b;
+    if (last_[link] != channel) last_[link] = channel, ++channels_[link];
+  }
+  const Topology& topo_;
+  std::vector<double> bytes_;
+  std::vector<int> channels_, last_;
+};
+
+}  // namespace
+
+double CommModel::bus_factor(CollType coll, int n) {
+  if (n <= 1) return coll == CollType::kAllReduce ? 0.0 : 1.0;
+  switch (coll) {
+    case CollType::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollType::kAllGather:
+    case CollType::kReduceScatter:
+    case CollType::kAlltoAll:
+    case CollType::kGather:
+    case CollType::kScatter: return static_cast<double>(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+double CommModel::nccl_latency(int f, int a, int p, uint64_t bytes) const {
+  double lat = lat_[f][a][p];
+  if (a == kRing && p == kSimple && nnodes() > 1 && f == kAllReduce && bytes / (channels_ * nranks()) >= 64)
+    lat *= min_cc_ < 80 ? 1.9 : 1.4;  // NCCL: plateau effect of rings across nodes
+  return lat;
+}
+
+// NCCL's selection: the enabled (algorithm, protocol) with the least modeled time.
+void CommModel::choose(int f, uint64_t bytes, int* algo, int* proto) const {
+  double best = std::numeric_limits<double>::infinity();
+  *algo = -1;
+  int log_size = log2i(bytes >> 6);
+  for (int a = 0; a < kNumAlgos; ++a)
+    for (int p = 0; p < kNumProtos; ++p) {
+      double bw = bw_[f][a][p];
+      if (bw <= 0) continue;
+      if (a == kTree && f == kAllReduce && (bytes >> 6) > 0 && log_size < 23) bw *= kTreeCorrection[p][log_size];
+      double t = nccl_latency(f, a, p, bytes) + bytes / (1000.0 * bw);
+      if (t < best) best = t, *algo = a, *proto = p;
+    }
+  if (*algo < 0)
+    throw TuningError(std::string("no algorithm/protocol available for ") + func_name(f) +
+                      (env_.algo_forced || env_.proto_forced ? " with the NCCL_ALGO/NCCL_PROTO settings given" : ""));
+}
+
+// NCCL uses fewer channels (and threads) when a message is too small to feed them all.
+int CommModel::op_channels(int a, int p, uint64_t bytes) const {
+  if (a == kNvls || a == kNvlsTree) return nvls_channels_;
+  int threads = p == kLL128 ? 640 : 512;
+  if (a == kRing && p == kSimple && graphs_[kRing].bw_intra * graphs_[kRing].channels <= 12.0) threads = 256;
+  double threshold = p == kSimple ? 64 : 8;
+  if (a == kRing && p == kLL) threshold *= nranks();
+  int nc = channels_;
+  while (nc >= 2 && bytes < nc * threads * threshold) --nc;
+  return nc;
+}
+
+// Share of a link's rate that an algorithm and protocol reach (NCCL's model refinements).
+double CommModel::efficiency(int f, int a, int p) const {
+  double e = 1.0;
+  if (a == kRing) e = p == kLL ? 0.5 : p == kLL128 ? 0.92 : 1.0;
+  if (a == kTree) {
+    if (f == kAllReduce) e = 0.92;
+    if (p == kLL) e /= 3.8;
+    if (p == kLL128) e *= nnodes() == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+  }
+  if (a == kNvls || a == kNvlsTree) e = nvls_efficiency(min_cc_);
+  if (a == kPat) e = 0.75;
+  return e;
+}
+
+// Per-channel limits of the protocols (what one SM can push), as NCCL bus bandwidth.
+double CommModel::cap_busbw(int f, int a, int p, int nc) const {
+  const int arch = arch_index(min_cc_);
+  const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
+  const double ll_max = kLlMaxBw[nnodes() == 1 ? arch : 0][idx2];
+  if (p == kLL && (a == kRing || a == kTree)) return ll_max;
+  if (a == kRing && p == kLL128) return nc * kPerChMaxRingLL128Bw[arch][idx2];
+  if (a == kTree && p == kLL128) return nc * kPerChMaxTreeLL128Bw[arch][idx2];
+  if (a == kTree && f == kAllReduce) return nc * kPerChMaxTreeBw[arch][idx2];
+  return std::numeric_limits<double>::infinity();
+}
+
+double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, double rate, double hop_cost) const {
+  const int n = nranks();
+  if (a == kNvls || a == kNvlsTree) {
+    // NVLS works in rounds of one chunk per (channel, head); NCCL shrinks the chunk for
+    // smaller messages. A chunk is reduced through the switch, returned, then multicast:
+    // two rounds are exposed (more across nodes, one per tree level each way).
+    if (rate <= 0) return 0;
+    double chunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE
+    double ops = static_cast<double>(nvls_channels_) * ppn_;
+    int stages = 2;
+    if (a == kNvls) {
+      if (bytes < 64 * ops * chunk) chunk = std::min(chunk, 65536.0);
+      if (bytes < 8 * ops * chunk) chunk = std::min(chunk, 32768.0);
+      if (bytes < 2 * ops * chunk) chunk = std::min(chunk, 16384.0);
+    } else {
+      if (nnodes() >= 4) chunk = 65536;
+      if (bytes < 4 * ops * chunk) chunk = std::min(chunk, 65536.0);
+      if (bytes < ops * chunk) chunk = std::min(chunk, 32768.0);
+      stages += 2 * log2i(nnodes());
+    }
+    return stages * std::min<double>(bytes, ops * chunk) / rate;
+  }
+  if (a != kRing && a != kPat) return 0;  // trees: NCCL's correction factors cover medium sizes
+  double slice = p == kSimple ? kSimpleStep : p == kLL128 ? kLL128Step : kLLStep;
+  int exposed;
+  double block;
+  if (coll == CollType::kBroadcast || coll == CollType::kReduce) {
+    exposed = n - 2;  // a chain from or to the root: a true pipeline
+    block = static_cast<double>(bytes) / nc;
+  } else {
+    exposed = 1;  // every ring link is busy from the first step: only the last slice shows
+    block = static_cast<double>(bytes) / (static_cast<double>(nc) * n);
+    if (p == kSimple) slice *= 2;  // slices of two steps
+  }
+  // hop_cost: us per MB for one channel on the slowest hop, at full protocol efficiency.
+  return std::max(0, exposed) * std::min(slice, block) * hop_cost / efficiency(func_of(coll), a, p) / 1e3;
+}
+
+const CommModel::Pattern& CommModel::pattern(CollType coll, int algo, int root) const {
+  bool rooted = coll == CollType::kBroadcast || coll == CollType::kReduce || coll == CollType::kGather ||
+                coll == CollType::kScatter;
+  auto key = std::make_tuple(static_cast<int>(coll), algo, rooted ? root : 0);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) it = cache_.emplace(key, build_pattern(coll, algo, root)).first;
+  return it->second;
+}
+
+CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) const {
+  const int n = nranks();
+  Flows flows(topo_);
+  auto g = [&](int r) { return gpus_[r]; };
+  if (algo == kRing || algo == kPat) {
+    const int nc = static_cast<int>(rings_.size());
+    for (int c = 0; c < nc; ++c) {
+      const auto& ring = rings_[c];
+      auto hop = [&](int i, double w) {
+        int from = ring[i], to = ring[(i + 1) % n];
+        flows.send(g(from), g(to), w, c);
+      };
+      if (coll == CollType::kBroadcast || coll == CollType::kReduce) {
+        int at = static_cast<int>(std::find(ring.begin(), ring.end(), root) - ring.begin());
+        // Broadcast flows away from the root, Reduce flows into it.
+        int first = coll == CollType::kBroadcast ? at : at + 1;
+        for (int k = 0; k < n - 1; ++k) hop((first + k) % n, 1.0 / nc);
+      } else {
+        double w = (coll == CollType::kAllReduce ? 2.0 * (n - 1) / n : (n - 1.0) / n) / nc;
+        for (int i = 0; i < n; ++i) hop(i, w);
+      }
+    }
+  } else if (algo == kTree) {
+    const int nc = static_cast<int>(trees_.size());
+    for (int c = 0; c < nc; ++c)
+      for (int r = 0; r < n; ++r) {
+        int parent = trees_[c][r].parent;
+        if (parent < 0) continue;
+        flows.send(g(r), g(parent), 1.0 / nc, c);  // reduce up
+        flows.send(g(parent), g(r), 1.0 / nc, c);  // broadcast down
+      }
+  } else if (algo == kNvls || algo == kNvlsTree) {
+    // Inside a node the switch reduces (multimem loads) and multicasts (multimem stores):
+    // a GPU sends every byte once for reductions and its own share once for the multicast.
+    for (auto& ranks : node_ranks_) {
+      double k = static_cast<double>(ranks.size());
+      for (int r : ranks) {
+        if (coll == CollType::kAllGather) flows.nvlink(g(r), 1 / k, 1);
+        else if (coll == CollType::kReduceScatter) flows.nvlink(g(r), 1, 1 / k);
+        else flows.nvlink(g(r), 1 + 1 / k, 1 + 1 / k);
+      }
+    }
+    if (algo == kNvlsTree) {
+      // Across nodes, each local GPU heads its share over its own rail, on both halves of
+      // the double binary tree.
+      for (int h = 0; h < ppn_; ++h)
+        for (int half = 0; half < 2; ++half)
+          for (int nd = 0; nd < nnodes(); ++nd) {
+            int parent = trees_[half % trees_.size()][node_ranks_[nd][0]].parent;
+            if (parent < 0 || node_of_[parent] == nd) continue;
+            auto& mine = node_ranks_[nd];
+            auto& theirs = node_ranks_[node_of_[parent]];
+            int a = mine[h % mine.size()], b = theirs[h % theirs.size()];
+            double w = 0.5 / ppn_;
+            flows.send(g(a), g(b), w), flows.send(g(b), g(a), w);
+          }
+    }
+  } else {  // point-to-point patterns
+    for (int r = 0; r < n; ++r) {
+      switch (coll) {
+        case CollType::kAlltoAll:
+          for (int q = 0; q < n; ++q) flows.send(g(r), g(q), 1.0 / n);
+          break;
+        case CollType::kGather:
+          flows.send(g(r), g(root), 1.0 / n);
+          break;
+        case CollType::kScatter:
+          flows.send(g(root), g(r), 1.0 / n);
+          break;
+        default:  // Send/Recv as nccl-tests runs it: every rank to the next
+          flows.send(g(r), g((r + 1) % n), 1.0);
+      }
+    }
+  }
+
+  Pattern pat;
+  // A ring's links are all busy from its first step, so its start-up exposes only the last
+  // slice, on the slowest hop of a channel.
+  if ((algo == kRing || algo == kPat) && !rings_.empty()) {
+    const auto& ring = rings_[0];
+    for (int i = 0; i < n; ++i) pat.hop_cost = std::max(pat.hop_cost, flows.channel_cost(g(ring[i]), g(ring[(i + 1) % n])));
+  }
+  const auto& bytes = flows.bytes();
+  for (size_t l = 0; l < bytes.size(); ++l) {
+    if (bytes[l] <= 0) continue;
+    pat.per_byte.push_back({static_cast<int>(l), bytes[l]});
+    double cap = std::max(topo_.links[l].gbytes, 1e-6);
+    pat.worst = std::max(pat.worst, bytes[l] / cap);
+  }
+  return pat;
+}
+
+Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root, bool with_links) const {
+  Estimate e;
+  const int n = nranks();
+  const int f = func_of(coll);
+  if (n <= 1 || bytes == 0) {
+    // One rank copies locally; nothing crosses a link.
+    e.algo = kRing, e.channels = 1;
+    e.time_us = bytes / 1.0e6;  // about 1 TB/s of device memory
+  } else {
+    int a = -1, p = kSimple;
+    if (f >= 0) {
+      choose(f, bytes, &a, &p);
+      e.latency_us = nccl_latency(f, a, p, bytes);
+    } else {
+      const bool net = nnodes() > 1;
+      e.latency_us = kBaseLat[kRing][kLL] + kHwLat[net ? kHwNet : nvl_intra_ ? kHwNvlink : kHwPci][kRing][kSimple];
+    }
+    e.algo = a, e.proto = p;
+    e.channels = a < 0 ? channels_ : op_channels(a, p, bytes);
+    const Pattern& pat = pattern(coll, a, root);
+    double eff = f >= 0 ? efficiency(f, a, p) : 1.0;
+    e.data_us = bytes * pat.worst / eff / 1e3;
+    int log_size = log2i(bytes >> 6);
+    if (a == kTree && f == kAllReduce && (bytes >> 6) > 0 && log_size < 23) e.data_us /= kTreeCorrection[p][log_size];
+    if (f >= 0) {
+      // NCCL's bus bandwidth converts to algorithm bandwidth as its tuner converts it.
+      double cap = cap_busbw(f, a, p, e.channels);
+      double to_alg = a == kRing ? (f == kAllReduce ? n / (2.0 * (n - 1)) : (f == kAllGather || f == kReduceScatter) ? n / (n - 1.0) : 1.0)
+                                 : (a == kTree ? 0.5 : 1.0);
+      e.data_us = std::max(e.data_us, bytes / (cap * to_alg * 1e3));
+    }
+    double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
+    e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat.hop_cost);
+    e.time_us = e.latency_us + e.data_us + e.fill_us;
+    if (with_links)
+      for (const LinkLoad& l : pat.per_byte) e.links.push_back({l.link, l.bytes * bytes});
+  }
+  e.algbw_gbs = e.time_us > 0 ? bytes / e.time_us / 1e3 : 0;
+  e.busbw_gbs = e.algbw_gbs * bus_factor(coll, n);
+  return e;
+}
+
+}  // namespace fakegpu::planner

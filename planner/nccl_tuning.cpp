@@ -1,0 +1,148 @@
+#include "nccl_tuning.h"
+
+#include <strings.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+namespace fakegpu::planner {
+namespace {
+
+const char* const kAlgoNames[kNumAlgos] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+const char* const kProtoNames[kNumProtos] = {"LL", "LL128", "Simple"};
+const char* const kFuncNames[kNumFuncs] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"};
+
+const double kIntraSpeeds[] = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+const double kInterSpeeds[] = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                               7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+const double kSm90IntraSpeeds[] = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+const double kSm90InterSpeeds[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                   15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+const double kSm100IntraSpeeds[] = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+const double kSm100InterSpeeds[] = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
+                                    17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+
+template <size_t N>
+SpeedList list(const double (&a)[N]) {
+  return {a, static_cast<int>(N)};
+}
+
+// Applies one NCCL list ("a,b", "^a") to the entries of `row` (nelems wide).
+template <typename T>
+void apply_list(const std::string& var, const std::string& elems, const char* const* names, int nelems, T* row) {
+  std::string list_text = elems;
+  T set = 1, unset = 0;
+  if (!list_text.empty() && list_text[0] == '^') {
+    set = 0, unset = 1;
+    list_text.erase(0, 1);
+  }
+  for (int e = 0; e < nelems; ++e) row[e] = unset;
+  std::stringstream items(list_text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    int e = 0;
+    while (e < nelems && strcasecmp(item.c_str(), names[e]) != 0) ++e;
+    if (e == nelems) {
+      std::string known;
+      for (int k = 0; k < nelems; ++k) known += (k ? ", " : "") + std::string(names[k]);
+      throw TuningError(var + "=" + elems + ": unknown entry '" + item + "' (known: " + known + ")");
+    }
+    row[e] = set;
+  }
+}
+
+// NCCL's grammar: an optional prefix-less list for every function, then "func:list" entries
+// separated by ';'.
+template <typename T, int N>
+void parse_func_list(const std::string& var, const std::string& value, const char* const* names, T (*table)[N]) {
+  std::stringstream entries(value);
+  std::string entry;
+  bool first = true;
+  while (std::getline(entries, entry, ';')) {
+    auto colon = entry.find(':');
+    if (colon == std::string::npos) {
+      if (!first) throw TuningError(var + "=" + value + ": every entry after the first needs a 'function:' prefix");
+      for (int f = 0; f < kNumFuncs; ++f) apply_list(var, entry, names, N, table[f]);
+    } else {
+      std::string prefix = entry.substr(0, colon);
+      int f = 0;
+      while (f < kNumFuncs && strcasecmp(prefix.c_str(), kFuncNames[f]) != 0) ++f;
+      if (f == kNumFuncs) throw TuningError(var + "=" + value + ": unknown function '" + prefix + "'");
+      apply_list(var, entry.substr(colon + 1), names, N, table[f]);
+    }
+    first = false;
+  }
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0') throw TuningError(std::string(name) + "=" + v + ": expected an integer");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+const char* algo_name(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "?"; }
+const char* proto_name(int proto) { return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "?"; }
+const char* func_name(int func) { return func >= 0 && func < kNumFuncs ? kFuncNames[func] : "?"; }
+
+int arch_index(int cc) { return cc >= 100 ? kBlackwell : cc >= 90 ? kHopper : cc >= 80 ? kAmpere : kVolta; }
+
+const double kBaseLat[kNumAlgos][kNumProtos] = {
+    {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
+
+const double kHwLat[3][kNumAlgos][kNumProtos] = {
+    {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}, {0, 0, 14}}};
+
+const double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+const double kPerChMaxRingLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {73.4, 73.4, 73.4}};
+const double kPerChMaxTreeLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {73.4, 73.4, 58.0}};
+const double kPerChMaxTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {77.4, 82.8, 72.0}};
+
+const double kTreeCorrection[kNumProtos][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+
+double nvls_efficiency(int cc) { return cc >= 100 ? 0.74 : cc >= 90 ? 0.85 : 0.0; }
+
+SpeedList search_speeds(int cc, bool inter_node) {
+  if (cc >= 100) return inter_node ? list(kSm100InterSpeeds) : list(kSm100IntraSpeeds);
+  if (cc >= 90) return inter_node ? list(kSm90InterSpeeds) : list(kSm90IntraSpeeds);
+  return inter_node ? list(kInterSpeeds) : list(kIntraSpeeds);
+}
+
+TuningEnv::TuningEnv() {
+  for (int f = 0; f < kNumFuncs; ++f) {
+    for (int a = 0; a < kNumAlgos; ++a) algo_enabled[f][a] = true;
+    for (int p = 0; p < kNumProtos; ++p) proto_enabled[f][p] = p == kLL128 ? 2 : 1;
+  }
+}
+
+void TuningEnv::set_algo(const std::string& value) {
+  parse_func_list("NCCL_ALGO", value, kAlgoNames, algo_enabled);
+  algo_forced = true;
+}
+
+void TuningEnv::set_proto(const std::string& value) {
+  parse_func_list("NCCL_PROTO", value, kProtoNames, proto_enabled);
+  proto_forced = true;
+}
+
+TuningEnv TuningEnv::from_environment() {
+  TuningEnv env;
+  if (const char* v = std::getenv("NCCL_ALGO"); v && *v) env.set_algo(v);
+  if (const char* v = std::getenv("NCCL_PROTO"); v && *v) env.set_proto(v);
+  env.min_channels = env_int("NCCL_MIN_NCHANNELS", 0);
+  env.max_channels = env_int("NCCL_MAX_NCHANNELS", 0);
+  env.nvls_enable = env_int("NCCL_NVLS_ENABLE", 2);
+  return env;
+}
+
+}  // namespace fakegpu::planner

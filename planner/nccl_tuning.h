@@ -1,0 +1,67 @@
+// NCCL's tuning vocabulary and constants (NCCL 2.27's src/graph/tuning.cc and search.cc),
+// and the user overrides NCCL reads from the environment. The cost model uses these to pick
+// the algorithm and protocol NCCL would pick.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace fakegpu::planner {
+
+// Same order as NCCL, so indexes match its tables and debug output.
+enum Algo { kTree = 0, kRing, kCollNetDirect, kCollNetChain, kNvls, kNvlsTree, kPat, kNumAlgos };
+enum Proto { kLL = 0, kLL128, kSimple, kNumProtos };
+enum Func { kBroadcast = 0, kReduce, kAllGather, kReduceScatter, kAllReduce, kNumFuncs };
+
+const char* algo_name(int algo);
+const char* proto_name(int proto);
+const char* func_name(int func);
+
+enum Arch { kVolta = 0, kAmpere, kHopper, kBlackwell };
+int arch_index(int cc);  // cc = major*10+minor
+
+// Latencies in microseconds, bandwidths in GB/s, indexed as NCCL indexes them.
+extern const double kBaseLat[kNumAlgos][kNumProtos];
+enum HwClass { kHwNvlink = 0, kHwPci, kHwNet };
+extern const double kHwLat[3][kNumAlgos][kNumProtos];
+extern const double kLlMaxBw[4][3];
+extern const double kPerChMaxRingLL128Bw[4][3];
+extern const double kPerChMaxTreeLL128Bw[4][3];
+extern const double kPerChMaxTreeBw[4][3];
+// Trees fall short of the model at medium sizes; NCCL scales their bandwidth by this,
+// indexed by log2(bytes / 64), 64 B to 256 MiB.
+extern const double kTreeCorrection[kNumProtos][23];
+// NVLS bandwidth efficiency (NCCL 2.30): share of the NVLink rate that switch reductions reach.
+double nvls_efficiency(int cc);
+
+// Per-channel bandwidths the channel search tries, highest first.
+struct SpeedList {
+  const double* speeds;
+  int count;
+};
+SpeedList search_speeds(int cc, bool inter_node);
+
+class TuningError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS and NCCL_NVLS_ENABLE.
+struct TuningEnv {
+  bool algo_enabled[kNumFuncs][kNumAlgos];
+  int proto_enabled[kNumFuncs][kNumProtos];  // 2: LL128 "enabled where NCCL enables it"
+  bool algo_forced = false;
+  bool proto_forced = false;
+  int min_channels = 0;  // 0: not set
+  int max_channels = 0;
+  int nvls_enable = 2;   // 0 off, 1 on, 2 auto
+
+  TuningEnv();
+  // Parses NCCL's list grammar ("ring,tree", "^LL128", "allreduce:tree;broadcast:ring").
+  // Throws TuningError naming the variable and the bad token.
+  void set_algo(const std::string& value);
+  void set_proto(const std::string& value);
+  static TuningEnv from_environment();
+};
+
+}  // namespace fakegpu::planner

@@ -1,0 +1,140 @@
+#include "topology.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace fakegpu::planner {
+namespace {
+
+// Share of a NIC's line rate that collectives reach. InfiniBand reaches about 95% of line
+// rate in public NCCL runs (NDR: 46-48 of 50 GB/s); RoCE loses a little more to congestion
+// control; plain Ethernet goes through NCCL's socket transport and the kernel stack.
+double transport_efficiency(const std::string& type) {
+  if (type == "infiniband") return 0.95;
+  if (type == "roce") return 0.90;
+  return 0.70;
+}
+
+IntraFabric intra_fabric(const std::string& type) {
+  if (type == "nvswitch") return IntraFabric::kNvSwitch;
+  if (type == "nvlink") return IntraFabric::kNvLinkMesh;
+  return IntraFabric::kPcie;
+}
+
+}  // namespace
+
+const char* link_kind_name(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kNvlTx: return "nvlink tx";
+    case LinkKind::kNvlRx: return "nvlink rx";
+    case LinkKind::kPcieTx: return "pcie tx";
+    case LinkKind::kPcieRx: return "pcie rx";
+    case LinkKind::kNicTx: return "nic tx";
+    case LinkKind::kNicRx: return "nic rx";
+  }
+  return "?";
+}
+
+double nccl_nvlink_bw(int cc) {
+  if (cc >= 100) return 40.1;
+  if (cc >= 90) return 20.6;
+  if (cc == 86) return 12.0;
+  if (cc >= 70) return 20.0;
+  if (cc >= 60) return 18.0;
+  return 20.0;
+}
+
+double nccl_pcie_bw(int gen) {
+  // NCCL credits an x16 link with width * speed / 80: Gen3 12, Gen4 24, Gen5 48 GB/s.
+  if (gen <= 3) return 12.0;
+  return 12.0 * (1 << (gen - 3));
+}
+
+Topology Topology::from_config(const ClusterConfig& config) {
+  Topology topo;
+  topo.gpus.resize(config.world_size());
+  const double intra_cap = config.intra_node.bandwidth_gbps / 8.0;  // rated, per GPU
+  for (size_t n = 0; n < config.nodes.size(); ++n) {
+    const NodeConfig& nc = config.nodes[n];
+    Node node;
+    node.id = nc.id;
+    node.fabric = intra_fabric(config.intra_node.type);
+    for (size_t l = 0; l < nc.ranks.size(); ++l) {
+      Gpu& gpu = topo.gpus[nc.ranks[l]];
+      gpu.node = static_cast<int>(n);
+      gpu.local = static_cast<int>(l);
+      gpu.profile = nc.gpus[l];
+      gpu.cc = gpu.profile->cc_major * 10 + gpu.profile->cc_minor;
+      gpu.nvlink_gbs = std::min(gpu.profile->nvlink_links * nccl_nvlink_bw(gpu.cc), intra_cap);
+      gpu.pcie_gbs = nccl_pcie_bw(gpu.profile->pcie_gen);
+      if (node.fabric == IntraFabric::kPcie) gpu.pcie_gbs = std::min(gpu.pcie_gbs, intra_cap);
+      char bus[32];
+      std::snprintf(bus, sizeof bus, "%04x:%02x:00.0", static_cast<unsigned>(n), static_cast<unsigned>(l + 1));
+      gpu.bus_id = bus;
+      node.gpus.push_back(nc.ranks[l]);
+    }
+    // A node whose GPUs have no NVLink talks over PCIe whatever the fabric says.
+    for (int g : node.gpus)
+      if (topo.gpus[g].nvlink_gbs <= 0) node.fabric = IntraFabric::kPcie;
+
+    if (config.has_inter_node) {
+      double eff = transport_efficiency(config.inter_node.type);
+      std::vector<NicConfig> nics = nc.nics;
+      if (nics.empty()) {
+        // One NIC per GPU unless told otherwise, sharing the node's bandwidth; NIC i serves
+        // an equal, contiguous block of GPUs.
+        int count = config.inter_node.nics_per_node > 0 ? config.inter_node.nics_per_node : static_cast<int>(nc.ranks.size());
+        int per = std::max<int>(1, (static_cast<int>(nc.ranks.size()) + count - 1) / count);
+        for (int i = 0; i < count; ++i) {
+          NicConfig nic;
+          nic.bandwidth_gbps = config.inter_node.bandwidth_gbps / count;
+          for (int l = i * per; l < std::min<int>((i + 1) * per, nc.ranks.size()); ++l) nic.gpus.push_back(l);
+          nics.push_back(nic);
+        }
+      }
+      for (size_t i = 0; i < nics.size(); ++i) {
+        Nic nic;
+        nic.node = static_cast<int>(n);
+        nic.local = static_cast<int>(i);
+        nic.line_gbytes = nics[i].bandwidth_gbps / 8.0;
+        nic.gbytes = nic.line_gbytes * eff;
+        if (config.inter_node.topology == "fat_tree") nic.gbytes /= config.inter_node.oversubscription;
+        int index = static_cast<int>(topo.nics.size());
+        for (int l : nics[i].gpus) {
+          nic.gpus.push_back(nc.ranks[l]);
+          topo.gpus[nc.ranks[l]].nic = index;
+        }
+        node.nics.push_back(index);
+        topo.nics.push_back(nic);
+      }
+      // GPUs left off every rail reach the network through the node's first NIC.
+      for (int g : node.gpus)
+        if (topo.gpus[g].nic < 0 && !node.nics.empty()) topo.gpus[g].nic = node.nics.front();
+    }
+    topo.nodes.push_back(std::move(node));
+  }
+  topo.net_latency_us = config.inter_node.latency_us;
+  topo.net_oversubscription = config.inter_node.oversubscription;
+  topo.rail_optimized = config.inter_node.topology == "rail_optimized";
+
+  auto label = [&](int gpu) { return topo.nodes[topo.gpus[gpu].node].id + "/gpu" + std::to_string(topo.gpus[gpu].local); };
+  for (size_t g = 0; g < topo.gpus.size(); ++g) {
+    const Gpu& gpu = topo.gpus[g];
+    topo.link_base_.push_back(static_cast<int>(topo.links.size()));
+    int id = static_cast<int>(g);
+    topo.links.push_back({LinkKind::kNvlTx, id, gpu.nvlink_gbs, label(id) + " nvlink tx"});
+    topo.links.push_back({LinkKind::kNvlRx, id, gpu.nvlink_gbs, label(id) + " nvlink rx"});
+    topo.links.push_back({LinkKind::kPcieTx, id, gpu.pcie_gbs, label(id) + " pcie tx"});
+    topo.links.push_back({LinkKind::kPcieRx, id, gpu.pcie_gbs, label(id) + " pcie rx"});
+  }
+  topo.nic_link_base_ = static_cast<int>(topo.links.size());
+  for (size_t i = 0; i < topo.nics.size(); ++i) {
+    const Nic& nic = topo.nics[i];
+    std::string base = topo.nodes[nic.node].id + "/nic" + std::to_string(nic.local);
+    topo.links.push_back({LinkKind::kNicTx, static_cast<int>(i), nic.gbytes, base + " tx"});
+    topo.links.push_back({LinkKind::kNicRx, static_cast<int>(i), nic.gbytes, base + " rx"});
+  }
+  return topo;
+}
+
+}  // namespace fakegpu::planner

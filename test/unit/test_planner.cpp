@@ -1,0 +1,251 @@
+// The cost model as a library: channel search, rings, trees, algorithm choice, link plans.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "cluster_config.h"
+#include "comm_model.h"
+
+namespace fakegpu::planner {
+namespace {
+
+using wire::CollType;
+
+// `nodes` nodes of `gpus` GPUs of one profile, NVSwitch inside, 8 x 400G IB when multi-node.
+ClusterConfig cluster(const std::string& profile, int nodes, int gpus, const std::string& extra_inter = "") {
+  std::string y = "version: 1\ncluster: {name: t}\nnodes:\n";
+  int rank = 0;
+  for (int n = 0; n < nodes; ++n) {
+    y += "  - id: node" + std::to_string(n) + "\n    ranks: [";
+    for (int g = 0; g < gpus; ++g) y += (g ? ", " : "") + std::to_string(rank++);
+    y += "]\n    gpus: [";
+    for (int g = 0; g < gpus; ++g) y += (g ? ", " : "") + std::string("{profile: ") + profile + "}";
+    y += "]\n";
+  }
+  y += "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 7200, latency_us: 1}\n";
+  if (nodes > 1) y += "  inter_node: {type: infiniband, bandwidth_gbps: 3200, latency_us: 5" + extra_inter + "}\n";
+  return parse_cluster_config(y, "test.yaml");
+}
+
+std::vector<int> all_ranks(int n) {
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+struct Fixture {
+  Topology topo;
+  CommModel model;
+  Fixture(const ClusterConfig& c, std::vector<int> gpus = {}, TuningEnv env = {})
+      : topo(Topology::from_config(c)), model(topo, gpus.empty() ? all_ranks(c.world_size()) : gpus, env) {}
+};
+
+TEST(Planner, DgxH100RingsAndChannels) {
+  Fixture f(cluster("h100-sxm", 1, 8));
+  // 18 NVLinks x 20.6 GB/s: 6 channels at 60 GB/s, split in two, then doubled for the comm.
+  EXPECT_EQ(f.model.graph(kRing).channels, 12);
+  EXPECT_DOUBLE_EQ(f.model.graph(kRing).bw_intra, 30.0);
+  EXPECT_EQ(f.model.channels(), 24);
+  ASSERT_EQ(f.model.rings().size(), 24u);
+  EXPECT_EQ(f.model.rings()[0], all_ranks(8));
+}
+
+TEST(Planner, DgxA100RingsAndChannels) {
+  Fixture f(cluster("a100-80gb", 1, 8));
+  // 12 NVLinks x 20 GB/s = 240: 6 channels at 40 reach it, then split to 12 x 20.
+  EXPECT_EQ(f.model.graph(kRing).channels, 12);
+  EXPECT_DOUBLE_EQ(f.model.graph(kRing).bw_intra, 20.0);
+  EXPECT_EQ(f.model.channels(), 24);
+}
+
+TEST(Planner, RingsEnterEachNodeOnTheChannelsRail) {
+  Fixture f(cluster("h100-sxm", 2, 8));
+  for (size_t c = 0; c < f.model.rings().size(); ++c) {
+    const auto& ring = f.model.rings()[c];
+    ASSERT_EQ(ring.size(), 16u);
+    std::set<int> seen(ring.begin(), ring.end());
+    EXPECT_EQ(seen.size(), 16u) << "ring " << c << " visits a rank twice";
+    // One NIC per GPU: channel c enters node 0 at local GPU c % 8 and node 1 likewise.
+    EXPECT_EQ(ring[0], static_cast<int>(c % 8));
+    EXPECT_EQ(ring[8], 8 + static_cast<int>(c % 8));
+  }
+}
+
+// Across nodes the node heads form NCCL's double binary tree: every head reaches the root,
+// the two halves have different roots, and depth grows with log2 of the node count.
+TEST(Planner, TreeShapeAcrossNodes) {
+  for (int nodes : {2, 3, 4}) {
+    Fixture f(cluster("a100-80gb", nodes, 8));
+    std::set<int> roots;
+    for (int half = 0; half < 2; ++half) {
+      const auto& tree = f.model.trees()[half];
+      int root = -1;
+      for (int r = 0; r < f.model.nranks(); ++r) {
+        if (tree[r].parent < 0) {
+          EXPECT_EQ(root, -1) << nodes << " nodes: two roots";
+          root = r;
+        }
+        int hops = 0;
+        for (int at = r; tree[at].parent >= 0; at = tree[at].parent) ASSERT_LT(++hops, 64) << "cycle";
+        for (int child : tree[r].children) EXPECT_EQ(tree[child].parent, r);
+      }
+      ASSERT_GE(root, 0);
+      roots.insert(root);
+      // Inside a node: a chain of 8, so at most 7 + ceil(log2(nodes)) + 1 levels.
+      for (int r = 0; r < f.model.nranks(); ++r) {
+        int depth = 0;
+        for (int at = r; tree[at].parent >= 0; at = tree[at].parent) ++depth;
+        EXPECT_LE(depth, 7 + 3) << nodes << " nodes";
+      }
+    }
+    EXPECT_EQ(roots.size(), 2u) << nodes << " nodes: both halves share a root";
+  }
+}
+
+TEST(Planner, NvlsForLargeAllReduceOnHopperNotAmpere) {
+  Fixture h100(cluster("h100-sxm", 1, 8));
+  Fixture a100(cluster("a100-80gb", 1, 8));
+  EXPECT_EQ(h100.model.estimate(CollType::kAllReduce, 1ull << 30).algo, kNvls);
+  EXPECT_EQ(a100.model.estimate(CollType::kAllReduce, 1ull << 30).algo, kRing);
+  EXPECT_FALSE(a100.model.algo_available(kAllReduce, kNvls, kSimple));
+  TuningEnv off;
+  off.nvls_enable = 0;
+  Fixture no_nvls(cluster("h100-sxm", 1, 8), {}, off);
+  EXPECT_NE(no_nvls.model.estimate(CollType::kAllReduce, 1ull << 30).algo, kNvls);
+}
+
+TEST(Planner, LowLatencyProtocolForSmallMessages) {
+  Fixture f(cluster("h100-sxm", 2, 8));
+  for (uint64_t bytes : {8ull, 1024ull, 8192ull}) {
+    auto e = f.model.estimate(CollType::kAllReduce, bytes);
+    EXPECT_EQ(e.proto, kLL) << bytes;
+    EXPECT_GT(e.time_us, 0);
+  }
+  EXPECT_EQ(f.model.estimate(CollType::kAllReduce, 1ull << 30).proto, kSimple);
+}
+
+TEST(Planner, ForcedAlgorithmAndProtocolAreRespected) {
+  TuningEnv env;
+  env.set_algo("tree");
+  env.set_proto("simple");
+  Fixture f(cluster("h100-sxm", 2, 8), {}, env);
+  auto e = f.model.estimate(CollType::kAllReduce, 1ull << 30);
+  EXPECT_EQ(e.algo, kTree);
+  EXPECT_EQ(e.proto, kSimple);
+  // Broadcast has only Ring: forcing Tree leaves nothing, which NCCL reports as an error.
+  EXPECT_THROW(f.model.estimate(CollType::kBroadcast, 1 << 20), TuningError);
+
+  TuningEnv per_func;
+  per_func.set_algo("ring;allreduce:tree");
+  Fixture g(cluster("h100-sxm", 2, 8), {}, per_func);
+  EXPECT_EQ(g.model.estimate(CollType::kAllReduce, 1ull << 30).algo, kTree);
+  EXPECT_EQ(g.model.estimate(CollType::kAllGather, 1ull << 30).algo, kRing);
+}
+
+TEST(Planner, BadOverridesNameTheVariableAndToken) {
+  TuningEnv env;
+  try {
+    env.set_algo("ring,hypercube");
+    FAIL() << "accepted an unknown algorithm";
+  } catch (const TuningError& e) {
+    EXPECT_NE(std::string(e.what()).find("NCCL_ALGO"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("hypercube"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(env.set_proto("allreduce:LL;bogus:Simple"), TuningError);
+}
+
+// Split communicators keep the GPUs (and so the NICs) of their ranks: a DP pair across nodes
+// uses the rail of its GPUs, a TP group inside a node touches no NIC.
+TEST(Planner, SplitCommunicatorsSitOnTheirGpusAndNics) {
+  ClusterConfig c = cluster("h100-sxm", 2, 8);
+  Topology topo = Topology::from_config(c);
+  CommModel dp(topo, {3, 11}, TuningEnv{});
+  EXPECT_EQ(dp.nnodes(), 2);
+  auto e = dp.estimate(CollType::kAllReduce, 1 << 20, 0, true);
+  std::set<std::string> links;
+  for (const auto& l : e.links) links.insert(topo.links[l.link].name);
+  EXPECT_TRUE(links.count("node0/nic3 tx")) << "DP rank on node0/gpu3 should use its rail NIC";
+  EXPECT_TRUE(links.count("node1/nic3 rx"));
+  for (const auto& name : links) EXPECT_EQ(name.find("nic0"), std::string::npos) << name;
+
+  CommModel tp(topo, {8, 9, 10, 11, 12, 13, 14, 15}, TuningEnv{});
+  EXPECT_EQ(tp.nnodes(), 1);
+  auto t = tp.estimate(CollType::kAllReduce, 1 << 20, 0, true);
+  for (const auto& l : t.links) {
+    EXPECT_EQ(topo.links[l.link].name.rfind("node1/gpu", 0), 0u) << topo.links[l.link].name;
+    EXPECT_TRUE(topo.links[l.link].kind == LinkKind::kNvlTx || topo.links[l.link].kind == LinkKind::kNvlRx);
+  }
+}
+
+// Textbook volumes: ring AllReduce sends 2(n-1)/n x S from every rank; ring AllGather (n-1)/n;
+// tree AllReduce sends S up and S down over every tree edge.
+TEST(Planner, LinkBytesMatchWhatTheAlgorithmMoves) {
+  const double S = 64.0 * (1 << 20);
+  TuningEnv ring;
+  ring.set_algo("ring");
+  Fixture f(cluster("h100-sxm", 1, 8), {}, ring);
+  auto e = f.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S), 0, true);
+  ASSERT_EQ(e.algo, kRing);
+  std::map<int, double> tx;
+  for (const auto& l : e.links)
+    if (f.topo.links[l.link].kind == LinkKind::kNvlTx) tx[f.topo.links[l.link].owner] += l.bytes;
+  ASSERT_EQ(tx.size(), 8u);
+  for (auto& [gpu, bytes] : tx) EXPECT_NEAR(bytes, 2.0 * 7 / 8 * S, 1.0) << "gpu " << gpu;
+
+  auto ag = f.model.estimate(CollType::kAllGather, static_cast<uint64_t>(S), 0, true);
+  double total = 0;
+  for (const auto& l : ag.links)
+    if (f.topo.links[l.link].kind == LinkKind::kNvlTx) total += l.bytes;
+  EXPECT_NEAR(total, 8 * 7.0 / 8 * S, 8.0);
+
+  TuningEnv tree;
+  tree.set_algo("tree");
+  Fixture t(cluster("a100-80gb", 2, 8), {}, tree);
+  auto te = t.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S), 0, true);
+  ASSERT_EQ(te.algo, kTree);
+  double nic_tx = 0;
+  for (const auto& l : te.links)
+    if (t.topo.links[l.link].kind == LinkKind::kNicTx) nic_tx += l.bytes;
+  // Two nodes: each channel's tree has one inter-node edge, crossed by S/nc up and S/nc down.
+  EXPECT_NEAR(nic_tx, 2 * S, 1.0);
+}
+
+TEST(Planner, TimeGrowsWithSizeAndBandwidthSaturates) {
+  Fixture f(cluster("a100-80gb", 2, 8));
+  double prev = 0;
+  for (uint64_t bytes = 8; bytes <= (8ull << 30); bytes *= 4) {
+    auto e = f.model.estimate(CollType::kAllReduce, bytes);
+    EXPECT_GT(e.time_us, prev) << bytes;
+    prev = e.time_us;
+  }
+  // Two nodes of A100 with eight 400G NICs each: every ring channel leaves a node through a
+  // GPU's PCIe Gen4 link to its NIC, so 8 x 24 GB/s bounds the bus bandwidth (NVLink's
+  // 240 and the NICs' 8 x 47.5 are higher), and large messages approach it.
+  TuningEnv ring;
+  ring.set_algo("ring");
+  Fixture r(cluster("a100-80gb", 2, 8), {}, ring);
+  double busbw = r.model.estimate(CollType::kAllReduce, 8ull << 30).busbw_gbs;
+  EXPECT_LE(busbw, 8 * 24.0);
+  EXPECT_GT(busbw, 0.9 * 8 * 24.0);
+}
+
+TEST(Planner, PointToPointUsesThePeersPathOnly) {
+  Fixture f(cluster("h100-sxm", 2, 1));
+  auto e = f.model.estimate(CollType::kSend, 1ull << 30, 0, true);
+  EXPECT_EQ(e.algo, -1);
+  EXPECT_NEAR(e.busbw_gbs, 50 * 0.95, 50 * 0.95 * 0.05);  // one NDR NIC
+}
+
+TEST(Planner, VirtualBusIdsAreUniqueAcrossNodes) {
+  Topology topo = Topology::from_config(cluster("h100-sxm", 2, 8));
+  std::set<std::string> ids;
+  for (const auto& g : topo.gpus) ids.insert(g.bus_id);
+  EXPECT_EQ(ids.size(), 16u);
+  EXPECT_EQ(topo.gpus[0].bus_id, "0000:01:00.0");
+  EXPECT_EQ(topo.gpus[8].bus_id, "0001:01:00.0");
+}
+
+}  // namespace
+}  // namespace fakegpu::planner

@@ -41,10 +41,19 @@ uint64_t default_max_buffer_bytes() {
 
 Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
     : cluster_(std::move(cluster)),
+      topology_(planner::Topology::from_config(cluster_)),
       server_(std::move(server)),
       out_(out),
       started_(std::chrono::system_clock::now()),
-      max_buffer_bytes_(default_max_buffer_bytes()) {}
+      max_buffer_bytes_(default_max_buffer_bytes()) {
+  // The coordinator models with the NCCL_* overrides of the environment it was started in,
+  // which fgpu passes on from the job's.
+  try {
+    tuning_ = planner::TuningEnv::from_environment();
+  } catch (const planner::TuningError& e) {
+    fmt::print(stderr, "fakegpu-coordinator: ignoring NCCL tuning overrides: {}\n", e.what());
+  }
+}
 
 std::string Job::too_big(uint64_t bytes, const std::string& what) const {
   return fmt::format("{} needs {} bytes buffered in the coordinator, more than its limit of {} bytes "
@@ -482,13 +491,15 @@ nlohmann::json Job::report() const {
 
   json colls = json::object();
   uint64_t total_calls = 0, total_bytes = 0;
+  double total_modeled = 0;
   for (const auto& [name, s] : coll_stats_) {
-    colls[name] = {{"calls", s.calls}, {"bytes", s.bytes}};
+    colls[name] = {{"calls", s.calls}, {"bytes", s.bytes}, {"modeled_time_us", s.modeled_us}, {"algorithms", s.algorithms}};
     total_calls += s.calls;
     total_bytes += s.bytes;
+    total_modeled += s.modeled_us;
   }
   j["collectives"] = colls;
-  j["totals"] = {{"collective_calls", total_calls}, {"bytes", total_bytes}};
+  j["totals"] = {{"collective_calls", total_calls}, {"bytes", total_bytes}, {"modeled_time_us", total_modeled}};
   j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
                      {"socket_bytes", socket_bytes_},
                      {"segments_mapped", segments_mapped_}};

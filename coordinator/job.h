@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cluster_config.h"
+#include "comm_model.h"
 #include "executor.h"
 #include "wire.h"
 
@@ -130,6 +131,8 @@ class Job {
     std::string failure;  // set once the comm can no longer make progress
     uint64_t refused = 0;  // requests failed because of it
     uint64_t collectives = 0;
+    std::unique_ptr<planner::CommModel> model;  // built at its first collective
+    bool unmodeled = false;                     // some rank's GPU is unknown
   };
   struct InitArrival {
     ClientId client = 0;
@@ -163,6 +166,8 @@ class Job {
   struct CollStats {
     uint64_t calls = 0;
     uint64_t bytes = 0;
+    double modeled_us = 0;
+    std::map<std::string, uint64_t> algorithms;  // "Ring/LL" -> calls
   };
 
   // Handlers get the decoded fixed fields; a collective also gets the whole body, whose bulk
@@ -186,7 +191,8 @@ class Job {
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
   void complete_split(Comm& parent, PendingSplit& pending);
   void complete_op(Comm& comm, uint64_t seq, PendingOp& op);
-  void count_completed(const wire::Collective& call, uint64_t bytes);
+  void count_completed(const wire::Collective& call, uint64_t bytes, Comm* modeled_on = nullptr);
+  const planner::CommModel* model_of(Comm& comm);
   std::string too_big(uint64_t bytes, const std::string& what) const;
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
   // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
@@ -204,6 +210,8 @@ class Job {
   std::string describe_client(ClientId id) const;
 
   ClusterConfig cluster_;
+  planner::Topology topology_;
+  planner::TuningEnv tuning_;
   ServerInfo server_;
   Outbox& out_;
   std::chrono::system_clock::time_point started_;

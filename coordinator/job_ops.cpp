@@ -194,7 +194,7 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   ++comm.collectives;
   CollShape per_rank;
   coll_shape(c.coll, c.count, c.root, c.root, nranks, &per_rank);
-  count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem);
+  count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, &comm);
 }
 
 void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id) {
@@ -250,11 +250,37 @@ void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why
     if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);
 }
 
-void Job::count_completed(const wire::Collective& call, uint64_t bytes) {
+// Point-to-point calls are counted but not yet modeled (the model prices patterns of every
+// rank, not one pair).
+void Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm* modeled_on) {
   ++completed_ops_;
   CollStats& stats = coll_stats_[wire::coll_type_name(call.coll)];
   ++stats.calls;
   stats.bytes += bytes;
+  if (const planner::CommModel* model = modeled_on ? model_of(*modeled_on) : nullptr) {
+    try {
+      planner::Estimate e = model->estimate(call.coll, bytes, call.root);
+      stats.modeled_us += e.time_us;
+      ++stats.algorithms[e.algo_label() + "/" + planner::proto_name(e.proto)];
+    } catch (const planner::TuningError& e) {
+      ++stats.algorithms[std::string("unmodeled: ") + e.what()];
+    }
+  }
+}
+
+const planner::CommModel* Job::model_of(Comm& comm) {
+  if (!comm.model && !comm.unmodeled) {
+    std::vector<int> gpus;
+    for (const Member& m : comm.members) {
+      if (m.global_rank < 0 || m.global_rank >= static_cast<int>(topology_.gpus.size())) {
+        comm.unmodeled = true;
+        return nullptr;
+      }
+      gpus.push_back(m.global_rank);
+    }
+    comm.model = std::make_unique<planner::CommModel>(topology_, gpus, tuning_);
+  }
+  return comm.model.get();
 }
 
 }  // namespace fakegpu::coord

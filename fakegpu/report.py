@@ -20,7 +20,11 @@ def summarize(report: dict) -> str:
     colls = report.get("collectives", {})
     if colls:
         for name, stats in sorted(colls.items()):
-            lines.append(f"{name}: {stats['calls']} calls, {human_bytes(stats['bytes'])} per rank")
+            line = f"{name}: {stats['calls']} calls, {human_bytes(stats['bytes'])} per rank"
+            if stats.get("modeled_time_us"):
+                mix = ", ".join(f"{algo} x{n}" for algo, n in sorted(stats.get("algorithms", {}).items()))
+                line += f", modeled {stats['modeled_time_us']:.1f} us ({mix})"
+            lines.append(line)
     else:
         lines.append("collectives: none")
     plane = report.get("data_plane")

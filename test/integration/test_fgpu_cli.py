@@ -59,6 +59,11 @@ class FgpuCli(unittest.TestCase):
         self.assertEqual(sorted(tp), [list(range(8)), list(range(8, 16))])
         dp = [c["global_ranks"] for c in report["communicators"] if c["nranks"] == 2]
         self.assertEqual(sorted(dp), [[g, g + 8] for g in range(8)])
+        # Every allreduce is priced by the cost model on the communicator's own GPUs.
+        allreduce = report["collectives"]["AllReduce"]
+        self.assertGreater(allreduce["modeled_time_us"], 0)
+        self.assertEqual(sum(allreduce["algorithms"].values()), allreduce["calls"])
+        self.assertIn("modeled", r.stdout)
 
     def test_returns_the_command_exit_code(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))

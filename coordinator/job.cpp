@@ -492,8 +492,17 @@ nlohmann::json Job::report() const {
   json colls = json::object();
   uint64_t total_calls = 0, total_bytes = 0;
   double total_modeled = 0;
-  for (const auto& [name, s] : coll_stats_) {
-    colls[name] = {{"calls", s.calls}, {"bytes", s.bytes}, {"modeled_time_us", s.modeled_us}, {"algorithms", s.algorithms}};
+  for (int type = 0; type < wire::kNumCollTypes; ++type) {
+    const CollStats& s = coll_stats_[type];
+    if (s.calls == 0) continue;
+    json algorithms = json::object();
+    for (int a = 0; a <= planner::kNumAlgos; ++a)
+      for (int p = 0; p < planner::kNumProtos; ++p)
+        if (s.algorithms[a][p])
+          algorithms[std::string(planner::algo_label(a - 1)) + "/" + planner::proto_name(p)] = s.algorithms[a][p];
+    if (s.unmodeled) algorithms["unmodeled: " + s.unmodeled_why] = s.unmodeled;
+    colls[wire::coll_type_name(static_cast<wire::CollType>(type))] =
+        {{"calls", s.calls}, {"bytes", s.bytes}, {"modeled_time_us", s.modeled_us}, {"algorithms", algorithms}};
     total_calls += s.calls;
     total_bytes += s.bytes;
     total_modeled += s.modeled_us;

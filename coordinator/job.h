@@ -167,7 +167,10 @@ class Job {
     uint64_t calls = 0;
     uint64_t bytes = 0;
     double modeled_us = 0;
-    std::map<std::string, uint64_t> algorithms;  // "Ring/LL" -> calls
+    // Calls per (algorithm + 1, protocol); index 0 holds point-to-point patterns.
+    uint64_t algorithms[planner::kNumAlgos + 1][planner::kNumProtos] = {};
+    uint64_t unmodeled = 0;      // calls the model could not price...
+    std::string unmodeled_why;   // ...and why, the first time
   };
 
   // Handlers get the decoded fixed fields; a collective also gets the whole body, whose bulk
@@ -223,7 +226,7 @@ class Job {
   std::map<uint64_t, Comm> comms_;
   uint64_t next_comm_id_ = 1;
   uint64_t completed_ops_ = 0;
-  std::map<std::string, CollStats> coll_stats_;
+  CollStats coll_stats_[wire::kNumCollTypes];  // by CollType
   // How the data moved: read and written in place in shared segments, or carried in frames.
   uint64_t shared_bytes_ = 0;
   uint64_t socket_bytes_ = 0;

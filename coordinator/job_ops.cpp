@@ -254,16 +254,16 @@ void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why
 // rank, not one pair).
 void Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm* modeled_on) {
   ++completed_ops_;
-  CollStats& stats = coll_stats_[wire::coll_type_name(call.coll)];
+  CollStats& stats = coll_stats_[static_cast<int>(call.coll)];
   ++stats.calls;
   stats.bytes += bytes;
   if (const planner::CommModel* model = modeled_on ? model_of(*modeled_on) : nullptr) {
     try {
       planner::Estimate e = model->estimate(call.coll, bytes, call.root);
       stats.modeled_us += e.time_us;
-      ++stats.algorithms[e.algo_label() + "/" + planner::proto_name(e.proto)];
+      ++stats.algorithms[e.algo + 1][e.proto];
     } catch (const planner::TuningError& e) {
-      ++stats.algorithms[std::string("unmodeled: ") + e.what()];
+      if (!stats.unmodeled++) stats.unmodeled_why = e.what();
     }
   }
 }

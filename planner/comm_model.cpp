@@ -10,12 +10,6 @@ namespace {
 
 constexpr int kMaxChannels = 64;  // NCCL's MAXCHANNELS
 
-int log2i(int n) {
-  int l = 0;
-  while (n > 1) n >>= 1, ++l;
-  return l;
-}
-
 // NCCL's binary tree over n ranks rooted at 0: a rank's lowest set bit decides its level.
 TreeNode btree(int n, int r) {
   TreeNode t;
@@ -55,8 +49,6 @@ TreeNode dtree(int n, int r, int which) {
 
 }  // namespace
 
-std::string Estimate::algo_label() const { return algo >= 0 ? algo_name(algo) : "P2P"; }
-
 CommModel::CommModel(const Topology& topo, std::vector<int> gpus, const TuningEnv& env)
     : topo_(topo), gpus_(std::move(gpus)), env_(env) {
   place(topo);
@@ -91,10 +83,10 @@ void CommModel::place(const Topology& topo) {
 }
 
 // NCCL's search, reduced to its arithmetic: a channel at speed s takes s from each GPU's
-// intra-node bandwidth and, across nodes, s from one NIC on every node. The search starts at
-// the fastest listed speed the paths allow, keeps the best channels x speed, stops when that
-// reaches the GPU's total bandwidth, and moves down the list while the next speed is more
-// than half the best one found. Fast channels are then split in two, and Ring tries a higher
+// intra-node bandwidth and, across nodes, s from one NIC (and from the PCIe path of a GPU on
+// its rail) on every node. The search starts at the fastest listed speed the paths allow,
+// keeps the best channels x speed, stops when that reaches the GPU's total bandwidth, and
+// moves down the list while the next speed is more than half the best one found. Fast channels are then split in two, and Ring tries a higher
 // speed with the channel count it found.
 void CommModel::search_graphs() {
   const bool inter = nnodes() > 1;
@@ -262,13 +254,6 @@ void CommModel::build_trees() {
 void CommModel::tune() {
   const int n = nranks(), nodes = nnodes();
   if (n <= 1) return;
-  const int arch = arch_index(min_cc_);
-  const int idx2 = nodes <= 2 ? nodes - 1 : 2;
-  const int idx1 = nodes == 1 ? arch : 0;  // multi-node: CPU vendor row (Intel assumed)
-  const double ll_max = kLlMaxBw[idx1][idx2];
-  const double tree_max = kPerChMaxTreeBw[arch][idx2];
-  const double ring_ll128_max = kPerChMaxRingLL128Bw[arch][idx2];
-  const double tree_ll128_max = kPerChMaxTreeLL128Bw[arch][idx2];
   const double ppn = static_cast<double>(n) / nodes;
   const int intra_hw = nvl_intra_ ? kHwNvlink : kHwPci;
   const int hw = nodes == 1 ? intra_hw : kHwNet;
@@ -288,15 +273,9 @@ void CommModel::tune() {
         if (a == kNvls) bw = f == kAllReduce ? std::min(g.bw_intra, g.bw_inter) : std::min(g.bw_intra * (ppn - 1) / ppn, g.bw_inter * 0.9);
         if (a == kNvlsTree) bw = std::min(g.bw_intra, nodes <= 2 ? g.bw_inter : g.bw_inter / 2);
         double bus = g.channels * bw;
-        if (a == kRing && p == kLL) bus = std::min(ll_max, bus * .5);
-        if (a == kRing && p == kLL128) bus = std::min(bus * .92, g.channels * ring_ll128_max);
-        if (a == kTree && f == kAllReduce) bus = std::min(bus * .92, g.channels * tree_max);
-        if (a == kTree && p == kLL) bus = std::min(bus / 3.8, ll_max);
-        if (a == kTree && p == kLL128) bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * tree_ll128_max);
-        if (a == kPat) bus *= .75;
-        if (!(a != kRing && (f == kAllGather || f == kReduceScatter)))
-          bus *= a == kRing ? static_cast<double>(n) / nsteps : (a == kNvls || a == kNvlsTree) ? 5.0 / 6.0 : .5;
-        bw_[f][a][p] = bus;
+        // NCCL's refinements (NVLS has its own formula above).
+        if (a != kNvls && a != kNvlsTree) bus = std::min(bus * efficiency(f, a, p), cap_busbw(f, a, p, g.channels));
+        bw_[f][a][p] = bus * bus_to_alg(f, a);
 
         double lat = kBaseLat[a][p];
         double intra_lat = kHwLat[intra_hw][a][p];

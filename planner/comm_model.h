@@ -46,7 +46,7 @@ struct Estimate {
   double algbw_gbs = 0;   // bytes / time, as nccl-tests prints
   double busbw_gbs = 0;
   std::vector<LinkLoad> links;  // filled when asked for
-  std::string algo_label() const;
+  const char* algo_label() const { return planner::algo_label(algo); }
 };
 
 class CommModel {
@@ -63,14 +63,10 @@ class CommModel {
   int nranks() const { return static_cast<int>(gpus_.size()); }
   int nnodes() const { return static_cast<int>(node_ranks_.size()); }
   int channels() const { return channels_; }
-  int gpu_of(int rank) const { return gpus_[rank]; }
-  const std::vector<std::vector<int>>& node_ranks() const { return node_ranks_; }
   const std::vector<std::vector<int>>& rings() const { return rings_; }
   const std::vector<std::vector<TreeNode>>& trees() const { return trees_; }
   const Graph& graph(int algo) const { return graphs_[algo]; }
   bool algo_available(int func, int algo, int proto) const { return bw_[func][algo][proto] > 0; }
-  double table_bw(int func, int algo, int proto) const { return bw_[func][algo][proto]; }
-  double table_lat(int func, int algo, int proto) const { return lat_[func][algo][proto]; }
   static double bus_factor(wire::CollType coll, int nranks);
 
  private:
@@ -92,6 +88,7 @@ class CommModel {
   Pattern build_pattern(wire::CollType coll, int algo, int root) const;
   double efficiency(int func, int algo, int proto) const;
   double cap_busbw(int func, int algo, int proto, int nc) const;
+  double bus_to_alg(int func, int algo) const;
   double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, double hop_cost) const;
 
   const Topology& topo_;

@@ -29,12 +29,6 @@ int func_of(CollType coll) {
   }
 }
 
-int log2i(uint64_t n) {
-  int l = 0;
-  while (n > 1) n >>= 1, ++l;
-  return l;
-}
-
 constexpr double kSimpleStep = 512.0 * 1024;   // NCCL buffer 4 MiB over 8 steps
 constexpr double kLL128Step = 120.0 * 640 * 8 * 120 / 128;  // data part of an LL128 step
 constexpr double kLLStep = 32.0 * 1024;        // half of a 64 KiB LL step carries data
@@ -119,12 +113,10 @@ double CommModel::nccl_latency(int f, int a, int p, uint64_t bytes) const {
 void CommModel::choose(int f, uint64_t bytes, int* algo, int* proto) const {
   double best = std::numeric_limits<double>::infinity();
   *algo = -1;
-  int log_size = log2i(bytes >> 6);
   for (int a = 0; a < kNumAlgos; ++a)
     for (int p = 0; p < kNumProtos; ++p) {
-      double bw = bw_[f][a][p];
+      double bw = bw_[f][a][p] * tree_correction(f, a, p, bytes);
       if (bw <= 0) continue;
-      if (a == kTree && f == kAllReduce && (bytes >> 6) > 0 && log_size < 23) bw *= kTreeCorrection[p][log_size];
       double t = nccl_latency(f, a, p, bytes) + bytes / (1000.0 * bw);
       if (t < best) best = t, *algo = a, *proto = p;
     }
@@ -159,16 +151,31 @@ double CommModel::efficiency(int f, int a, int p) const {
   return e;
 }
 
-// Per-channel limits of the protocols (what one SM can push), as NCCL bus bandwidth.
+// Per-channel limits of the protocols (what one SM can push), as NCCL bus bandwidth: with
+// efficiency() this is NCCL's chain of model refinements, bus = min(raw * efficiency, cap).
 double CommModel::cap_busbw(int f, int a, int p, int nc) const {
   const int arch = arch_index(min_cc_);
   const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
   const double ll_max = kLlMaxBw[nnodes() == 1 ? arch : 0][idx2];
-  if (p == kLL && (a == kRing || a == kTree)) return ll_max;
-  if (a == kRing && p == kLL128) return nc * kPerChMaxRingLL128Bw[arch][idx2];
-  if (a == kTree && p == kLL128) return nc * kPerChMaxTreeLL128Bw[arch][idx2];
-  if (a == kTree && f == kAllReduce) return nc * kPerChMaxTreeBw[arch][idx2];
-  return std::numeric_limits<double>::infinity();
+  const double inf = std::numeric_limits<double>::infinity();
+  if (a == kRing) {
+    if (p == kLL) return ll_max;
+    if (p == kLL128) return nc * kPerChMaxRingLL128Bw[arch][idx2];
+    return inf;
+  }
+  if (a != kTree || f != kAllReduce) return inf;
+  const double tree = nc * kPerChMaxTreeBw[arch][idx2];  // applies before the protocol's own
+  if (p == kLL) return std::min(tree / 3.8, ll_max);
+  if (p == kLL128) return std::min(tree * (nnodes() == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nc * kPerChMaxTreeLL128Bw[arch][idx2]);
+  return tree;
+}
+
+// NCCL's conversion of bus bandwidth to algorithm bandwidth.
+double CommModel::bus_to_alg(int f, int a) const {
+  const int n = nranks();
+  if (a == kRing) return static_cast<double>(n) / (f == kAllReduce ? 2 * (n - 1) : (f == kAllGather || f == kReduceScatter) ? n - 1 : n);
+  if (f == kAllGather || f == kReduceScatter) return 1.0;
+  return a == kNvls || a == kNvlsTree ? 5.0 / 6.0 : 0.5;
 }
 
 double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, double rate, double hop_cost) const {
@@ -333,14 +340,9 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root, bool with_
     const Pattern& pat = pattern(coll, a, root);
     double eff = f >= 0 ? efficiency(f, a, p) : 1.0;
     e.data_us = bytes * pat.worst / eff / 1e3;
-    int log_size = log2i(bytes >> 6);
-    if (a == kTree && f == kAllReduce && (bytes >> 6) > 0 && log_size < 23) e.data_us /= kTreeCorrection[p][log_size];
     if (f >= 0) {
-      // NCCL's bus bandwidth converts to algorithm bandwidth as its tuner converts it.
-      double cap = cap_busbw(f, a, p, e.channels);
-      double to_alg = a == kRing ? (f == kAllReduce ? n / (2.0 * (n - 1)) : (f == kAllGather || f == kReduceScatter) ? n / (n - 1.0) : 1.0)
-                                 : (a == kTree ? 0.5 : 1.0);
-      e.data_us = std::max(e.data_us, bytes / (cap * to_alg * 1e3));
+      e.data_us /= tree_correction(f, a, p, bytes);
+      e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));
     }
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat.hop_cost);

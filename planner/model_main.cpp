@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
         fmt::print("#{:>12} {:>13} {:>9} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "(B)", "(elements)", "", "", "", "(us)",
                    "(GB/s)", "(GB/s)");
       }
-      for (double s = static_cast<double>(lo); s <= static_cast<double>(hi) * 1.0000001; s *= step) {
+      for (double s = static_cast<double>(lo); s <= static_cast<double>(hi) * 1.0000001; s = s == 0 ? 1 : s * step) {
         uint64_t size = static_cast<uint64_t>(s);
         uint64_t count = info.per_rank_count ? size / (tsize * static_cast<uint64_t>(n)) : size / tsize;
         uint64_t bytes = info.per_rank_count ? count * tsize * n : count * tsize;
@@ -159,7 +159,6 @@ int main(int argc, char** argv) {
                      dtype, redop, shown_root, est.time_us, est.algbw_gbs, est.busbw_gbs, est.algo_label(),
                      planner::proto_name(est.proto), est.channels);
         }
-        if (step <= 1 || hi == 0) break;
       }
     }
     if (json_out) fmt::print("{}\n", doc.dump(2));

@@ -87,6 +87,7 @@ int env_int(const char* name, int fallback) {
 }  // namespace
 
 const char* algo_name(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "?"; }
+const char* algo_label(int algo) { return algo < 0 ? "P2P" : algo_name(algo); }
 const char* proto_name(int proto) { return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "?"; }
 const char* func_name(int func) { return func >= 0 && func < kNumFuncs ? kFuncNames[func] : "?"; }
 
@@ -105,10 +106,18 @@ const double kPerChMaxRingLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36
 const double kPerChMaxTreeLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {73.4, 73.4, 58.0}};
 const double kPerChMaxTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {77.4, 82.8, 72.0}};
 
+namespace {
 const double kTreeCorrection[kNumProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+}  // namespace
+
+double tree_correction(int func, int algo, int proto, uint64_t bytes) {
+  int log_size = log2i(bytes >> 6);
+  if (algo != kTree || func != kAllReduce || (bytes >> 6) == 0 || log_size >= 23) return 1.0;
+  return kTreeCorrection[proto][log_size];
+}
 
 double nvls_efficiency(int cc) { return cc >= 100 ? 0.74 : cc >= 90 ? 0.85 : 0.0; }
 

@@ -3,6 +3,7 @@
 // the algorithm and protocol NCCL would pick.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +15,8 @@ enum Proto { kLL = 0, kLL128, kSimple, kNumProtos };
 enum Func { kBroadcast = 0, kReduce, kAllGather, kReduceScatter, kAllReduce, kNumFuncs };
 
 const char* algo_name(int algo);
+// algo_name, with "P2P" for the point-to-point patterns that have no NCCL algorithm (-1).
+const char* algo_label(int algo);
 const char* proto_name(int proto);
 const char* func_name(int func);
 
@@ -28,9 +31,15 @@ extern const double kLlMaxBw[4][3];
 extern const double kPerChMaxRingLL128Bw[4][3];
 extern const double kPerChMaxTreeLL128Bw[4][3];
 extern const double kPerChMaxTreeBw[4][3];
-// Trees fall short of the model at medium sizes; NCCL scales their bandwidth by this,
-// indexed by log2(bytes / 64), 64 B to 256 MiB.
-extern const double kTreeCorrection[kNumProtos][23];
+inline int log2i(uint64_t n) {
+  int l = 0;
+  while (n > 1) n >>= 1, ++l;
+  return l;
+}
+
+// Trees fall short of the model at medium sizes: NCCL scales a tree AllReduce's bandwidth by
+// a factor indexed by log2(bytes / 64), 64 B to 256 MiB. 1 elsewhere.
+double tree_correction(int func, int algo, int proto, uint64_t bytes);
 // NVLS bandwidth efficiency (NCCL 2.30): share of the NVLink rate that switch reductions reach.
 double nvls_efficiency(int cc);
 

@@ -23,18 +23,6 @@ IntraFabric intra_fabric(const std::string& type) {
 
 }  // namespace
 
-const char* link_kind_name(LinkKind kind) {
-  switch (kind) {
-    case LinkKind::kNvlTx: return "nvlink tx";
-    case LinkKind::kNvlRx: return "nvlink rx";
-    case LinkKind::kPcieTx: return "pcie tx";
-    case LinkKind::kPcieRx: return "pcie rx";
-    case LinkKind::kNicTx: return "nic tx";
-    case LinkKind::kNicRx: return "nic rx";
-  }
-  return "?";
-}
-
 double nccl_nvlink_bw(int cc) {
   if (cc >= 100) return 40.1;
   if (cc >= 90) return 20.6;
@@ -113,9 +101,6 @@ Topology Topology::from_config(const ClusterConfig& config) {
     }
     topo.nodes.push_back(std::move(node));
   }
-  topo.net_latency_us = config.inter_node.latency_us;
-  topo.net_oversubscription = config.inter_node.oversubscription;
-  topo.rail_optimized = config.inter_node.topology == "rail_optimized";
 
   auto label = [&](int gpu) { return topo.nodes[topo.gpus[gpu].node].id + "/gpu" + std::to_string(topo.gpus[gpu].local); };
   for (size_t g = 0; g < topo.gpus.size(); ++g) {

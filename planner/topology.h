@@ -16,7 +16,6 @@ enum class IntraFabric { kNvSwitch, kNvLinkMesh, kPcie };
 
 // Every directed resource an operation can load. Per-link accounting keys on these.
 enum class LinkKind { kNvlTx, kNvlRx, kPcieTx, kPcieRx, kNicTx, kNicRx };
-const char* link_kind_name(LinkKind kind);
 
 struct Link {
   LinkKind kind;
@@ -56,9 +55,6 @@ struct Topology {
   std::vector<Gpu> gpus;  // indexed by global rank of the cluster config
   std::vector<Nic> nics;
   std::vector<Link> links;
-  double net_latency_us = 0;
-  double net_oversubscription = 1;
-  bool rail_optimized = false;
 
   static Topology from_config(const ClusterConfig& config);
 

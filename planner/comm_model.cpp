@@ -10,6 +10,21 @@ namespace {
 
 constexpr int kMaxChannels = 64;  // NCCL's MAXCHANNELS
 
+// Per-step hardware latency for the modeled time. NCCL's own table (kHwLat) serves its tuner,
+// which only ranks algorithms; its LL step over NVLink, 0.6 us, is about half of a real one.
+// An LL step is a store crossing NVLink (through the switch on NVSwitch nodes), the
+// receiver's flag poll, its reduction and its store onward: about 1.2 us. With NCCL's 6.6 us
+// of launch that puts a small AllReduce on 8 NVLink GPUs (14 steps) near 23 us, where public
+// runs report 20-26 us. The other entries are NCCL's.
+struct StepHwLat {
+  double us[3][kNumAlgos][kNumProtos];
+  StepHwLat() {
+    std::copy(&kHwLat[0][0][0], &kHwLat[0][0][0] + 3 * kNumAlgos * kNumProtos, &us[0][0][0]);
+    us[kHwNvlink][kRing][kLL] = us[kHwNvlink][kTree][kLL] = 1.2;
+  }
+};
+const StepHwLat kStepHwLat;
+
 // NCCL's binary tree over n ranks rooted at 0: a rank's lowest set bit decides its level.
 TreeNode btree(int n, int r) {
   TreeNode t;
@@ -250,16 +265,44 @@ void CommModel::build_trees() {
   }
 }
 
+// NCCL's latency formula for one (function, algorithm, protocol), with per-step hardware
+// latencies from `hw_lat` (NCCL's table for the tuner, the measured one for time).
+double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos]) const {
+  const int n = nranks(), nodes = nnodes();
+  const int intra_hw = nvl_intra_ ? kHwNvlink : kHwPci;
+  const int hw = nodes == 1 ? intra_hw : kHwNet;
+  const int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
+  double lat = kBaseLat[a][p];
+  double intra_lat = hw_lat[intra_hw][a][p];
+  double inter_lat = ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p];
+  if (a == kRing) {
+    if (f == kReduce || f == kBroadcast) {
+      lat += nsteps * (p == kSimple ? hw_lat[hw][kTree][p] : hw_lat[hw][a][p]);
+    } else {
+      double net_overhead = nodes > 1 ? (p == kSimple ? 3.0 : 1.0) : 0.0;  // Intel CPUs: 1 us
+      intra_lat = std::max(intra_lat, net_overhead);
+      int inter_steps = nodes == 1 ? 0 : f == kAllReduce ? 2 * (nodes - 1) : nodes - 1;
+      lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+    }
+  } else if (a == kTree) {
+    if (f == kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+  } else if (a == kNvls) {
+    lat = intra_lat + (nodes > 1 ? inter_lat : 0);
+  } else if (a == kNvlsTree) {
+    lat += intra_lat + 2 * log2i(nodes) * inter_lat;
+  } else if (a == kPat) {
+    lat = 8 + log2i(nodes) * (inter_lat / 3.5) + n * 2.8;
+  }
+  return lat;
+}
+
 // NCCL's ncclTopoTuneModel for this communicator.
 void CommModel::tune() {
   const int n = nranks(), nodes = nnodes();
   if (n <= 1) return;
   const double ppn = static_cast<double>(n) / nodes;
-  const int intra_hw = nvl_intra_ ? kHwNvlink : kHwPci;
-  const int hw = nodes == 1 ? intra_hw : kHwNet;
 
   for (int f = 0; f < kNumFuncs; ++f) {
-    int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
     for (int a = 0; a < kNumAlgos; ++a) {
       if ((f == kBroadcast || f == kReduce) && a != kRing) continue;
       if ((f == kReduceScatter || f == kAllGather) && a != kPat && a != kRing && a != kNvls && a != kCollNetDirect) continue;
@@ -277,28 +320,8 @@ void CommModel::tune() {
         if (a != kNvls && a != kNvlsTree) bus = std::min(bus * efficiency(f, a, p), cap_busbw(f, a, p, g.channels));
         bw_[f][a][p] = bus * bus_to_alg(f, a);
 
-        double lat = kBaseLat[a][p];
-        double intra_lat = kHwLat[intra_hw][a][p];
-        double inter_lat = ppn == 1 ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];
-        if (a == kRing) {
-          if (f == kReduce || f == kBroadcast) {
-            lat += nsteps * (p == kSimple ? kHwLat[hw][kTree][p] : kHwLat[hw][a][p]);
-          } else {
-            double net_overhead = nodes > 1 ? (p == kSimple ? 3.0 : 1.0) : 0.0;  // Intel CPUs: 1 us
-            intra_lat = std::max(intra_lat, net_overhead);
-            int inter_steps = nodes == 1 ? 0 : f == kAllReduce ? 2 * (nodes - 1) : nodes - 1;
-            lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
-          }
-        } else if (a == kTree) {
-          if (f == kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
-        } else if (a == kNvls) {
-          lat = intra_lat + (nodes > 1 ? inter_lat : 0);
-        } else if (a == kNvlsTree) {
-          lat += intra_lat + 2 * log2i(nodes) * inter_lat;
-        } else if (a == kPat) {
-          lat = 8 + log2i(nodes) * (inter_lat / 3.5) + n * 2.8;
-        }
-        lat_[f][a][p] = lat;
+        lat_[f][a][p] = latency(f, a, p, kHwLat);
+        step_lat_[f][a][p] = latency(f, a, p, kStepHwLat.us);
       }
     }
   }

@@ -72,7 +72,8 @@ class CommModel {
  private:
   struct Pattern {
     std::vector<LinkLoad> per_byte;  // link bytes per byte of the operation
-    double worst = 0;                // max over links of coefficient / capacity (us per MB)
+    double worst_store = 0;          // max over GPU links (NVLink, PCIe) of coefficient / capacity (us per MB)
+    double worst_net = 0;            // the same over NIC links
     double hop_cost = 0;             // one channel on the slowest hop of ring 0: us per MB
   };
 
@@ -82,7 +83,9 @@ class CommModel {
   void build_trees();
   void tune();
   void choose(int func, uint64_t bytes, int* algo, int* proto) const;
-  double nccl_latency(int func, int algo, int proto, uint64_t bytes) const;
+  double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos]) const;
+  // NCCL's latency as its tuner sees it, or (for_time) with measured per-step latencies.
+  double nccl_latency(int func, int algo, int proto, uint64_t bytes, bool for_time = false) const;
   int op_channels(int algo, int proto, uint64_t bytes) const;
   const Pattern& pattern(wire::CollType coll, int algo, int root) const;
   Pattern build_pattern(wire::CollType coll, int algo, int root) const;
@@ -107,6 +110,7 @@ class CommModel {
   std::vector<std::vector<TreeNode>> trees_;
   double bw_[kNumFuncs][kNumAlgos][kNumProtos] = {};
   double lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};
+  double step_lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};
   mutable std::mutex cache_mutex_;
   mutable std::map<std::tuple<int, int, int>, Pattern> cache_;
 };

@@ -102,8 +102,8 @@ double CommModel::bus_factor(CollType coll, int n) {
   }
 }
 
-double CommModel::nccl_latency(int f, int a, int p, uint64_t bytes) const {
-  double lat = lat_[f][a][p];
+double CommModel::nccl_latency(int f, int a, int p, uint64_t bytes, bool for_time) const {
+  double lat = for_time ? step_lat_[f][a][p] : lat_[f][a][p];
   if (a == kRing && p == kSimple && nnodes() > 1 && f == kAllReduce && bytes / (channels_ * nranks()) >= 64)
     lat *= min_cc_ < 80 ? 1.9 : 1.4;  // NCCL: plateau effect of rings across nodes
   return lat;
@@ -312,8 +312,11 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
   for (size_t l = 0; l < bytes.size(); ++l) {
     if (bytes[l] <= 0) continue;
     pat.per_byte.push_back({static_cast<int>(l), bytes[l]});
-    double cap = std::max(topo_.links[l].gbytes, 1e-6);
-    pat.worst = std::max(pat.worst, bytes[l] / cap);
+    const Link& link = topo_.links[l];
+    double load = bytes[l] / std::max(link.gbytes, 1e-6);
+    bool net = link.kind == LinkKind::kNicTx || link.kind == LinkKind::kNicRx;
+    double& worst = net ? pat.worst_net : pat.worst_store;
+    worst = std::max(worst, load);
   }
   return pat;
 }
@@ -330,7 +333,7 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root, bool with_
     int a = -1, p = kSimple;
     if (f >= 0) {
       choose(f, bytes, &a, &p);
-      e.latency_us = nccl_latency(f, a, p, bytes);
+      e.latency_us = nccl_latency(f, a, p, bytes, true);
     } else {
       const bool net = nnodes() > 1;
       e.latency_us = kBaseLat[kRing][kLL] + kHwLat[net ? kHwNet : nvl_intra_ ? kHwNvlink : kHwPci][kRing][kSimple];
@@ -339,7 +342,11 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root, bool with_
     e.channels = a < 0 ? channels_ : op_channels(a, p, bytes);
     const Pattern& pat = pattern(coll, a, root);
     double eff = f >= 0 ? efficiency(f, a, p) : 1.0;
-    e.data_us = bytes * pat.worst / eff / 1e3;
+    // Ring LL's 16-byte stores (8 bytes of data) fill NVLink and PCIe packets about half
+    // way on top of the flags NCCL's efficiency counts: a quarter of the link rate, the
+    // factor NCCL's tuner used for ring LL AllReduce before 2.21. A NIC carries LL buffers whole.
+    double store_eff = a == kRing && p == kLL ? eff * 0.5 : eff;
+    e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / eff) / 1e3;
     if (f >= 0) {
       e.data_us /= tree_correction(f, a, p, bytes);
       e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));

@@ -3,7 +3,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -119,7 +121,7 @@ class Parser {
       const YAML::Node n = nodes[i];
       std::string key = "nodes[" + std::to_string(i) + "]";
       expect_map(n, key);
-      only_keys(n, key, {"id", "host", "ranks", "gpus", "nics"});
+      only_keys(n, key, {"id", "host", "ranks", "gpus", "nics", "topology_xml"});
       NodeConfig node;
       node.id = scalar<std::string>(required(n, "id", key), key + ".id", "a string");
       if (!ids.insert(node.id).second) fail(n["id"], key + ".id", "duplicate node id '" + node.id + "'");
@@ -152,7 +154,10 @@ class Parser {
       if (node.gpus.size() != node.ranks.size())
         fail(n, key, "node '" + node.id + "' lists " + std::to_string(node.ranks.size()) + " ranks but " +
                          std::to_string(node.gpus.size()) + " gpus; each rank needs exactly one GPU");
+      if (n["nics"] && n["topology_xml"])
+        fail(n["nics"], key + ".nics", "the node's NICs come from its topology_xml; give one or the other");
       if (n["nics"]) parse_nics(n["nics"], key + ".nics", node);
+      if (n["topology_xml"]) parse_topology_xml_key(n["topology_xml"], key + ".topology_xml", node);
       cfg.nodes.push_back(std::move(node));
     }
 
@@ -188,6 +193,39 @@ class Parser {
       }
       node.nics.push_back(std::move(nic));
     }
+  }
+
+  // A relative path is taken from the YAML file's directory, so a config and its XML files
+  // can move together.
+  void parse_topology_xml_key(const YAML::Node& at, const std::string& key, NodeConfig& node) {
+    auto written = scalar<std::string>(at, key, "a file path");
+    if (written.empty()) fail(at, key, "expected a file path");
+    std::filesystem::path path = written;
+    if (path.is_relative()) path = std::filesystem::path(source_).parent_path() / path;
+    node.topology_xml = path.lexically_normal().string();
+    std::shared_ptr<const NodeXml>& xml = topologies_[node.topology_xml];
+    if (!xml) {
+      std::ifstream in(node.topology_xml);
+      if (!in) fail(at, key, "cannot open '" + written + "'" + (written == node.topology_xml ? "" : " (as " + node.topology_xml + ")"));
+      std::stringstream text;
+      text << in.rdbuf();
+      try {
+        xml = std::make_shared<const NodeXml>(parse_topology_xml(text.str(), node.topology_xml));
+      } catch (const ConfigError& e) {
+        fail(at, key, e.what());
+      }
+    }
+    if (xml->gpus.size() != node.gpus.size())
+      fail(at, key, written + " describes " + std::to_string(xml->gpus.size()) + " GPUs but node '" + node.id + "' has " +
+                        std::to_string(node.gpus.size()));
+    for (size_t l = 0; l < node.gpus.size(); ++l) {
+      const GpuProfile* p = node.gpus[l];
+      int cc = p->cc_major * 10 + p->cc_minor;
+      if (xml->gpus[l].sm != cc)
+        fail(at, key, written + ": GPU dev " + std::to_string(xml->gpus[l].dev) + " has sm " + std::to_string(xml->gpus[l].sm) +
+                          " but gpus[" + std::to_string(l) + "] is " + p->name + " (sm " + std::to_string(cc) + ")");
+    }
+    node.topology = xml;
   }
 
   LinkConfig parse_link(const YAML::Node& link, const std::string& key, const std::vector<std::string>& types) {
@@ -236,6 +274,7 @@ class Parser {
   }
 
   std::string source_;
+  std::map<std::string, std::shared_ptr<const NodeXml>> topologies_;  // by resolved path
 };
 
 }  // namespace

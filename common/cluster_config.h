@@ -2,11 +2,13 @@
 // them. Units: bandwidth_gbps is Gbit/s (as network gear is rated), latency_us microseconds.
 #pragma once
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "gpu_profiles.h"
+#include "topo_xml.h"
 
 namespace fakegpu {
 
@@ -27,7 +29,12 @@ struct NodeConfig {
   std::string host;
   std::vector<int> ranks;                // global ranks placed on this node, in local order
   std::vector<const GpuProfile*> gpus;   // one per rank
-  std::vector<NicConfig> nics;           // empty: derived from fabric.inter_node
+  std::vector<NicConfig> nics;           // empty: derived from fabric.inter_node (or topology)
+  // nodes[].topology_xml: the node's NCCL topology XML, parsed here so that loading a config
+  // validates it (the cost model only reads the result). Nodes naming the same file share
+  // one parse. Empty path and null topology without the key.
+  std::string topology_xml;                 // resolved against the YAML file's directory
+  std::shared_ptr<const NodeXml> topology;
 };
 
 struct LinkConfig {

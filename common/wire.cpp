@@ -18,6 +18,10 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kShareSegment: return "ShareSegment";
     case MsgType::kCommShrink: return "CommShrink";
     case MsgType::kCommRevoke: return "CommRevoke";
+    case MsgType::kCommInfo: return "CommInfo";
+    case MsgType::kCommInfoReply: return "CommInfoReply";
+    case MsgType::kSimulate: return "Simulate";
+    case MsgType::kSimulateDone: return "SimulateDone";
   }
   return "Unknown";
 }
@@ -58,7 +62,7 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]) {
   r.u32();  // reserved
   header.request_id = r.u64();
   header.body_bytes = r.u64();
-  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kCommRevoke))
+  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kSimulateDone))
     throw WireError("unknown message type " + std::to_string(type));
   if (header.body_bytes > kMaxBodyBytes)
     throw WireError("frame body of " + std::to_string(header.body_bytes) + " bytes exceeds the limit of " +
@@ -244,6 +248,89 @@ CommRevoke CommRevoke::decode(Reader& r) {
   CommRevoke m;
   m.comm_id = r.u64();
   m.rank = r.i32();
+  return m;
+}
+
+void CommInfo::encode(Writer& w) const {
+  w.u64(comm_id);
+  w.i32(rank);
+  w.u32(flags);
+}
+CommInfo CommInfo::decode(Reader& r) {
+  CommInfo m;
+  m.comm_id = r.u64();
+  m.rank = r.i32();
+  m.flags = r.u32();
+  return m;
+}
+
+void CommInfoReply::encode(Writer& w) const {
+  w.i32(nnodes);
+  w.i32(local_ranks);
+  w.i32(local_rank);
+  w.str(bus_id);
+  w.u32(static_cast<uint32_t>(lines.size()));
+  for (const InfoLine& l : lines) {
+    w.u32(l.subsys);
+    w.str(l.text);
+  }
+  w.str(graph_xml);
+  w.str(topology_xml);
+}
+CommInfoReply CommInfoReply::decode(Reader& r) {
+  CommInfoReply m;
+  m.nnodes = r.i32();
+  m.local_ranks = r.i32();
+  m.local_rank = r.i32();
+  m.bus_id = r.str();
+  uint32_t n = r.u32();
+  for (uint32_t i = 0; i < n; ++i) {
+    InfoLine l;
+    l.subsys = r.u32();
+    l.text = r.str();
+    m.lines.push_back(std::move(l));
+  }
+  m.graph_xml = r.str();
+  m.topology_xml = r.str();
+  return m;
+}
+
+void Simulate::encode(Writer& w) const {
+  w.u32(static_cast<uint32_t>(ops.size()));
+  for (const SimOp& op : ops) {
+    w.u64(op.comm_id);
+    w.i32(op.rank);
+    w.u8(static_cast<uint8_t>(op.coll));
+    w.i32(op.root);
+    w.u64(op.bytes);
+  }
+}
+Simulate Simulate::decode(Reader& r) {
+  Simulate m;
+  uint32_t n = r.u32();
+  for (uint32_t i = 0; i < n; ++i) {
+    SimOp op;
+    op.comm_id = r.u64();
+    op.rank = r.i32();
+    uint8_t coll = r.u8();
+    if (coll >= kNumCollTypes) throw WireError("Simulate: unknown collective type " + std::to_string(coll));
+    op.coll = static_cast<CollType>(coll);
+    op.root = r.i32();
+    op.bytes = r.u64();
+    m.ops.push_back(op);
+  }
+  return m;
+}
+
+void SimulateDone::encode(Writer& w) const {
+  uint64_t bits;
+  std::memcpy(&bits, &time_us, sizeof bits);
+  w.u64(bits);
+}
+SimulateDone SimulateDone::decode(Reader& r) {
+  SimulateDone m;
+  uint64_t bits = r.u64();
+  std::memcpy(&m.time_us, &bits, sizeof bits);
   return m;
 }
 

@@ -16,7 +16,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kProtocolVersion = 3;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -43,6 +43,10 @@ enum class MsgType : uint16_t {
   kShareSegment = 12,
   kCommShrink = 13,
   kCommRevoke = 14,
+  kCommInfo = 15,
+  kCommInfoReply = 16,
+  kSimulate = 17,
+  kSimulateDone = 18,
 };
 const char* msg_type_name(MsgType type);
 
@@ -303,6 +307,67 @@ struct CollectiveDone {
   uint64_t seq = 0;
   void encode(Writer& w) const;
   static CollectiveDone decode(Reader& r);
+};
+
+// What a rank wants to know about a communicator's channels, for NCCL_DEBUG and the dump
+// files NCCL writes: asked for once per communicator, only when one of them is set.
+enum CommInfoFlags : uint32_t {
+  kInfoLines = 1,   // NCCL_DEBUG=INFO lines (channels, rings, trees, Init COMPLETE)
+  kGraphXml = 2,    // NCCL_GRAPH_DUMP_FILE
+  kTopologyXml = 4, // NCCL_TOPO_DUMP_FILE
+};
+
+struct CommInfo {
+  static constexpr MsgType kType = MsgType::kCommInfo;
+  uint64_t comm_id = 0;
+  int32_t rank = 0;
+  uint32_t flags = 0;  // CommInfoFlags
+  void encode(Writer& w) const;
+  static CommInfo decode(Reader& r);
+};
+
+// NCCL's debug subsystem bits (NCCL_DEBUG_SUBSYS) of the lines fakegpu prints.
+enum NcclSubsys : uint32_t { kSubsysInit = 0x1, kSubsysGraph = 0x20 };
+
+struct InfoLine {
+  uint32_t subsys = 0;  // NcclSubsys
+  std::string text;
+};
+
+struct CommInfoReply {
+  static constexpr MsgType kType = MsgType::kCommInfoReply;
+  int32_t nnodes = 1;       // where the rank sits, for NCCL's init line
+  int32_t local_ranks = 1;
+  int32_t local_rank = 0;
+  std::string bus_id;       // of the rank's GPU, "0000:01:00.0"
+  std::vector<InfoLine> lines;
+  std::string graph_xml;
+  std::string topology_xml;
+  void encode(Writer& w) const;
+  static CommInfoReply decode(Reader& r);
+};
+
+// ncclGroupSimulateEnd: the calls a rank's group would have made, priced without running.
+struct SimOp {
+  uint64_t comm_id = 0;
+  int32_t rank = 0;
+  CollType coll = CollType::kAllReduce;
+  int32_t root = -1;  // root, or the peer of a Send/Recv
+  uint64_t bytes = 0; // as the cost model counts them (nccl-tests' size)
+};
+
+struct Simulate {
+  static constexpr MsgType kType = MsgType::kSimulate;
+  std::vector<SimOp> ops;
+  void encode(Writer& w) const;
+  static Simulate decode(Reader& r);
+};
+
+struct SimulateDone {
+  static constexpr MsgType kType = MsgType::kSimulateDone;
+  double time_us = 0;
+  void encode(Writer& w) const;
+  static SimulateDone decode(Reader& r);
 };
 
 // Encodes a message's fixed fields.

@@ -45,6 +45,7 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
       server_(std::move(server)),
       out_(out),
       started_(std::chrono::system_clock::now()),
+      timeline_(topology_),
       max_buffer_bytes_(default_max_buffer_bytes()) {
   // The coordinator models with the NCCL_* overrides of the environment it was started in,
   // which fgpu passes on from the job's.
@@ -132,6 +133,8 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kCommDestroy: handle_comm_destroy(id, fields(wire::CommDestroy{}), header.request_id); break;
       case wire::MsgType::kCommShrink: handle_comm_shrink(id, fields(wire::CommShrink{}), header.request_id); break;
       case wire::MsgType::kCommRevoke: handle_comm_revoke(id, fields(wire::CommRevoke{}), header.request_id); break;
+      case wire::MsgType::kCommInfo: handle_comm_info(id, fields(wire::CommInfo{}), header.request_id); break;
+      case wire::MsgType::kSimulate: handle_simulate(id, fields(wire::Simulate{}), header.request_id); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
         handle_share_segment(client, msg, std::exchange(owned.fd, -1));
@@ -469,6 +472,27 @@ void Job::on_disconnect(ClientId id) {
   }
 }
 
+namespace {
+
+// A communicator's rings (ranks in ring order, from rank 0) and trees (each rank's parent, -1
+// at a root), one per channel, as the model built them.
+nlohmann::json channels_json(const planner::CommModel& model) {
+  nlohmann::json rings = nlohmann::json::array(), trees = nlohmann::json::array();
+  for (const auto& ring : model.rings()) {
+    std::vector<int> order(ring);
+    std::rotate(order.begin(), std::find(order.begin(), order.end(), 0), order.end());
+    rings.push_back(order);
+  }
+  for (const auto& tree : model.trees()) {
+    std::vector<int> parents;
+    for (const auto& node : tree) parents.push_back(node.parent);
+    trees.push_back(parents);
+  }
+  return {{"count", model.channels()}, {"rings", rings}, {"trees", trees}};
+}
+
+}  // namespace
+
 nlohmann::json Job::report() const {
   using nlohmann::json;
   json j;
@@ -508,7 +532,27 @@ nlohmann::json Job::report() const {
     total_modeled += s.modeled_us;
   }
   j["collectives"] = colls;
-  j["totals"] = {{"collective_calls", total_calls}, {"bytes", total_bytes}, {"modeled_time_us", total_modeled}};
+  j["totals"] = {{"collective_calls", total_calls},
+                 {"bytes", total_bytes},
+                 {"modeled_time_us", total_modeled},
+                 {"modeled_makespan_us", timeline_.makespan_us()}};
+  json kinds = json::array();
+  for (const auto& [key, kind] : op_kinds_) {
+    const planner::Estimate& e = kind.estimate;
+    kinds.push_back({{"communicator", key.comm},
+                     {"collective", wire::coll_type_name(key.coll)},
+                     {"bytes", key.bytes},
+                     {"calls", kind.calls},
+                     {"algorithm", e.algo_label()},
+                     {"protocol", planner::proto_name(e.proto)},
+                     {"channels", e.channels},
+                     {"modeled_time_us", e.time_us},
+                     {"algbw_gbs", e.algbw_gbs},
+                     {"busbw_gbs", e.busbw_gbs}});
+  }
+  j["operations"] = kinds;
+  if (unlisted_op_calls_) j["operations_unlisted_calls"] = unlisted_op_calls_;
+  j["links"] = timeline_.report();
   j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
                      {"socket_bytes", socket_bytes_},
                      {"segments_mapped", segments_mapped_}};
@@ -535,6 +579,7 @@ nlohmann::json Job::report() const {
     json entry = {{"id", id}, {"name", comm.name}, {"nranks", comm.members.size()}, {"global_ranks", members},
                   {"collectives", comm.collectives}};
     entry["parent"] = comm.parent ? json(comm.parent) : json(nullptr);
+    if (comm.model) entry["channels"] = channels_json(*comm.model);
     // A rank leaving without ncclCommDestroy is normal at exit; it is only worth reporting when
     // it cost a peer an operation.
     if (comm.refused > 0) entry["failure"] = comm.failure;

@@ -16,6 +16,7 @@
 #include "cluster_config.h"
 #include "comm_model.h"
 #include "executor.h"
+#include "link_timeline.h"
 #include "wire.h"
 
 namespace fakegpu::coord {
@@ -133,6 +134,7 @@ class Job {
     uint64_t collectives = 0;
     std::unique_ptr<planner::CommModel> model;  // built at its first collective
     bool unmodeled = false;                     // some rank's GPU is unknown
+    double clock_us = 0;                        // modeled time at which its last operation ends
   };
   struct InitArrival {
     ClientId client = 0;
@@ -172,6 +174,19 @@ class Job {
     uint64_t unmodeled = 0;      // calls the model could not price...
     std::string unmodeled_why;   // ...and why, the first time
   };
+  // One kind of operation as the model priced it: a communicator's calls of one collective
+  // and size share a plan.
+  struct OpKey {
+    uint64_t comm;
+    wire::CollType coll;
+    uint64_t bytes;
+    bool operator<(const OpKey& o) const { return std::tie(comm, coll, bytes) < std::tie(o.comm, o.coll, o.bytes); }
+  };
+  struct OpStats {
+    uint64_t calls = 0;
+    planner::Estimate estimate;  // of one call
+  };
+  static constexpr size_t kMaxOpKinds = 256;  // the report lists at most this many kinds
 
   // Handlers get the decoded fixed fields; a collective also gets the whole body, whose bulk
   // part (after bulk_offset) holds the rank's data.
@@ -182,6 +197,8 @@ class Job {
   void handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id);
   void handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id);
   void handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd);
+  void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
+  void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
   void handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
                          uint64_t request_id);
   void handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, RankData data,
@@ -194,7 +211,7 @@ class Job {
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
   void complete_split(Comm& parent, PendingSplit& pending);
   void complete_op(Comm& comm, uint64_t seq, PendingOp& op);
-  void count_completed(const wire::Collective& call, uint64_t bytes, Comm* modeled_on = nullptr);
+  void count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm);
   const planner::CommModel* model_of(Comm& comm);
   std::string too_big(uint64_t bytes, const std::string& what) const;
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
@@ -227,6 +244,9 @@ class Job {
   uint64_t next_comm_id_ = 1;
   uint64_t completed_ops_ = 0;
   CollStats coll_stats_[wire::kNumCollTypes];  // by CollType
+  std::map<OpKey, OpStats> op_kinds_;
+  uint64_t unlisted_op_calls_ = 0;  // calls of kinds beyond kMaxOpKinds
+  LinkTimeline timeline_;
   // How the data moved: read and written in place in shared segments, or carried in frames.
   uint64_t shared_bytes_ = 0;
   uint64_t socket_bytes_ = 0;

@@ -194,7 +194,7 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   ++comm.collectives;
   CollShape per_rank;
   coll_shape(c.coll, c.count, c.root, c.root, nranks, &per_rank);
-  count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, &comm);
+  count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, comm);
 }
 
 void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id) {
@@ -236,7 +236,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     }
     reply(receiver, p.recv_request, wire::CollectiveDone{msg.seq}, std::move(bulk));
     reply(sender, p.send_request, wire::CollectiveDone{msg.seq});
-    count_completed(p.send, bytes);
+    count_completed(p.send, bytes, comm);
   }
   comm.p2p.erase(key);
 }
@@ -248,39 +248,6 @@ void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why
   op.ranks.assign(op.ranks.size(), RankData{});
   for (size_t r = 0; r < op.request_ids.size(); ++r)
     if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);
-}
-
-// Point-to-point calls are counted but not yet modeled (the model prices patterns of every
-// rank, not one pair).
-void Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm* modeled_on) {
-  ++completed_ops_;
-  CollStats& stats = coll_stats_[static_cast<int>(call.coll)];
-  ++stats.calls;
-  stats.bytes += bytes;
-  if (const planner::CommModel* model = modeled_on ? model_of(*modeled_on) : nullptr) {
-    try {
-      planner::Estimate e = model->estimate(call.coll, bytes, call.root);
-      stats.modeled_us += e.time_us;
-      ++stats.algorithms[e.algo + 1][e.proto];
-    } catch (const planner::TuningError& e) {
-      if (!stats.unmodeled++) stats.unmodeled_why = e.what();
-    }
-  }
-}
-
-const planner::CommModel* Job::model_of(Comm& comm) {
-  if (!comm.model && !comm.unmodeled) {
-    std::vector<int> gpus;
-    for (const Member& m : comm.members) {
-      if (m.global_rank < 0 || m.global_rank >= static_cast<int>(topology_.gpus.size())) {
-        comm.unmodeled = true;
-        return nullptr;
-      }
-      gpus.push_back(m.global_rank);
-    }
-    comm.model = std::make_unique<planner::CommModel>(topology_, gpus, tuning_);
-  }
-  return comm.model.get();
 }
 
 }  // namespace fakegpu::coord

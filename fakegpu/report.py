@@ -27,6 +27,12 @@ def summarize(report: dict) -> str:
             lines.append(line)
     else:
         lines.append("collectives: none")
+    makespan = report.get("totals", {}).get("modeled_makespan_us")
+    links = report.get("links", [])
+    if makespan and links:
+        busiest = max(links, key=lambda link: link["utilization"])
+        lines.append(f"modeled timeline: {makespan:.1f} us; busiest link {busiest['link']} "
+                     f"({busiest['utilization']:.0%} busy, {human_bytes(busiest['bytes'])})")
     plane = report.get("data_plane")
     if plane:
         lines.append(f"data: {human_bytes(plane['shared_memory_bytes'])} in place in shared memory, "

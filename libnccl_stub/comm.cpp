@@ -71,9 +71,7 @@ ncclResult_t poll_comm(ncclComm* comm) {
       comm->global_rank = done.global_rank;
     }
     comm->async_error = ncclSuccess;
-    info("comm " + std::to_string(reinterpret_cast<uintptr_t>(comm)) + " rank " + std::to_string(comm->rank) +
-         " nRanks " + std::to_string(comm->nranks) + " cudaDev " + std::to_string(comm->cuda_device) +
-         " - Init COMPLETE");
+    describe_comm(comm, comm->pending_kind == ncclComm::Pending::kInit ? "ncclCommInitRank" : "ncclCommSplit");
   } catch (const NcclError& e) {
     comm->async_error = e.code();
     warn(e.what());  // the coordinator's message already names the call

@@ -77,6 +77,9 @@ void unregister_comm(ncclComm* comm);
 ncclResult_t poll_comm(ncclComm* comm);
 // Blocks until init/split has finished; returns the comm's status.
 ncclResult_t wait_comm(ncclComm* comm);
+// Logs the comm's channels (NCCL_DEBUG=INFO) and writes NCCL_GRAPH_DUMP_FILE /
+// NCCL_TOPO_DUMP_FILE once it is up; func names the call in NCCL's Init COMPLETE line.
+void describe_comm(ncclComm* comm, const char* func);
 
 // Starts joining a communicator; the result arrives asynchronously.
 ncclComm* start_init(int nranks, const ncclUniqueId& id, int rank, int cuda_device, const CommOptions& options);

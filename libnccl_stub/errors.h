@@ -2,6 +2,7 @@
 // guarded(), which every extern "C" entry point goes through.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -21,7 +22,11 @@ class NcclError : public std::runtime_error {
 // Prints one NCCL-style WARN line (unless NCCL_DEBUG asks for silence) and remembers the
 // message for ncclGetLastError.
 void warn(const std::string& message);
-void info(const std::string& message);
+// INFO lines, printed when NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS selects their subsystem
+// (wire::NcclSubsys bits).
+bool info_enabled(uint32_t subsys);
+void info(uint32_t subsys, const std::string& message);
+void info(const std::string& message);  // INIT
 std::string last_error();
 
 // Runs an API body, translating exceptions into an ncclResult_t and a WARN line that names fn.

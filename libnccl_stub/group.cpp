@@ -247,8 +247,21 @@ float group_simulate_end() {
     else
       --c->next_seq;
   }
-  finish_pending_comms(*group);
-  return 0.0f;  // there is no cost model yet; documented as 0 until there is
+  ncclResult_t status = finish_pending_comms(*group);
+  if (status != ncclSuccess && status != ncclInProgress)
+    throw NcclError(status, "a communicator of the simulated group failed to initialise");
+  // The coordinator prices the calls on each communicator's modeled channels; a
+  // non-blocking communicator still initialising has none yet and adds nothing.
+  std::map<Client*, wire::Simulate> per_client;
+  for (const CollectiveCall& c : group->calls) {
+    if (c.comm->id == 0) continue;
+    wire::Simulate& sim = per_client[c.comm->client.get()];
+    sim.ops.push_back({c.comm->id, c.comm->rank, c.desc.coll, c.desc.root, std::max(c.send_bytes, c.recv_bytes)});
+  }
+  double modeled_us = 0;
+  for (auto& [client, sim] : per_client)
+    modeled_us = std::max(modeled_us, client->submit(sim)->reply<wire::SimulateDone>().time_us);
+  return static_cast<float>(modeled_us);
 }
 
 }  // namespace fakegpu::stub

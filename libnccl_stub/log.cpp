@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "cuda_bridge.h"
 #include "errors.h"
+#include "wire.h"
 
 namespace fakegpu::stub {
 namespace {
@@ -20,6 +22,44 @@ Level debug_level() {
   if (!strcasecmp(v, "INFO") || !strcasecmp(v, "TRACE")) return Level::kInfo;
   if (!strcasecmp(v, "VERSION") || !strcasecmp(v, "NONE")) return Level::kNone;
   return Level::kWarn;
+}
+
+struct Subsys {
+  const char* name;
+  uint32_t bit;
+};
+// NCCL_DEBUG_SUBSYS names and their bits, as NCCL numbers them.
+constexpr Subsys kSubsystems[] = {{"INIT", 0x1},    {"COLL", 0x2},      {"P2P", 0x4},    {"SHM", 0x8},
+                                  {"NET", 0x10},    {"GRAPH", 0x20},    {"TUNING", 0x40}, {"ENV", 0x80},
+                                  {"ALLOC", 0x100}, {"CALL", 0x200},    {"PROXY", 0x400}, {"NVLS", 0x800},
+                                  {"BOOTSTRAP", 0x1000}, {"REG", 0x2000}, {"PROFILE", 0x4000}, {"RAS", 0x8000}};
+constexpr uint32_t kDefaultSubsys = 0x1 | 0x1000 | 0x80;  // INIT, BOOTSTRAP, ENV: NCCL's default
+
+void emit(const char* level, const std::string& message);
+
+// NCCL_DEBUG_SUBSYS: a comma list of names, "^" in front to exclude them, ALL for everything.
+// An unknown name is reported once and ignored.
+uint32_t subsys_mask() {
+  const char* v = std::getenv("NCCL_DEBUG_SUBSYS");
+  if (!v || !*v) return kDefaultSubsys;
+  const bool invert = v[0] == '^';
+  uint32_t mask = 0;
+  std::string list(v + (invert ? 1 : 0)), item;
+  for (size_t start = 0; start <= list.size();) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    item = list.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) continue;
+    uint32_t bit = 0;
+    if (!strcasecmp(item.c_str(), "ALL")) bit = ~0u;
+    for (const Subsys& s : kSubsystems)
+      if (!strcasecmp(item.c_str(), s.name)) bit = s.bit;
+    static std::once_flag reported;
+    if (!bit) std::call_once(reported, [&] { emit("WARN", "NCCL_DEBUG_SUBSYS=" + std::string(v) + ": unknown subsystem '" + item + "' ignored"); });
+    mask |= bit;
+  }
+  return invert ? ~mask : mask;
 }
 
 std::mutex g_mu;
@@ -42,9 +82,13 @@ void warn(const std::string& message) {
   if (debug_level() >= Level::kWarn) emit("WARN", message);
 }
 
-void info(const std::string& message) {
-  if (debug_level() >= Level::kInfo) emit("INFO", message);
+bool info_enabled(uint32_t subsys) { return debug_level() >= Level::kInfo && (subsys_mask() & subsys) != 0; }
+
+void info(uint32_t subsys, const std::string& message) {
+  if (info_enabled(subsys)) emit("INFO", message);
 }
+
+void info(const std::string& message) { info(wire::kSubsysInit, message); }
 
 std::string last_error() {
   std::lock_guard<std::mutex> lock(g_mu);

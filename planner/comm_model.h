@@ -25,6 +25,8 @@ struct Graph {
   double bw_inter = 0;
 };
 
+class Flows;  // a flow plan under construction (estimate.cpp)
+
 struct TreeNode {
   int parent = -1;            // comm rank, -1 at the root
   std::vector<int> children;  // comm ranks
@@ -45,8 +47,11 @@ struct Estimate {
   double fill_us = 0;     // pipeline start-up
   double algbw_gbs = 0;   // bytes / time, as nccl-tests prints
   double busbw_gbs = 0;
-  std::vector<LinkLoad> links;  // filled when asked for
+  uint64_t bytes = 0;
+  // Bytes per directed link per byte of the operation; owned by the model's cache.
+  const std::vector<LinkLoad>* per_byte_links = nullptr;
   const char* algo_label() const { return planner::algo_label(algo); }
+  std::vector<LinkLoad> link_bytes() const;  // per_byte_links scaled to this operation
 };
 
 class CommModel {
@@ -58,11 +63,19 @@ class CommModel {
   // the gathered total for AllGather/ReduceScatter/Gather/Scatter, per-rank send total for
   // AlltoAll, the message for Send/Recv. Throws TuningError when forced settings leave no
   // algorithm.
-  Estimate estimate(wire::CollType coll, uint64_t bytes, int root = 0, bool with_links = false) const;
+  Estimate estimate(wire::CollType coll, uint64_t bytes, int root = 0) const;
+
+  // One Send/Recv pair, from comm rank `from` to comm rank `to`.
+  Estimate estimate_p2p(int from, int to, uint64_t bytes) const;
 
   int nranks() const { return static_cast<int>(gpus_.size()); }
   int nnodes() const { return static_cast<int>(node_ranks_.size()); }
   int channels() const { return channels_; }
+  int nvls_channels() const { return nvls_channels_; }
+  int node_of(int rank) const { return node_of_[rank]; }                          // comm node
+  const std::vector<int>& node_ranks(int node) const { return node_ranks_[node]; }  // local order
+  int gpu_of(int rank) const { return gpus_[rank]; }  // global GPU
+  const Topology& topology() const { return topo_; }
   const std::vector<std::vector<int>>& rings() const { return rings_; }
   const std::vector<std::vector<TreeNode>>& trees() const { return trees_; }
   const Graph& graph(int algo) const { return graphs_[algo]; }
@@ -89,6 +102,8 @@ class CommModel {
   int op_channels(int algo, int proto, uint64_t bytes) const;
   const Pattern& pattern(wire::CollType coll, int algo, int root) const;
   Pattern build_pattern(wire::CollType coll, int algo, int root) const;
+  Pattern summarize(const Flows& flows) const;
+  double p2p_latency(bool inter_node) const;
   double efficiency(int func, int algo, int proto) const;
   double cap_busbw(int func, int algo, int proto, int nc) const;
   double bus_to_alg(int func, int algo) const;
@@ -113,6 +128,7 @@ class CommModel {
   double step_lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};
   mutable std::mutex cache_mutex_;
   mutable std::map<std::tuple<int, int, int>, Pattern> cache_;
+  mutable std::map<std::pair<int, int>, Pattern> p2p_cache_;  // by (from, to)
 };
 
 }  // namespace fakegpu::planner

@@ -33,6 +33,8 @@ constexpr double kSimpleStep = 512.0 * 1024;   // NCCL buffer 4 MiB over 8 steps
 constexpr double kLL128Step = 120.0 * 640 * 8 * 120 / 128;  // data part of an LL128 step
 constexpr double kLLStep = 32.0 * 1024;        // half of a 64 KiB LL step carries data
 
+}  // namespace
+
 // Accumulates bytes per link for paths between GPUs, and which channels cross each link.
 class Flows {
  public:
@@ -86,8 +88,6 @@ class Flows {
   std::vector<double> bytes_;
   std::vector<int> channels_, last_;
 };
-
-}  // namespace
 
 double CommModel::bus_factor(CollType coll, int n) {
   if (n <= 1) return coll == CollType::kAllReduce ? 0.0 : 1.0;
@@ -301,13 +301,19 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
     }
   }
 
-  Pattern pat;
+  Pattern pat = summarize(flows);
   // A ring's links are all busy from its first step, so its start-up exposes only the last
   // slice, on the slowest hop of a channel.
   if ((algo == kRing || algo == kPat) && !rings_.empty()) {
     const auto& ring = rings_[0];
     for (int i = 0; i < n; ++i) pat.hop_cost = std::max(pat.hop_cost, flows.channel_cost(g(ring[i]), g(ring[(i + 1) % n])));
   }
+  return pat;
+}
+
+// Per-byte link loads of a flow plan, and its busiest links.
+CommModel::Pattern CommModel::summarize(const Flows& flows) const {
+  Pattern pat;
   const auto& bytes = flows.bytes();
   for (size_t l = 0; l < bytes.size(); ++l) {
     if (bytes[l] <= 0) continue;
@@ -321,8 +327,49 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
   return pat;
 }
 
-Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root, bool with_links) const {
+double CommModel::p2p_latency(bool inter_node) const {
+  return kBaseLat[kRing][kLL] + kHwLat[inter_node ? kHwNet : nvl_intra_ ? kHwNvlink : kHwPci][kRing][kSimple];
+}
+
+// One message between two ranks: NCCL's p2p kernels spread it over the channels of that peer,
+// so the path's slowest link sets the rate.
+Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
   Estimate e;
+  e.channels = 1;
+  e.bytes = bytes;
+  if (from == to || bytes == 0 || nranks() <= 1) {
+    e.time_us = bytes / 1.0e6;  // a local copy at about 1 TB/s
+  } else {
+    const Pattern* pat;
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex_);
+      auto it = p2p_cache_.find({from, to});
+      if (it == p2p_cache_.end()) {
+        Flows flows(topo_);
+        flows.send(gpus_[from], gpus_[to], 1.0);
+        it = p2p_cache_.emplace(std::make_pair(from, to), summarize(flows)).first;
+      }
+      pat = &it->second;
+    }
+    e.latency_us = p2p_latency(node_of_[from] != node_of_[to]);
+    e.data_us = bytes * std::max(pat->worst_store, pat->worst_net) / 1e3;
+    e.time_us = e.latency_us + e.data_us;
+    e.per_byte_links = &pat->per_byte;
+  }
+  e.algbw_gbs = e.busbw_gbs = e.time_us > 0 ? bytes / e.time_us / 1e3 : 0;
+  return e;
+}
+
+std::vector<LinkLoad> Estimate::link_bytes() const {
+  std::vector<LinkLoad> out;
+  if (per_byte_links)
+    for (const LinkLoad& l : *per_byte_links) out.push_back({l.link, l.bytes * bytes});
+  return out;
+}
+
+Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
+  Estimate e;
+  e.bytes = bytes;
   const int n = nranks();
   const int f = func_of(coll);
   if (n <= 1 || bytes == 0) {
@@ -335,8 +382,7 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root, bool with_
       choose(f, bytes, &a, &p);
       e.latency_us = nccl_latency(f, a, p, bytes, true);
     } else {
-      const bool net = nnodes() > 1;
-      e.latency_us = kBaseLat[kRing][kLL] + kHwLat[net ? kHwNet : nvl_intra_ ? kHwNvlink : kHwPci][kRing][kSimple];
+      e.latency_us = p2p_latency(nnodes() > 1);
     }
     e.algo = a, e.proto = p;
     e.channels = a < 0 ? channels_ : op_channels(a, p, bytes);
@@ -354,8 +400,7 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root, bool with_
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat.hop_cost);
     e.time_us = e.latency_us + e.data_us + e.fill_us;
-    if (with_links)
-      for (const LinkLoad& l : pat.per_byte) e.links.push_back({l.link, l.bytes * bytes});
+    e.per_byte_links = &pat.per_byte;
   }
   e.algbw_gbs = e.time_us > 0 ? bytes / e.time_us / 1e3 : 0;
   e.busbw_gbs = e.algbw_gbs * bus_factor(coll, n);

@@ -21,6 +21,19 @@ IntraFabric intra_fabric(const std::string& type) {
   return IntraFabric::kPcie;
 }
 
+// The XML's NICs at their line rate, each with the rail GPUs among the first `used` GPUs.
+std::vector<NicConfig> xml_nics(const NodeXml& xml, size_t used) {
+  std::vector<NicConfig> nics;
+  for (const XmlNic& x : xml.nics) {
+    NicConfig nic;
+    nic.bandwidth_gbps = x.gbytes * 8.0;
+    for (int g : x.gpus)
+      if (g < static_cast<int>(used)) nic.gpus.push_back(g);
+    nics.push_back(nic);
+  }
+  return nics;
+}
+
 }  // namespace
 
 double nccl_nvlink_bw(int cc) {
@@ -44,17 +57,24 @@ Topology Topology::from_config(const ClusterConfig& config) {
   const double intra_cap = config.intra_node.bandwidth_gbps / 8.0;  // rated, per GPU
   for (size_t n = 0; n < config.nodes.size(); ++n) {
     const NodeConfig& nc = config.nodes[n];
+    // A node with a topology XML takes its fabric, NVLinks, PCIe and NICs from it rather
+    // than from the profiles and fabric.intra_node.type; the rated cap still applies.
+    const NodeXml* xml = nc.topology.get();
+    if (xml && xml->gpus.size() < nc.ranks.size())
+      throw ConfigError(nc.topology_xml + ": describes " + std::to_string(xml->gpus.size()) + " GPUs but node '" + nc.id +
+                        "' uses " + std::to_string(nc.ranks.size()));
     Node node;
     node.id = nc.id;
-    node.fabric = intra_fabric(config.intra_node.type);
+    node.fabric = intra_fabric(xml ? xml->fabric() : config.intra_node.type);
     for (size_t l = 0; l < nc.ranks.size(); ++l) {
       Gpu& gpu = topo.gpus[nc.ranks[l]];
       gpu.node = static_cast<int>(n);
       gpu.local = static_cast<int>(l);
       gpu.profile = nc.gpus[l];
       gpu.cc = gpu.profile->cc_major * 10 + gpu.profile->cc_minor;
-      gpu.nvlink_gbs = std::min(gpu.profile->nvlink_links * nccl_nvlink_bw(gpu.cc), intra_cap);
-      gpu.pcie_gbs = nccl_pcie_bw(gpu.profile->pcie_gen);
+      int nvlinks = xml ? xml->gpus[l].nvlink_count() : gpu.profile->nvlink_links;
+      gpu.nvlink_gbs = std::min(nvlinks * nccl_nvlink_bw(gpu.cc), intra_cap);
+      gpu.pcie_gbs = xml ? xml->gpus[l].pcie_gbs : nccl_pcie_bw(gpu.profile->pcie_gen);
       if (node.fabric == IntraFabric::kPcie) gpu.pcie_gbs = std::min(gpu.pcie_gbs, intra_cap);
       char bus[32];
       std::snprintf(bus, sizeof bus, "%04x:%02x:00.0", static_cast<unsigned>(n), static_cast<unsigned>(l + 1));
@@ -67,7 +87,7 @@ Topology Topology::from_config(const ClusterConfig& config) {
 
     if (config.has_inter_node) {
       double eff = transport_efficiency(config.inter_node.type);
-      std::vector<NicConfig> nics = nc.nics;
+      std::vector<NicConfig> nics = xml ? xml_nics(*xml, nc.ranks.size()) : nc.nics;
       if (nics.empty()) {
         // One NIC per GPU unless told otherwise, sharing the node's bandwidth; NIC i serves
         // an equal, contiguous block of GPUs.

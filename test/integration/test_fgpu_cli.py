@@ -64,6 +64,26 @@ class FgpuCli(unittest.TestCase):
         self.assertGreater(allreduce["modeled_time_us"], 0)
         self.assertEqual(sum(allreduce["algorithms"].values()), allreduce["calls"])
         self.assertIn("modeled", r.stdout)
+        # Per kind of operation: its plan and time; calls add up to the collective's.
+        kinds = [o for o in report["operations"] if o["collective"] == "AllReduce"]
+        self.assertEqual(sum(o["calls"] for o in kinds), allreduce["calls"])
+        for o in kinds:
+            self.assertIn(o["protocol"], ("LL", "LL128", "Simple"))
+            self.assertAlmostEqual(o["algbw_gbs"], o["bytes"] / o["modeled_time_us"] / 1e3, places=6)
+        # TP and DP overlap on the timeline: the job takes less than its operations' sum.
+        totals = report["totals"]
+        self.assertLess(totals["modeled_makespan_us"], totals["modeled_time_us"])
+        # DP crosses nodes on every rail NIC; TP stays on NVLink.
+        names = {link["link"] for link in report["links"]}
+        self.assertTrue({f"node0/nic{g} tx" for g in range(8)} <= names, names)
+        for link in report["links"]:
+            self.assertLessEqual(link["utilization"], 1.0 + 1e-9)
+        # Every communicator the model priced lists its rings and trees, one per channel.
+        world = next(c for c in report["communicators"] if c["nranks"] == 16)
+        self.assertEqual(len(world["channels"]["rings"]), world["channels"]["count"])
+        for ring in world["channels"]["rings"]:
+            self.assertEqual(sorted(ring), list(range(16)))
+        self.assertIn("modeled timeline", r.stdout)
 
     def test_returns_the_command_exit_code(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))

@@ -73,6 +73,48 @@ TEST(Planner, RingsEnterEachNodeOnTheChannelsRail) {
   }
 }
 
+// The bundled presets give what the inline clusters above give.
+ClusterConfig preset(const std::string& file) {
+  return load_cluster_config(std::string(FAKEGPU_SOURCE_DIR) + "/configs/presets/" + file);
+}
+
+void expect_dgx_channels(const std::string& file, double bw_intra) {
+  SCOPED_TRACE(file);
+  Fixture f(preset(file));
+  EXPECT_EQ(f.model.graph(kRing).channels, 12);
+  EXPECT_DOUBLE_EQ(f.model.graph(kRing).bw_intra, bw_intra);
+  EXPECT_EQ(f.model.channels(), 24);
+  ASSERT_EQ(f.model.rings().size(), 24u);
+  for (const auto& ring : f.model.rings()) EXPECT_EQ(ring, all_ranks(8));
+}
+
+TEST(Planner, DgxPresetsRingsAndChannels) {
+  expect_dgx_channels("dgx-h100-1node.yaml", 30.0);
+  expect_dgx_channels("dgx-a100-1node.yaml", 20.0);
+}
+
+TEST(Planner, DgxH100TwoNodePresetRingsCrossOnNicRails) {
+  Fixture f(preset("dgx-h100-2node.yaml"));
+  ASSERT_EQ(f.model.nranks(), 16);
+  EXPECT_EQ(f.model.nnodes(), 2);
+  ASSERT_EQ(f.topo.nics.size(), 16u);
+  const auto node = [&](int r) { return f.topo.gpus[r].node; };
+  const auto rail = [&](int r) { return f.topo.nics[f.topo.gpus[r].nic].local; };
+  for (size_t c = 0; c < f.model.rings().size(); ++c) {
+    const auto& ring = f.model.rings()[c];
+    ASSERT_EQ(ring.size(), 16u);
+    EXPECT_EQ(std::set<int>(ring.begin(), ring.end()).size(), 16u) << "ring " << c;
+    int crossings = 0;
+    for (size_t i = 0; i < ring.size(); ++i) crossings += node(ring[i]) != node(ring[(i + 1) % ring.size()]);
+    EXPECT_EQ(crossings, 2) << "ring " << c << " should leave each node once";
+    // It enters both nodes on the channel's rail, the same NIC index on each side.
+    EXPECT_EQ(node(ring[0]), 0);
+    EXPECT_EQ(node(ring[8]), 1);
+    EXPECT_EQ(rail(ring[0]), static_cast<int>(c % 8)) << "ring " << c;
+    EXPECT_EQ(rail(ring[8]), static_cast<int>(c % 8)) << "ring " << c;
+  }
+}
+
 // Across nodes the node heads form NCCL's double binary tree: every head reaches the root,
 // the two halves have different roots, and depth grows with log2 of the node count.
 TEST(Planner, TreeShapeAcrossNodes) {
@@ -163,17 +205,17 @@ TEST(Planner, SplitCommunicatorsSitOnTheirGpusAndNics) {
   Topology topo = Topology::from_config(c);
   CommModel dp(topo, {3, 11}, TuningEnv{});
   EXPECT_EQ(dp.nnodes(), 2);
-  auto e = dp.estimate(CollType::kAllReduce, 1 << 20, 0, true);
+  auto e = dp.estimate(CollType::kAllReduce, 1 << 20);
   std::set<std::string> links;
-  for (const auto& l : e.links) links.insert(topo.links[l.link].name);
+  for (const auto& l : e.link_bytes()) links.insert(topo.links[l.link].name);
   EXPECT_TRUE(links.count("node0/nic3 tx")) << "DP rank on node0/gpu3 should use its rail NIC";
   EXPECT_TRUE(links.count("node1/nic3 rx"));
   for (const auto& name : links) EXPECT_EQ(name.find("nic0"), std::string::npos) << name;
 
   CommModel tp(topo, {8, 9, 10, 11, 12, 13, 14, 15}, TuningEnv{});
   EXPECT_EQ(tp.nnodes(), 1);
-  auto t = tp.estimate(CollType::kAllReduce, 1 << 20, 0, true);
-  for (const auto& l : t.links) {
+  auto t = tp.estimate(CollType::kAllReduce, 1 << 20);
+  for (const auto& l : t.link_bytes()) {
     EXPECT_EQ(topo.links[l.link].name.rfind("node1/gpu", 0), 0u) << topo.links[l.link].name;
     EXPECT_TRUE(topo.links[l.link].kind == LinkKind::kNvlTx || topo.links[l.link].kind == LinkKind::kNvlRx);
   }
@@ -186,27 +228,27 @@ TEST(Planner, LinkBytesMatchWhatTheAlgorithmMoves) {
   TuningEnv ring;
   ring.set_algo("ring");
   Fixture f(cluster("h100-sxm", 1, 8), {}, ring);
-  auto e = f.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S), 0, true);
+  auto e = f.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S));
   ASSERT_EQ(e.algo, kRing);
   std::map<int, double> tx;
-  for (const auto& l : e.links)
+  for (const auto& l : e.link_bytes())
     if (f.topo.links[l.link].kind == LinkKind::kNvlTx) tx[f.topo.links[l.link].owner] += l.bytes;
   ASSERT_EQ(tx.size(), 8u);
   for (auto& [gpu, bytes] : tx) EXPECT_NEAR(bytes, 2.0 * 7 / 8 * S, 1.0) << "gpu " << gpu;
 
-  auto ag = f.model.estimate(CollType::kAllGather, static_cast<uint64_t>(S), 0, true);
+  auto ag = f.model.estimate(CollType::kAllGather, static_cast<uint64_t>(S));
   double total = 0;
-  for (const auto& l : ag.links)
+  for (const auto& l : ag.link_bytes())
     if (f.topo.links[l.link].kind == LinkKind::kNvlTx) total += l.bytes;
   EXPECT_NEAR(total, 8 * 7.0 / 8 * S, 8.0);
 
   TuningEnv tree;
   tree.set_algo("tree");
   Fixture t(cluster("a100-80gb", 2, 8), {}, tree);
-  auto te = t.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S), 0, true);
+  auto te = t.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S));
   ASSERT_EQ(te.algo, kTree);
   double nic_tx = 0;
-  for (const auto& l : te.links)
+  for (const auto& l : te.link_bytes())
     if (t.topo.links[l.link].kind == LinkKind::kNicTx) nic_tx += l.bytes;
   // Two nodes: each channel's tree has one inter-node edge, crossed by S/nc up and S/nc down.
   EXPECT_NEAR(nic_tx, 2 * S, 1.0);
@@ -233,7 +275,7 @@ TEST(Planner, TimeGrowsWithSizeAndBandwidthSaturates) {
 
 TEST(Planner, PointToPointUsesThePeersPathOnly) {
   Fixture f(cluster("h100-sxm", 2, 1));
-  auto e = f.model.estimate(CollType::kSend, 1ull << 30, 0, true);
+  auto e = f.model.estimate(CollType::kSend, 1ull << 30);
   EXPECT_EQ(e.algo, -1);
   EXPECT_NEAR(e.busbw_gbs, 50 * 0.95, 50 * 0.95 * 0.05);  // one NDR NIC
 }

@@ -133,6 +133,46 @@ TEST(Wire, MessagesRoundTrip) {
   EXPECT_EQ(round_trip(CollectiveDone{77}).seq, 77u);
 }
 
+TEST(Wire, ModelMessagesRoundTrip) {
+  CommInfo ci = round_trip(CommInfo{9, 3, kInfoLines | kTopologyXml});
+  EXPECT_EQ(ci.comm_id, 9u);
+  EXPECT_EQ(ci.rank, 3);
+  EXPECT_EQ(ci.flags, uint32_t{kInfoLines | kTopologyXml});
+
+  CommInfoReply reply;
+  reply.nnodes = 2;
+  reply.local_ranks = 8;
+  reply.local_rank = 5;
+  reply.bus_id = "0001:06:00.0";
+  reply.lines = {{0x1, "Channel 00/24 : 0 1"}, {0x20, "Ring 00 : 7 -> 0 -> 1"}};
+  reply.graph_xml = "<graphs/>";
+  reply.topology_xml = "<system/>";
+  CommInfoReply r2 = round_trip(reply);
+  EXPECT_EQ(r2.nnodes, 2);
+  EXPECT_EQ(r2.local_ranks, 8);
+  EXPECT_EQ(r2.local_rank, 5);
+  EXPECT_EQ(r2.bus_id, "0001:06:00.0");
+  ASSERT_EQ(r2.lines.size(), 2u);
+  EXPECT_EQ(r2.lines[1].subsys, 0x20u);
+  EXPECT_EQ(r2.lines[1].text, "Ring 00 : 7 -> 0 -> 1");
+  EXPECT_EQ(r2.graph_xml, "<graphs/>");
+  EXPECT_EQ(r2.topology_xml, "<system/>");
+
+  Simulate sim;
+  sim.ops = {{4, 1, CollType::kAllGather, -1, 1u << 20}, {4, 1, CollType::kSend, 2, 64}};
+  Simulate s2 = round_trip(sim);
+  ASSERT_EQ(s2.ops.size(), 2u);
+  EXPECT_EQ(s2.ops[0].coll, CollType::kAllGather);
+  EXPECT_EQ(s2.ops[0].bytes, 1u << 20);
+  EXPECT_EQ(s2.ops[1].root, 2);
+  EXPECT_DOUBLE_EQ(round_trip(SimulateDone{12.75}).time_us, 12.75);
+
+  // A collective type past the enum is a wire error, not a cast.
+  auto bytes = encode_fields(sim);
+  bytes[4 + 8 + 4] = 200;
+  EXPECT_THROW(decode_fields<Simulate>(bytes.data(), bytes.size()), WireError);
+}
+
 TEST(Wire, TruncatedAndTrailingFieldsAreErrors) {
   auto bytes = encode_fields(CommInit{});
   EXPECT_THROW(decode_fields<CommInit>(bytes.data(), bytes.size() - 1), WireError);

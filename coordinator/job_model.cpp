@@ -1,0 +1,118 @@
+// The job's use of the cost model: pricing completed operations onto the modeled timeline,
+// describing a communicator's channels the way NCCL logs them, and ncclGroupSimulateEnd.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "job.h"
+#include "nccl_info.h"
+#include "topo_xml_dump.h"
+
+namespace fakegpu::coord {
+
+using wire::CollType;
+using wire::Status;
+
+// Prices the call on its communicator's GPUs and places it on the job's modeled timeline.
+void Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm) {
+  ++completed_ops_;
+  CollStats& stats = coll_stats_[static_cast<int>(call.coll)];
+  ++stats.calls;
+  stats.bytes += bytes;
+  const planner::CommModel* model = model_of(comm);
+  if (!model) return;
+  planner::Estimate e;
+  try {
+    e = call.coll == CollType::kSend ? model->estimate_p2p(call.rank, call.root, bytes)
+                                     : model->estimate(call.coll, bytes, call.root);
+  } catch (const planner::TuningError& err) {
+    if (!stats.unmodeled++) stats.unmodeled_why = err.what();
+    return;
+  }
+  stats.modeled_us += e.time_us;
+  ++stats.algorithms[e.algo + 1][e.proto];
+  timeline_.place(&comm.clock_us, e);
+  auto it = op_kinds_.find(OpKey{comm.id, call.coll, bytes});
+  if (it == op_kinds_.end() && op_kinds_.size() < kMaxOpKinds)
+    it = op_kinds_.emplace(OpKey{comm.id, call.coll, bytes}, OpStats{0, e}).first;
+  if (it != op_kinds_.end())
+    ++it->second.calls;
+  else
+    ++unlisted_op_calls_;
+}
+
+const planner::CommModel* Job::model_of(Comm& comm) {
+  if (!comm.model && !comm.unmodeled) {
+    std::vector<int> gpus;
+    for (const Member& m : comm.members) {
+      if (m.global_rank < 0 || m.global_rank >= static_cast<int>(topology_.gpus.size())) {
+        comm.unmodeled = true;
+        return nullptr;
+      }
+      gpus.push_back(m.global_rank);
+    }
+    comm.model = std::make_unique<planner::CommModel>(topology_, gpus, tuning_);
+  }
+  return comm.model.get();
+}
+
+void Job::handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id) {
+  Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id, nullptr, /*allow_failed=*/true);
+  if (!comm) return;
+  const planner::CommModel* model = model_of(*comm);
+  if (!model) {
+    reply_error(id, request_id, Status::kInvalidUsage,
+                fmt::format("communicator {}: not every rank's GPU is in the cluster config, so it has no modeled "
+                            "channels to describe",
+                            comm->id));
+    return;
+  }
+  wire::CommInfoReply out;
+  planner::RankPlace place = planner::rank_place(*model, msg.rank);
+  out.nnodes = place.nnodes;
+  out.local_ranks = place.local_ranks;
+  out.local_rank = place.local_rank;
+  out.bus_id = topology_.gpus[model->gpu_of(msg.rank)].bus_id;
+  if (msg.flags & wire::kInfoLines) out.lines = planner::init_info_lines(*model, msg.rank);
+  if (msg.flags & wire::kGraphXml) out.graph_xml = planner::graph_xml(*model, msg.rank);
+  if (msg.flags & wire::kTopologyXml)
+    out.topology_xml = planner::topology_xml(topology_, topology_.gpus[model->gpu_of(msg.rank)].node);
+  reply(id, request_id, out);
+}
+
+// A group's calls run nothing: each is priced on its communicator. Calls of one communicator
+// run one after another, its Send/Recv side by side; communicators run side by side.
+void Job::handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id) {
+  std::map<uint64_t, std::pair<double, double>> per_comm;  // comm -> (collectives, longest p2p)
+  for (const wire::SimOp& op : msg.ops) {
+    Comm* comm = member_comm(id, op.comm_id, op.rank, request_id, nullptr, /*allow_failed=*/true);
+    if (!comm) return;
+    const planner::CommModel* model = model_of(*comm);
+    if (!model) continue;  // unknown GPUs: nothing to price
+    const int n = static_cast<int>(comm->members.size());
+    const bool p2p = op.coll == CollType::kSend || op.coll == CollType::kRecv;
+    if (op.root >= n || (p2p && op.root < 0)) {
+      reply_error(id, request_id, Status::kInvalidArgument,
+                  fmt::format("ncclGroupSimulateEnd: {} with root/peer {} on communicator {} of {} ranks",
+                              wire::coll_type_name(op.coll), op.root, comm->id, n));
+      return;
+    }
+    try {
+      auto& [colls, longest_p2p] = per_comm[comm->id];
+      if (op.coll == CollType::kSend)
+        longest_p2p = std::max(longest_p2p, model->estimate_p2p(op.rank, op.root, op.bytes).time_us);
+      else if (op.coll == CollType::kRecv)
+        longest_p2p = std::max(longest_p2p, model->estimate_p2p(op.root, op.rank, op.bytes).time_us);
+      else
+        colls += model->estimate(op.coll, op.bytes, std::max(0, op.root)).time_us;
+    } catch (const planner::TuningError& e) {
+      reply_error(id, request_id, Status::kInvalidUsage, std::string("ncclGroupSimulateEnd: ") + e.what());
+      return;
+    }
+  }
+  wire::SimulateDone done;
+  for (const auto& [comm, times] : per_comm) done.time_us = std::max(done.time_us, times.first + times.second);
+  reply(id, request_id, done);
+}
+
+}  // namespace fakegpu::coord

@@ -1,0 +1,71 @@
+#include "link_timeline.h"
+
+#include <algorithm>
+
+namespace fakegpu::coord {
+
+LinkTimeline::LinkTimeline(const planner::Topology& topo) : topo_(topo) {}
+
+int LinkTimeline::intern(const std::vector<planner::LinkLoad>* per_byte) {
+  auto [it, fresh] = plan_index_.emplace(per_byte, static_cast<int>(plans_.size()));
+  if (!fresh) return it->second;
+  Plan plan;
+  plan.per_byte = per_byte;
+  // The busiest link is busy for the whole data phase; the others for their share of it.
+  auto load = [&](const planner::LinkLoad& l) { return l.bytes / std::max(topo_.links[l.link].gbytes, 1e-6); };
+  double busiest = 0;
+  for (const planner::LinkLoad& l : *per_byte) busiest = std::max(busiest, load(l));
+  for (const planner::LinkLoad& l : *per_byte) plan.busy_share.push_back(busiest > 0 ? load(l) / busiest : 0);
+  const int me = it->second;
+  std::vector<char> mine(topo_.links.size(), 0);
+  for (const planner::LinkLoad& l : *per_byte) mine[l.link] = 1;
+  plan.sharing.push_back(me);
+  for (int other = 0; other < me; ++other) {
+    const auto& theirs = *plans_[other].per_byte;
+    if (std::any_of(theirs.begin(), theirs.end(), [&](const planner::LinkLoad& l) { return mine[l.link]; })) {
+      plan.sharing.push_back(other);
+      plans_[other].sharing.push_back(me);
+    }
+  }
+  plans_.push_back(std::move(plan));
+  return me;
+}
+
+LinkTimeline::Span LinkTimeline::place(double* comm_clock_us, const planner::Estimate& e) {
+  Span span;
+  span.start_us = *comm_clock_us;
+  double wait = 0;
+  if (e.per_byte_links && !e.per_byte_links->empty()) {
+    Plan& plan = plans_[intern(e.per_byte_links)];
+    const double data_start = span.start_us + e.latency_us;
+    for (int other : plan.sharing) wait = std::max(wait, plans_[other].data_end_us - data_start);
+    plan.data_end_us = data_start + wait + e.data_us;
+    plan.bytes += static_cast<double>(e.bytes);
+    plan.data_us += e.data_us;
+  }
+  span.end_us = span.start_us + e.time_us + wait;
+  *comm_clock_us = span.end_us;
+  makespan_us_ = std::max(makespan_us_, span.end_us);
+  return span;
+}
+
+nlohmann::json LinkTimeline::report() const {
+  std::vector<double> bytes(topo_.links.size(), 0.0), busy(topo_.links.size(), 0.0);
+  for (const Plan& plan : plans_)
+    for (size_t i = 0; i < plan.per_byte->size(); ++i) {
+      const planner::LinkLoad& l = (*plan.per_byte)[i];
+      bytes[l.link] += l.bytes * plan.bytes;
+      busy[l.link] += plan.busy_share[i] * plan.data_us;
+    }
+  nlohmann::json links = nlohmann::json::array();
+  for (size_t l = 0; l < bytes.size(); ++l) {
+    if (bytes[l] <= 0) continue;
+    links.push_back({{"link", topo_.links[l].name},
+                     {"bytes", static_cast<uint64_t>(bytes[l] + 0.5)},
+                     {"busy_us", busy[l]},
+                     {"utilization", makespan_us_ > 0 ? busy[l] / makespan_us_ : 0.0}});
+  }
+  return links;
+}
+
+}  // namespace fakegpu::coord

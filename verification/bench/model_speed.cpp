@@ -1,0 +1,67 @@
+// What modeling one operation costs the coordinator: the cost model's estimate plus placing the
+// operation on the job's link timeline, as Job::count_completed does for every completed call.
+// Prints nanoseconds per operation for a 16-rank and a 1024-rank communicator, and the time
+// to build each communicator's model. Usage: model_speed [OPS]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+
+#include "cluster_config.h"
+#include "comm_model.h"
+#include "link_timeline.h"
+
+using namespace fakegpu;
+
+namespace {
+
+ClusterConfig h100_nodes(int nodes) {
+  std::string y = "version: 1\ncluster: {name: bench}\nnodes:\n";
+  int rank = 0;
+  for (int n = 0; n < nodes; ++n) {
+    y += "  - {id: n" + std::to_string(n) + ", ranks: [";
+    for (int g = 0; g < 8; ++g) y += (g ? ", " : "") + std::to_string(rank++);
+    y += "], gpus: [";
+    for (int g = 0; g < 8; ++g) y += g ? ", {profile: h100}" : "{profile: h100}";
+    y += "]}\n";
+  }
+  y += "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n"
+       "  inter_node: {type: infiniband, bandwidth_gbps: 3200, latency_us: 5}\n";
+  return parse_cluster_config(y, "bench.yaml");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void run(int nodes, long ops) {
+  ClusterConfig config = h100_nodes(nodes);
+  planner::Topology topo = planner::Topology::from_config(config);
+  std::vector<int> gpus(config.world_size());
+  std::iota(gpus.begin(), gpus.end(), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  planner::CommModel model(topo, gpus, planner::TuningEnv{});
+  double build_s = seconds_since(t0);
+  coord::LinkTimeline timeline(topo);
+  double clock = 0, sink = 0;
+  const wire::CollType colls[] = {wire::CollType::kAllReduce, wire::CollType::kAllGather, wire::CollType::kReduceScatter};
+  t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < ops; ++i) {
+    uint64_t bytes = uint64_t{8} << (i % 30);  // 8 B .. 4 GiB
+    planner::Estimate e = model.estimate(colls[i % 3], bytes);
+    sink += timeline.place(&clock, e).end_us;
+  }
+  double per_op_ns = seconds_since(t0) / ops * 1e9;
+  std::printf("%5d ranks: model built in %.1f ms; %.0f ns per modeled operation (%ld ops, checksum %.3g)\n",
+              config.world_size(), build_s * 1e3, per_op_ns, ops, sink);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long ops = argc > 1 ? std::atol(argv[1]) : 1000000;
+  run(2, ops);
+  run(128, ops);
+  return 0;
+}

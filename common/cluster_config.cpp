@@ -232,7 +232,7 @@ class Parser {
     expect_map(link, key);
     bool inter = key == "fabric.inter_node";
     if (inter)
-      only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription", "topology", "nics_per_node"});
+      only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription", "topology", "nics_per_node", "sharp"});
     else
       only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription"});
     LinkConfig out;
@@ -258,13 +258,14 @@ class Parser {
       out.nics_per_node = scalar<int>(link["nics_per_node"], key + ".nics_per_node", "an integer");
       if (out.nics_per_node < 1) fail(link["nics_per_node"], key + ".nics_per_node", "must be >= 1");
     }
+    if (link["sharp"]) out.sharp = scalar<bool>(link["sharp"], key + ".sharp", "true or false");
     return out;
   }
 
   void parse_fabric(const YAML::Node& fabric, ClusterConfig& cfg) {
     expect_map(fabric, "fabric");
     only_keys(fabric, "fabric", {"intra_node", "inter_node"});
-    cfg.intra_node = parse_link(required(fabric, "intra_node", "fabric"), "fabric.intra_node", {"nvlink", "nvswitch", "pcie"});
+    cfg.intra_node = parse_link(required(fabric, "intra_node", "fabric"), "fabric.intra_node", {"nvlink", "nvswitch", "nvlink_bridge", "pcie"});
     if (fabric["inter_node"]) {
       cfg.inter_node = parse_link(fabric["inter_node"], "fabric.inter_node", {"infiniband", "roce", "ethernet"});
       cfg.has_inter_node = true;

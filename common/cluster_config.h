@@ -44,6 +44,7 @@ struct LinkConfig {
   double oversubscription = 1.0;  // >= 1: how much the fabric is oversubscribed
   std::string topology = "fat_tree";  // inter_node only: fat_tree or rail_optimized
   int nics_per_node = 0;              // inter_node only: 0 means one NIC per GPU
+  bool sharp = false;                 // inter_node only: switches reduce in the network (SHARP)
 };
 
 struct ClusterConfig {

@@ -92,7 +92,9 @@ void CommModel::place(const Topology& topo) {
   for (auto& ranks : node_ranks_) {
     ppn_ = std::max<int>(ppn_, ranks.size());
     const Node& node = topo.nodes[topo.gpus[gpus_[ranks[0]]].node];
-    if (ranks.size() > 1 && node.fabric == IntraFabric::kPcie) nvl_intra_ = false;
+    for (size_t i = 0; i < ranks.size(); ++i)  // every pair of the node on NVLink, or NCCL sees PCIe
+      for (size_t j = i + 1; j < ranks.size(); ++j)
+        if (!topo.nvlink_between(gpus_[ranks[i]], gpus_[ranks[j]])) nvl_intra_ = false;
     if (node.fabric != IntraFabric::kNvSwitch) nvswitch_ = false;
   }
 }
@@ -213,6 +215,32 @@ void CommModel::search_graphs() {
     nvls_channels_ = min_cc_ >= 100 ? 32 : 16;
   }
 
+  // CollNet on a network that reduces in its switches: one channel per NIC of a node (its
+  // head GPU sends the node's share up), at what that NIC and the head's PCIe take.
+  if (inter && topo_.sharp) {
+    int heads = kMaxChannels;
+    double per_head = 1e9;
+    for (auto& ranks : node_ranks_) {
+      std::set<int> nics;
+      for (int r : ranks) {
+        const Gpu& g = topo_.gpus[gpus_[r]];
+        if (g.nic < 0) continue;
+        nics.insert(g.nic);
+        per_head = std::min(per_head, std::min(g.pcie_gbs, topo_.nics[g.nic].line_gbytes));
+      }
+      heads = std::min<int>(heads, nics.size());
+    }
+    if (heads > 0) {
+      double s = speeds.speeds[speeds.count - 1];
+      for (int k = 0; k < speeds.count; ++k)
+        if (speeds.speeds[k] <= per_head + 1e-9) {
+          s = speeds.speeds[k];
+          break;
+        }
+      graphs_[kCollNetDirect] = graphs_[kCollNetChain] = Graph{heads, s, s};
+    }
+  }
+
   channels_ = std::min(kMaxChannels, ring.channels * 2);
   if (env_.max_channels > 0) channels_ = std::min(channels_, env_.max_channels);
   if (env_.min_channels > 0) channels_ = std::max(channels_, std::min(env_.min_channels, kMaxChannels));
@@ -266,15 +294,16 @@ void CommModel::build_trees() {
 }
 
 // NCCL's latency formula for one (function, algorithm, protocol), with per-step hardware
-// latencies from `hw_lat` (NCCL's table for the tuner, the measured one for time).
-double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos]) const {
+// latencies from `hw_lat` (NCCL's table for the tuner, the measured one for time), network
+// steps no faster than net_floor_us.
+double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us) const {
   const int n = nranks(), nodes = nnodes();
   const int intra_hw = nvl_intra_ ? kHwNvlink : kHwPci;
   const int hw = nodes == 1 ? intra_hw : kHwNet;
   const int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
   double lat = kBaseLat[a][p];
   double intra_lat = hw_lat[intra_hw][a][p];
-  double inter_lat = ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p];
+  double inter_lat = std::max(ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p], net_floor_us);
   if (a == kRing) {
     if (f == kReduce || f == kBroadcast) {
       lat += nsteps * (p == kSimple ? hw_lat[hw][kTree][p] : hw_lat[hw][a][p]);
@@ -286,6 +315,11 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
     }
   } else if (a == kTree) {
     if (f == kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+  } else if (a == kCollNetDirect) {
+    const int ppn = n / nodes;
+    lat += 2 * (std::min(1, ppn - 1) * intra_lat + (ppn - 1) * 0.4) + inter_lat;  // 0.4 us per arity step
+  } else if (a == kCollNetChain) {
+    lat += 2 * (n / nodes - 1) * intra_lat + inter_lat;
   } else if (a == kNvls) {
     lat = intra_lat + (nodes > 1 ? inter_lat : 0);
   } else if (a == kNvlsTree) {
@@ -307,33 +341,45 @@ void CommModel::tune() {
       if ((f == kBroadcast || f == kReduce) && a != kRing) continue;
       if ((f == kReduceScatter || f == kAllGather) && a != kPat && a != kRing && a != kNvls && a != kCollNetDirect) continue;
       if (f == kAllReduce && a == kPat) continue;
+      const bool collnet = a == kCollNetDirect || a == kCollNetChain;
+      if (collnet && f != kAllReduce) continue;  // CollNet AllGather/ReduceScatter need plugin support
       const Graph& g = graphs_[a];
       if (g.channels == 0) continue;
       for (int p = 0; p < kNumProtos; ++p) {
         if ((a == kNvls || a == kNvlsTree || a == kPat) && p != kSimple) continue;
         if (a == kPat && !(nodes == n && min_cc_ >= 60)) continue;
-        double bw = nodes <= 2 ? g.bw_intra : g.bw_inter;
+        if (collnet && p != kSimple) continue;
+        double bw = nodes <= 2 || collnet ? g.bw_intra : g.bw_inter;
         if (a == kNvls) bw = f == kAllReduce ? std::min(g.bw_intra, g.bw_inter) : std::min(g.bw_intra * (ppn - 1) / ppn, g.bw_inter * 0.9);
         if (a == kNvlsTree) bw = std::min(g.bw_intra, nodes <= 2 ? g.bw_inter : g.bw_inter / 2);
         double bus = g.channels * bw;
         // NCCL's refinements (NVLS has its own formula above).
         if (a != kNvls && a != kNvlsTree) bus = std::min(bus * efficiency(f, a, p), cap_busbw(f, a, p, g.channels));
+        if (a == kCollNetDirect) {  // full speed needs a NIC per GPU: NCCL discounts the GPU/NIC ratio
+          double factor = ppn / g.channels;
+          bus /= factor - (factor - 1) / 2;
+          if (min_cc_ >= 90) bus *= 0.85;
+        }
         bw_[f][a][p] = bus * bus_to_alg(f, a);
 
-        lat_[f][a][p] = latency(f, a, p, kHwLat);
-        step_lat_[f][a][p] = latency(f, a, p, kStepHwLat.us);
+        lat_[f][a][p] = latency(f, a, p, kHwLat, 0);
+        // A step across the network takes at least the network's own latency.
+        step_lat_[f][a][p] = latency(f, a, p, kStepHwLat.us, topo_.net_latency_us);
       }
     }
   }
 
   // Enables: NVLS Tree needs several nodes; NVLS across nodes and CollNet need a SHARP
-  // network, which is not modeled; LL128 needs NVLink inside nodes and one GPU generation.
+  // network and NCCL_COLLNET_ENABLE=1, CollNet Direct NVSwitch nodes; LL128 needs NVLink
+  // inside nodes and one GPU generation.
   for (int f = 0; f < kNumFuncs; ++f)
     for (int a = 0; a < kNumAlgos; ++a)
       for (int p = 0; p < kNumProtos; ++p) {
         bool on = env_.algo_enabled[f][a];
         if (nodes == 1 && a == kNvlsTree) on = false;
-        if (a == kCollNetDirect || a == kCollNetChain || (a == kNvls && nodes > 1)) on = false;
+        const bool sharp = topo_.sharp && env_.collnet_enable && nodes > 1;
+        if ((a == kCollNetDirect || a == kCollNetChain || (a == kNvls && nodes > 1)) && !sharp) on = false;
+        if (a == kCollNetDirect && !nvswitch_) on = false;
         int pe = env_.proto_enabled[f][p];
         if (pe == 2) pe = (nvl_intra_ || ppn_ == 1) && min_cc_ == max_cc_ && min_cc_ >= 70;
         if (!on || !pe) bw_[f][a][p] = 0;

@@ -72,6 +72,7 @@ class CommModel {
   int nnodes() const { return static_cast<int>(node_ranks_.size()); }
   int channels() const { return channels_; }
   int nvls_channels() const { return nvls_channels_; }
+  bool nvlink_inside_nodes() const { return nvl_intra_; }  // every pair of a node on NVLink
   int node_of(int rank) const { return node_of_[rank]; }                          // comm node
   const std::vector<int>& node_ranks(int node) const { return node_ranks_[node]; }  // local order
   int gpu_of(int rank) const { return gpus_[rank]; }  // global GPU
@@ -96,7 +97,7 @@ class CommModel {
   void build_trees();
   void tune();
   void choose(int func, uint64_t bytes, int* algo, int* proto) const;
-  double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos]) const;
+  double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us) const;
   // NCCL's latency as its tuner sees it, or (for_time) with measured per-step latencies.
   double nccl_latency(int func, int algo, int proto, uint64_t bytes, bool for_time = false) const;
   int op_channels(int algo, int proto, uint64_t bytes) const;

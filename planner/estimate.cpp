@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "comm_model.h"
 
@@ -47,7 +48,7 @@ class Flows {
     const Gpu& a = topo_.gpus[from];
     const Gpu& z = topo_.gpus[to];
     if (a.node == z.node) {
-      bool nvl = topo_.nodes[a.node].fabric != IntraFabric::kPcie;
+      bool nvl = topo_.nvlink_between(from, to);
       out[0] = nvl ? topo_.nvl_tx(from) : topo_.pcie_tx(from);
       out[1] = nvl ? topo_.nvl_rx(to) : topo_.pcie_rx(to);
       return 2;
@@ -63,6 +64,13 @@ class Flows {
     int links[4];
     int count = path(from, to, links);
     for (int i = 0; i < count; ++i) add(links[i], b, channel);
+  }
+  // To and from a switch that reduces in the network (SHARP): the GPU's PCIe and its NIC.
+  void to_network(int gpu, double b) {
+    add(topo_.pcie_tx(gpu), b, 0), add(topo_.nic_tx(topo_.gpus[gpu].nic), b, 0);
+  }
+  void from_network(int gpu, double b) {
+    add(topo_.nic_rx(topo_.gpus[gpu].nic), b, 0), add(topo_.pcie_rx(gpu), b, 0);
   }
   void nvlink(int gpu, double tx, double rx, int channel = 0) {
     add(topo_.nvl_tx(gpu), tx, channel), add(topo_.nvl_rx(gpu), rx, channel);
@@ -128,6 +136,7 @@ void CommModel::choose(int f, uint64_t bytes, int* algo, int* proto) const {
 // NCCL uses fewer channels (and threads) when a message is too small to feed them all.
 int CommModel::op_channels(int a, int p, uint64_t bytes) const {
   if (a == kNvls || a == kNvlsTree) return nvls_channels_;
+  if (a == kCollNetDirect || a == kCollNetChain) return graphs_[a].channels;
   int threads = p == kLL128 ? 640 : 512;
   if (a == kRing && p == kSimple && graphs_[kRing].bw_intra * graphs_[kRing].channels <= 12.0) threads = 256;
   double threshold = p == kSimple ? 64 : 8;
@@ -268,6 +277,12 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
         else flows.nvlink(g(r), 1 + 1 / k, 1 + 1 / k);
       }
     }
+    if (algo == kNvls && nnodes() > 1) {
+      // NVLS with SHARP: each GPU sends its share of the node's reduction to the network and
+      // gets the global result of that share back.
+      for (auto& ranks : node_ranks_)
+        for (int r : ranks) flows.to_network(g(r), 1.0 / ranks.size()), flows.from_network(g(r), 1.0 / ranks.size());
+    }
     if (algo == kNvlsTree) {
       // Across nodes, each local GPU heads its share over its own rail, on both halves of
       // the double binary tree.
@@ -282,6 +297,29 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
             double w = 0.5 / ppn_;
             flows.send(g(a), g(b), w), flows.send(g(b), g(a), w);
           }
+    }
+  } else if (algo == kCollNetDirect || algo == kCollNetChain) {
+    // Each NIC's head GPU owns an equal share of the buffer: the node reduces every share onto
+    // its head (directly, or along a chain from the head), the head exchanges it with the
+    // network's switches, and the result comes back the same way.
+    for (auto& ranks : node_ranks_) {
+      std::vector<int> heads;
+      std::set<int> nics;
+      for (int r : ranks)
+        if (int nic = topo_.gpus[g(r)].nic; nic >= 0 && nics.insert(nic).second) heads.push_back(r);
+      const double share = 1.0 / heads.size();
+      for (size_t h = 0; h < heads.size(); ++h) {
+        flows.to_network(g(heads[h]), share), flows.from_network(g(heads[h]), share);
+        if (algo == kCollNetDirect) {
+          for (int r : ranks) flows.send(g(r), g(heads[h]), share), flows.send(g(heads[h]), g(r), share);
+        } else {
+          size_t at = std::find(ranks.begin(), ranks.end(), heads[h]) - ranks.begin();
+          for (size_t i = 1; i < ranks.size(); ++i) {
+            int up = ranks[(at + i - 1) % ranks.size()], down = ranks[(at + i) % ranks.size()];
+            flows.send(g(down), g(up), share, static_cast<int>(h)), flows.send(g(up), g(down), share, static_cast<int>(h));
+          }
+        }
+      }
     }
   } else {  // point-to-point patterns
     for (int r = 0; r < n; ++r) {

@@ -62,7 +62,7 @@ int p2p_channels_per_peer(const CommModel& model) {
     const Gpu& g = topo.gpus[model.gpu_of(r)];
     const Node& node = topo.nodes[g.node];
     int local = 2;
-    if (node.fabric != IntraFabric::kPcie && g.nvlink_gbs > 0) {
+    if (model.nvlink_inside_nodes() && g.nvlink_gbs > 0) {
       double path = node.fabric == IntraFabric::kNvSwitch ? g.nvlink_gbs : g.nvlink_gbs / std::max<size_t>(1, node.gpus.size() - 1);
       local = 2 * std::max(1, static_cast<int>(path / nccl_nvlink_bw(g.cc)));
     }
@@ -103,10 +103,11 @@ std::vector<wire::InfoLine> init_info_lines(const CommModel& model, int rank) {
     trees += format(" [%d] %d/%d/%d->%d->%d", static_cast<int>(c), down[0], down[1], down[2], rank, t.parent);
   }
   lines.push_back({wire::kSubsysInit, trees});
+  // NCCL prints the communicator's channel count for CollNet too.
   lines.push_back({wire::kSubsysInit, format("%d coll channels, %d collnet channels, %d nvls channels, %d p2p channels, "
-                                    "%d p2p channels per peer",
-                                    model.channels(), 0, model.nvls_channels(), p2p_channels(model),
-                                    p2p_channels_per_peer(model))});
+                                             "%d p2p channels per peer",
+                                             model.channels(), model.channels(), model.nvls_channels(),
+                                             p2p_channels(model), p2p_channels_per_peer(model))});
   return lines;
 }
 
@@ -114,7 +115,7 @@ std::string graph_xml(const CommModel& model, int rank) {
   const int node = model.node_of(rank);
   const bool net = model.nnodes() > 1;
   const Topology& topo = model.topology();
-  const bool nvl = topo.nodes[topo.gpus[model.gpu_of(rank)].node].fabric != IntraFabric::kPcie;
+  const bool nvl = model.nvlink_inside_nodes();
   // NCCL's graph ids and patterns: ring 4, balanced tree 1, CollNet direct 6 and chain 3, NVLS 5.
   struct Entry {
     int algo, pattern;

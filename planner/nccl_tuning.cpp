@@ -151,6 +151,7 @@ TuningEnv TuningEnv::from_environment() {
   env.min_channels = env_int("NCCL_MIN_NCHANNELS", 0);
   env.max_channels = env_int("NCCL_MAX_NCHANNELS", 0);
   env.nvls_enable = env_int("NCCL_NVLS_ENABLE", 2);
+  env.collnet_enable = env_int("NCCL_COLLNET_ENABLE", 0) != 0;
   return env;
 }
 

@@ -55,7 +55,8 @@ class TuningError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS and NCCL_NVLS_ENABLE.
+// NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_NVLS_ENABLE and
+// NCCL_COLLNET_ENABLE.
 struct TuningEnv {
   bool algo_enabled[kNumFuncs][kNumAlgos];
   int proto_enabled[kNumFuncs][kNumProtos];  // 2: LL128 "enabled where NCCL enables it"
@@ -64,6 +65,7 @@ struct TuningEnv {
   int min_channels = 0;  // 0: not set
   int max_channels = 0;
   int nvls_enable = 2;   // 0 off, 1 on, 2 auto
+  bool collnet_enable = false;  // NCCL_COLLNET_ENABLE: CollNet (and NVLS across nodes) on a SHARP network
 
   TuningEnv();
   // Parses NCCL's list grammar ("ring,tree", "^LL128", "allreduce:tree;broadcast:ring").

@@ -18,6 +18,7 @@ double transport_efficiency(const std::string& type) {
 IntraFabric intra_fabric(const std::string& type) {
   if (type == "nvswitch") return IntraFabric::kNvSwitch;
   if (type == "nvlink") return IntraFabric::kNvLinkMesh;
+  if (type == "nvlink_bridge") return IntraFabric::kNvLinkBridge;
   return IntraFabric::kPcie;
 }
 
@@ -35,6 +36,17 @@ std::vector<NicConfig> xml_nics(const NodeXml& xml, size_t used) {
 }
 
 }  // namespace
+
+bool Topology::nvlink_between(int a, int b) const {
+  const Gpu& x = gpus[a];
+  const Gpu& y = gpus[b];
+  if (x.node != y.node) return false;
+  switch (nodes[x.node].fabric) {
+    case IntraFabric::kPcie: return false;
+    case IntraFabric::kNvLinkBridge: return x.local / 2 == y.local / 2;
+    default: return true;
+  }
+}
 
 double nccl_nvlink_bw(int cc) {
   if (cc >= 100) return 40.1;
@@ -74,6 +86,7 @@ Topology Topology::from_config(const ClusterConfig& config) {
       gpu.cc = gpu.profile->cc_major * 10 + gpu.profile->cc_minor;
       int nvlinks = xml ? xml->gpus[l].nvlink_count() : gpu.profile->nvlink_links;
       gpu.nvlink_gbs = std::min(nvlinks * nccl_nvlink_bw(gpu.cc), intra_cap);
+      if (node.fabric == IntraFabric::kNvLinkBridge) gpu.nvlink_gbs = intra_cap;  // the bridge's rating
       gpu.pcie_gbs = xml ? xml->gpus[l].pcie_gbs : nccl_pcie_bw(gpu.profile->pcie_gen);
       if (node.fabric == IntraFabric::kPcie) gpu.pcie_gbs = std::min(gpu.pcie_gbs, intra_cap);
       char bus[32];
@@ -86,6 +99,8 @@ Topology Topology::from_config(const ClusterConfig& config) {
       if (topo.gpus[g].nvlink_gbs <= 0) node.fabric = IntraFabric::kPcie;
 
     if (config.has_inter_node) {
+      topo.sharp = config.inter_node.sharp;
+      topo.net_latency_us = config.inter_node.latency_us;
       double eff = transport_efficiency(config.inter_node.type);
       std::vector<NicConfig> nics = xml ? xml_nics(*xml, nc.ranks.size()) : nc.nics;
       if (nics.empty()) {

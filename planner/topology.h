@@ -12,7 +12,9 @@
 
 namespace fakegpu::planner {
 
-enum class IntraFabric { kNvSwitch, kNvLinkMesh, kPcie };
+// kNvLinkBridge: GPUs 2k and 2k+1 of a node are joined by an NVLink bridge; other pairs
+// talk over PCIe.
+enum class IntraFabric { kNvSwitch, kNvLinkMesh, kNvLinkBridge, kPcie };
 
 // Every directed resource an operation can load. Per-link accounting keys on these.
 enum class LinkKind { kNvlTx, kNvlRx, kPcieTx, kPcieRx, kNicTx, kNicRx };
@@ -55,6 +57,11 @@ struct Topology {
   std::vector<Gpu> gpus;  // indexed by global rank of the cluster config
   std::vector<Nic> nics;
   std::vector<Link> links;
+  bool sharp = false;         // the network reduces in its switches (SHARP): CollNet, NVLS across nodes
+  double net_latency_us = 0;  // one-way latency of the network between nodes
+
+  // Whether two GPUs of one node talk over NVLink (else PCIe).
+  bool nvlink_between(int a, int b) const;
 
   static Topology from_config(const ClusterConfig& config);
 

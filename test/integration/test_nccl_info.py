@@ -40,7 +40,7 @@ class NcclInfo(unittest.TestCase):
             self.assertEqual(ring0, f"Ring 00 : {(rank + 7) % 8} -> {rank} -> {(rank + 1) % 8}")
             trees = next(line for line in lines if line.startswith("Trees "))
             self.assertEqual(len(re.findall(r" \[\d+\] -?\d+/-?\d+/-?\d+->\d+->-?\d+", trees)), 24, trees)
-            self.assertIn("24 coll channels, 0 collnet channels, 16 nvls channels, 32 p2p channels, "
+            self.assertIn("24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, "
                           "32 p2p channels per peer", lines)
             complete = [line for line in lines if line.endswith("- Init COMPLETE")]
             self.assertEqual(len(complete), 1, lines)

@@ -158,6 +158,90 @@ TEST(Planner, NvlsForLargeAllReduceOnHopperNotAmpere) {
   EXPECT_NE(no_nvls.model.estimate(CollType::kAllReduce, 1ull << 30).algo, kNvls);
 }
 
+// CollNet, and NVLS across nodes, need switches that reduce (SHARP) and NCCL_COLLNET_ENABLE.
+TEST(Planner, CollNetNeedsASharpNetworkAndTheSwitch) {
+  TuningEnv on;
+  on.collnet_enable = true;
+  Fixture sharp(cluster("a100-80gb", 4, 8, ", sharp: true"), {}, on);
+  EXPECT_TRUE(sharp.model.algo_available(kAllReduce, kCollNetDirect, kSimple));
+  EXPECT_TRUE(sharp.model.algo_available(kAllReduce, kCollNetChain, kSimple));
+  EXPECT_FALSE(sharp.model.algo_available(kAllReduce, kCollNetDirect, kLL));
+  EXPECT_FALSE(sharp.model.algo_available(kAllGather, kCollNetDirect, kSimple));
+  Fixture plain(cluster("a100-80gb", 4, 8), {}, on);
+  EXPECT_FALSE(plain.model.algo_available(kAllReduce, kCollNetDirect, kSimple));
+  Fixture not_enabled(cluster("a100-80gb", 4, 8, ", sharp: true"));
+  EXPECT_FALSE(not_enabled.model.algo_available(kAllReduce, kCollNetDirect, kSimple));
+
+  TuningEnv forced = on;
+  forced.set_algo("collnetdirect");
+  Fixture no_sharp(cluster("a100-80gb", 4, 8), {}, forced);
+  EXPECT_THROW(no_sharp.model.estimate(CollType::kAllReduce, 1 << 20), TuningError);
+}
+
+// With SHARP the network reduces: each NIC carries its head's share of the buffer once each
+// way, whatever the node count, where a ring carries 2(n-1)/n of it through every node.
+TEST(Planner, CollNetSendsEachShareThroughTheNetworkOnce) {
+  const double S = 256.0 * (1 << 20);
+  for (const char* algo : {"collnetdirect", "collnetchain"}) {
+    TuningEnv env;
+    env.collnet_enable = true;
+    env.set_algo(algo);
+    Fixture f(cluster("a100-80gb", 4, 8, ", sharp: true"), {}, env);
+    auto e = f.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S));
+    ASSERT_EQ(e.algo, std::string(algo) == "collnetdirect" ? kCollNetDirect : kCollNetChain);
+    EXPECT_EQ(e.channels, 8) << "one channel per NIC head";
+    int nics = 0;
+    for (const auto& l : e.link_bytes()) {
+      if (f.topo.links[l.link].kind != LinkKind::kNicTx) continue;
+      ++nics;
+      EXPECT_NEAR(l.bytes, S / 8, 1.0) << algo << " " << f.topo.links[l.link].name;
+    }
+    EXPECT_EQ(nics, 32) << algo;
+    TuningEnv ring = env;
+    ring.set_algo("ring");
+    Fixture r(cluster("a100-80gb", 4, 8, ", sharp: true"), {}, ring);
+    EXPECT_LT(e.time_us, r.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S)).time_us) << algo;
+  }
+}
+
+TEST(Planner, NvlsAcrossNodesWithSharp) {
+  TuningEnv on;
+  on.collnet_enable = true;
+  Fixture f(cluster("h100-sxm", 2, 8, ", sharp: true"), {}, on);
+  ASSERT_TRUE(f.model.algo_available(kAllReduce, kNvls, kSimple));
+  Fixture without(cluster("h100-sxm", 2, 8));
+  EXPECT_FALSE(without.model.algo_available(kAllReduce, kNvls, kSimple));
+  TuningEnv nvls = on;
+  nvls.set_algo("nvls");
+  Fixture forced(cluster("h100-sxm", 2, 8, ", sharp: true"), {}, nvls);
+  const double S = 1 << 30;
+  auto e = forced.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S));
+  for (const auto& l : e.link_bytes())
+    if (forced.topo.links[l.link].kind == LinkKind::kNicTx) EXPECT_NEAR(l.bytes, S / 8, 1.0);
+}
+
+// NVLink bridges join GPU pairs; the pairs talk over PCIe.
+TEST(Planner, NvlinkBridgePairs) {
+  std::string y = "version: 1\ncluster: {name: t}\nnodes:\n  - {id: n, ranks: [0, 1, 2, 3], gpus: [{profile: h100-pcie}, "
+                  "{profile: h100-pcie}, {profile: h100-pcie}, {profile: h100-pcie}]}\n"
+                  "fabric:\n  intra_node: {type: nvlink_bridge, bandwidth_gbps: 4800, latency_us: 1}\n";
+  Topology topo = Topology::from_config(parse_cluster_config(y, "t.yaml"));
+  EXPECT_TRUE(topo.nvlink_between(0, 1));
+  EXPECT_FALSE(topo.nvlink_between(1, 2));
+  CommModel pair(topo, {0, 1}, TuningEnv{}), quad(topo, {0, 1, 2, 3}, TuningEnv{});
+  EXPECT_TRUE(pair.nvlink_inside_nodes());
+  EXPECT_FALSE(quad.nvlink_inside_nodes());
+  const uint64_t S = 1 << 30;
+  // A bridged pair at 600 GB/s beats four GPUs whose ring crosses PCIe (48 GB/s).
+  EXPECT_GT(pair.estimate(CollType::kAllReduce, S).busbw_gbs, 4 * quad.estimate(CollType::kAllReduce, S).busbw_gbs);
+  bool crosses_pcie = false, crosses_bridge = false;
+  for (const auto& l : quad.estimate(CollType::kAllReduce, S).link_bytes()) {
+    crosses_pcie |= topo.links[l.link].kind == LinkKind::kPcieTx;
+    crosses_bridge |= topo.links[l.link].kind == LinkKind::kNvlTx;
+  }
+  EXPECT_TRUE(crosses_pcie && crosses_bridge);
+}
+
 TEST(Planner, LowLatencyProtocolForSmallMessages) {
   Fixture f(cluster("h100-sxm", 2, 8));
   for (uint64_t bytes : {8ull, 1024ull, 8192ull}) {

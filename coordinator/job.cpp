@@ -565,7 +565,8 @@ nlohmann::json Job::report() const {
                      {"host", c.hello.hostname},
                      {"comm_inits", c.comm_inits},
                      {"collectives", c.collectives},
-                     {"errors", c.errors}});
+                     {"errors", c.errors},
+                     {"wait_us", c.wait_us}});
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
     return a["global_rank"].get<int>() < b["global_rank"].get<int>();

@@ -17,6 +17,7 @@
 #include "comm_model.h"
 #include "executor.h"
 #include "link_timeline.h"
+#include "trace.h"
 #include "wire.h"
 
 namespace fakegpu::coord {
@@ -69,6 +70,8 @@ class Job {
 
   uint64_t completed_operations() const { return completed_ops_; }
   nlohmann::json report() const;
+  // The modeled timeline as a Chrome / Perfetto trace.
+  nlohmann::json trace() const;
 
  private:
   // A rank's device-memory segment, mapped into the coordinator once.
@@ -94,6 +97,7 @@ class Job {
     uint64_t comm_inits = 0;
     uint64_t collectives = 0;
     uint64_t errors = 0;
+    double wait_us = 0;  // time its collectives waited for slower peers to arrive
   };
   struct Member {
     ClientId client = 0;
@@ -112,6 +116,7 @@ class Job {
     wire::Collective first;  // the call every other rank must match
     std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
     std::vector<std::string> calls;     // per rank, for mismatch messages
+    std::vector<std::chrono::steady_clock::time_point> arrived_at;  // per rank
     std::vector<RankData> ranks;
     int arrived = 0;
     std::string failure;
@@ -120,6 +125,7 @@ class Job {
   struct PendingP2P {
     wire::Collective send, recv;  // what each side called
     uint64_t send_request = 0, recv_request = 0;
+    std::chrono::steady_clock::time_point first_at;  // when the first side arrived
     RankData sender, receiver;
   };
   struct Comm {
@@ -247,6 +253,7 @@ class Job {
   std::map<OpKey, OpStats> op_kinds_;
   uint64_t unlisted_op_calls_ = 0;  // calls of kinds beyond kMaxOpKinds
   LinkTimeline timeline_;
+  Trace trace_;
   // How the data moved: read and written in place in shared segments, or carried in frames.
   uint64_t shared_bytes_ = 0;
   uint64_t socket_bytes_ = 0;

@@ -31,7 +31,10 @@ void Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& co
   }
   stats.modeled_us += e.time_us;
   ++stats.algorithms[e.algo + 1][e.proto];
-  timeline_.place(&comm.clock_us, e);
+  LinkTimeline::Span span = timeline_.place(&comm.clock_us, e);
+  Trace::Op op{comm.id, call.coll, bytes, span.start_us, span.end_us, e.algo, e.proto, e.channels, -1, -1, e.per_byte_links};
+  if (call.coll == CollType::kSend) op.from = comm.members[call.rank].global_rank, op.to = comm.members[call.root].global_rank;
+  trace_.record(op);
   auto it = op_kinds_.find(OpKey{comm.id, call.coll, bytes});
   if (it == op_kinds_.end() && op_kinds_.size() < kMaxOpKinds)
     it = op_kinds_.emplace(OpKey{comm.id, call.coll, bytes}, OpStats{0, e}).first;
@@ -54,6 +57,13 @@ const planner::CommModel* Job::model_of(Comm& comm) {
     comm.model = std::make_unique<planner::CommModel>(topology_, gpus, tuning_);
   }
   return comm.model.get();
+}
+
+nlohmann::json Job::trace() const {
+  std::map<uint64_t, std::vector<int>> members;
+  for (const auto& [id, comm] : comms_)
+    for (const Member& m : comm.members) members[id].push_back(m.global_rank);
+  return trace_.to_json(topology_, members);
 }
 
 void Job::handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id) {

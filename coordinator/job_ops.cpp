@@ -128,6 +128,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.request_ids.assign(nranks, 0);
     op.calls.resize(nranks);
     op.ranks.resize(nranks);
+    op.arrived_at.resize(nranks);
   }
   if (op.request_ids[msg.rank] != 0) {
     reply_error(id, request_id, Status::kInvalidUsage,
@@ -136,6 +137,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   }
   op.request_ids[msg.rank] = request_id;
   op.calls[msg.rank] = describe_call(msg);
+  op.arrived_at[msg.rank] = std::chrono::steady_clock::now();
   ++op.arrived;
 
   if (!op.failure.empty()) {
@@ -151,6 +153,11 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   }
 
   if (op.arrived == nranks) {
+    // Every rank waited from its arrival until the last one came: stragglers show up as the
+    // ranks that never wait.
+    const auto last = op.arrived_at[msg.rank];
+    for (int r = 0; r < nranks; ++r)
+      clients_[comm.members[r].client].wait_us += std::chrono::duration<double, std::micro>(last - op.arrived_at[r]).count();
     if (op.failure.empty()) complete_op(comm, msg.seq, op);
     comm.ops.erase(msg.seq);
   }
@@ -213,7 +220,12 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
   mine = request_id;
   (sending ? p.send : p.recv) = msg;
   (sending ? p.sender : p.receiver) = std::move(data);
-  if (!p.send_request || !p.recv_request) return;  // wait for the other side
+  if (!p.send_request || !p.recv_request) {  // wait for the other side
+    p.first_at = std::chrono::steady_clock::now();
+    return;
+  }
+  clients_[comm.members[sending ? dst : src].client].wait_us +=
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p.first_at).count();
 
   const ClientId sender = comm.members[src].client, receiver = comm.members[dst].client;
   if (p.send.count != p.recv.count || p.send.dtype != p.recv.dtype) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "report_markdown.h"
 #include "server.h"
 
 namespace {
@@ -84,8 +85,13 @@ int main(int argc, char** argv) {
 
     auto report = server.job().report();
     if (!report_path.empty()) {
+      // The Markdown companion and the trace sit beside the JSON: r.json, r.md, r.trace.json.
+      std::string base = report_path;
+      if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0) base.resize(base.size() - 5);
       write_file(report_path, report.dump(2) + "\n");
-      fmt::print("fakegpu-coordinator: report written to {}\n", report_path);
+      write_file(base + ".md", coord::report_markdown(report));
+      write_file(base + ".trace.json", server.job().trace().dump() + "\n");
+      fmt::print("fakegpu-coordinator: report written to {} (with {}.md and {}.trace.json)\n", report_path, base, base);
     }
     fmt::print("fakegpu-coordinator: {} collectives completed, {} errors\n",
                report["totals"]["collective_calls"].get<uint64_t>(), report["errors"].size());

@@ -30,6 +30,24 @@ class CollectivesSweep(unittest.TestCase):
                 self.assertEqual(report["data_plane"]["socket_bytes"], 0)
                 self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)
 
+    def test_trace_links_every_send_to_its_recv(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-sweep-"))
+        with Coordinator(single_node_config(4), "unix", report=tmp / "report.json") as coord:
+            results = run_rank_processes(built("coll_sweep"), [tmp / "id"], coord, 4, timeout=240)
+        self.assertTrue(all(r.returncode == 0 for r in results))
+        report = json.loads((tmp / "report.json").read_text())
+        events = json.loads((tmp / "report.trace.json").read_text())["traceEvents"]
+        starts = {e["id"]: e for e in events if e["ph"] == "s"}
+        ends = {e["id"]: e for e in events if e["ph"] == "f"}
+        self.assertEqual(len(starts), report["collectives"]["Send"]["calls"])
+        self.assertEqual(starts.keys(), ends.keys())
+        sends = [e for e in events if e["ph"] == "X" and e["name"].startswith("Send ")]
+        recvs = [e for e in events if e["ph"] == "X" and e["name"].startswith("Recv ")]
+        self.assertEqual(len(sends), len(starts))
+        self.assertEqual(len(recvs), len(starts))
+        for k, s in starts.items():
+            self.assertLessEqual(s["ts"], ends[k]["ts"])
+
     def test_socket_path_gives_the_same_results(self):
         results, report = sweep(4, extra_env={"FAKEGPU_STAGING_FORCE_SOCKET": "1"})
         for rank, r in enumerate(results):

@@ -7,6 +7,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
+import jsonschema
+
 from rank_jobs import CONFIGS, REPO, built
 
 FGPU = str(REPO / "fgpu")
@@ -84,6 +86,30 @@ class FgpuCli(unittest.TestCase):
         for ring in world["channels"]["rings"]:
             self.assertEqual(sorted(ring), list(range(16)))
         self.assertIn("modeled timeline", r.stdout)
+        # The report follows its published schema; a report missing a section does not.
+        schema = json.loads((REPO / "docs" / "report.schema.json").read_text())
+        jsonschema.validate(report, schema)
+        broken = dict(report)
+        del broken["links"]
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.validate(broken, schema)
+        # The Markdown companion and the trace sit beside the JSON.
+        md = (tmp / "demo.md").read_text()
+        for section in ("## Collectives", "## Operations", "## Busiest links", "## Ranks", "## Communicators"):
+            self.assertIn(section, md)
+        self.assertIn("| AllReduce | 63 |", md)
+        trace = json.loads((tmp / "demo.trace.json").read_text())["traceEvents"]
+        slices = [e for e in trace if e["ph"] == "X"]
+        # One slice per rank per call: world 3 x 16, TP 2 x 6 x 8, DP 8 x 6 x 2.
+        self.assertEqual(len(slices), 3 * 16 + 2 * 6 * 8 + 8 * 6 * 2)
+        self.assertEqual({e["tid"] for e in slices}, set(range(16)))
+        self.assertEqual({e["pid"] for e in slices if e["tid"] >= 8}, {2}, "ranks 8-15 on node1's track group")
+        for e in slices:
+            self.assertGreater(e["dur"], 0)
+        counters = [e for e in trace if e["ph"] == "C"]
+        self.assertTrue({"NVLink busy %", "network busy %"} <= {e["name"] for e in counters})
+        for e in counters:
+            self.assertLessEqual(e["args"]["busy"], 100.0 + 1e-6)
 
     def test_returns_the_command_exit_code(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))

@@ -1,7 +1,9 @@
 // Drives the coordinator's Job directly, without sockets.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "job.h"
 #include "reduce.h"
@@ -373,4 +375,67 @@ TEST_F(JobTest, ShrinkKeepsParentOrderAndWorksOnAFailedParent) {
   post(3, allreduce(child, 1, 1, 1), floats({2}));
   post(4, allreduce(child, 2, 1, 1), floats({4}));
   EXPECT_EQ(result_of(out.take(4).at(0)), std::vector<float>{7});
+}
+
+// A rank that arrives last waits for nobody; the early ones wait for it: stragglers show.
+TEST_F(JobTest, WaitTimeShowsTheStraggler) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(2);
+  post(1, allreduce(comm, 0, 1, 2), floats({1, 2}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  post(2, allreduce(comm, 1, 1, 2), floats({3, 4}));
+  auto ranks = job.report()["ranks"];
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_GE(ranks[0]["wait_us"].get<double>(), 20000.0) << ranks.dump();
+  EXPECT_LT(ranks[1]["wait_us"].get<double>(), ranks[0]["wait_us"].get<double>()) << ranks.dump();
+}
+
+TEST_F(JobTest, SimulatePricesWithoutRunning) {
+  for (ClientId c = 1; c <= 4; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(4);
+  auto simulate = [&](std::vector<SimOp> ops) {
+    post(1, Simulate{std::move(ops)});
+    auto frames = out.take(1);
+    EXPECT_EQ(frames.size(), 1u);
+    return frames.at(0);
+  };
+  auto one = simulate({{comm, 0, CollType::kAllReduce, -1, 1 << 20}});
+  ASSERT_EQ(one.type, MsgType::kSimulateDone);
+  double t1 = decode_fields<SimulateDone>(one.fields.data(), one.fields.size()).time_us;
+  EXPECT_GT(t1, 0);
+  auto two = simulate({{comm, 0, CollType::kAllReduce, -1, 1 << 20}, {comm, 0, CollType::kAllReduce, -1, 1 << 20}});
+  EXPECT_DOUBLE_EQ(decode_fields<SimulateDone>(two.fields.data(), two.fields.size()).time_us, 2 * t1);
+  // Sends of one group run side by side: the longest (to the other node) counts once.
+  auto time_of = [](const OutFrame& f) { return decode_fields<SimulateDone>(f.fields.data(), f.fields.size()).time_us; };
+  double both = time_of(simulate({{comm, 0, CollType::kSend, 1, 1 << 20}, {comm, 0, CollType::kSend, 2, 1 << 20}}));
+  double near = time_of(simulate({{comm, 0, CollType::kSend, 1, 1 << 20}}));
+  double far = time_of(simulate({{comm, 0, CollType::kSend, 2, 1 << 20}}));
+  EXPECT_LT(near, far);
+  EXPECT_DOUBLE_EQ(both, far);
+  EXPECT_NE(error_text(simulate({{comm, 0, CollType::kSend, 9, 64}})).find("peer 9"), std::string::npos);
+  EXPECT_NE(error_text(simulate({{comm, 3, CollType::kAllReduce, -1, 64}})).find("rank 3"), std::string::npos)
+      << "client 1 is rank 0, not rank 3";
+  EXPECT_EQ(job.completed_operations(), 0u) << "nothing ran";
+}
+
+TEST_F(JobTest, CommInfoDescribesTheChannels) {
+  for (ClientId c = 1; c <= 4; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(4);
+  post(2, CommInfo{comm, 1, kInfoLines | kGraphXml | kTopologyXml});
+  auto frames = out.take(2);
+  ASSERT_EQ(frames.size(), 1u);
+  ASSERT_EQ(frames[0].type, MsgType::kCommInfoReply);
+  auto info = decode_fields<CommInfoReply>(frames[0].fields.data(), frames[0].fields.size());
+  EXPECT_EQ(info.nnodes, 2);
+  EXPECT_EQ(info.local_ranks, 2);
+  EXPECT_EQ(info.local_rank, 1);
+  bool ring = false, trees = false;
+  for (const auto& l : info.lines) {
+    ring |= l.text.rfind("Ring 00 : 0 -> 1 -> 2", 0) == 0 && l.subsys == kSubsysGraph;
+    trees |= l.text.rfind("Trees [0] ", 0) == 0;
+    EXPECT_NE(l.text.rfind("Channel ", 0), 0u) << "only rank 0 dumps the rings";
+  }
+  EXPECT_TRUE(ring && trees);
+  EXPECT_NE(info.graph_xml.find("<graphs version=\"1\">"), std::string::npos);
+  EXPECT_NE(info.topology_xml.find("<system"), std::string::npos);
 }

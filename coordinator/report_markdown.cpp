@@ -1,0 +1,105 @@
+#include "report_markdown.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace fakegpu::coord {
+namespace {
+
+using nlohmann::json;
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+// A table from a header and rows of cells; pipes inside cells are escaped.
+std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  auto line = [](const std::vector<std::string>& cells) {
+    std::string out = "|";
+    for (std::string c : cells) {
+      for (size_t at = c.find('|'); at != std::string::npos; at = c.find('|', at + 2)) c.replace(at, 1, "\\|");
+      out += " " + c + " |";
+    }
+    return out + "\n";
+  };
+  std::string out = line(header) + "|";
+  for (size_t i = 0; i < header.size(); ++i) out += "---|";
+  out += "\n";
+  for (const auto& row : rows) out += line(row);
+  return out + "\n";
+}
+
+std::string mix(const json& algorithms) {
+  std::string out;
+  for (const auto& [name, calls] : algorithms.items()) out += (out.empty() ? "" : ", ") + name + " x" + calls.dump();
+  return out;
+}
+
+}  // namespace
+
+std::string report_markdown(const json& r) {
+  std::string md = fmt::format("# fakegpu cluster report: {}\n\n", r["cluster"]["name"].get<std::string>());
+  const json& co = r["coordinator"];
+  md += fmt::format("World size {}, {} node(s). Coordinator {} (protocol {}) on {} {}, from {} to {}.\n\n",
+                    r["world_size"].get<int>(), r["cluster"]["nodes"].size(), co["version"].get<std::string>(),
+                    co["protocol_version"].get<int>(), co["transport"].get<std::string>(),
+                    co["address"].get<std::string>(), co["started_at"].get<std::string>(),
+                    co["ended_at"].get<std::string>());
+  const json& t = r["totals"];
+  md += fmt::format("{} collective calls, {} per rank, modeled {:.1f} us of communication over a {:.1f} us timeline.\n\n",
+                    t["collective_calls"].get<uint64_t>(), bytes_text(t["bytes"].get<double>()),
+                    t["modeled_time_us"].get<double>(), t["modeled_makespan_us"].get<double>());
+
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [name, c] : r["collectives"].items())
+    rows.push_back({name, c["calls"].dump(), bytes_text(c["bytes"].get<double>()),
+                    fmt::format("{:.1f}", c["modeled_time_us"].get<double>()), mix(c["algorithms"])});
+  md += "## Collectives\n\n" + table({"collective", "calls", "bytes per rank", "modeled us", "algorithms"}, rows);
+
+  rows.clear();
+  for (const auto& o : r["operations"])
+    rows.push_back({o["communicator"].dump(), o["collective"].get<std::string>(), bytes_text(o["bytes"].get<double>()),
+                    o["calls"].dump(), o["algorithm"].get<std::string>() + "/" + o["protocol"].get<std::string>(),
+                    o["channels"].dump(), fmt::format("{:.2f}", o["modeled_time_us"].get<double>()),
+                    fmt::format("{:.2f}", o["algbw_gbs"].get<double>()), fmt::format("{:.2f}", o["busbw_gbs"].get<double>())});
+  md += "## Operations\n\nOne row per communicator, collective and size; times are one call's.\n\n" +
+        table({"comm", "collective", "size", "calls", "algorithm", "channels", "time us", "algbw GB/s", "busbw GB/s"}, rows);
+
+  std::vector<json> links(r["links"].begin(), r["links"].end());
+  std::sort(links.begin(), links.end(), [](const json& a, const json& b) { return a["utilization"] > b["utilization"]; });
+  rows.clear();
+  for (size_t i = 0; i < links.size() && i < 20; ++i)
+    rows.push_back({links[i]["link"].get<std::string>(), bytes_text(links[i]["bytes"].get<double>()),
+                    fmt::format("{:.1f}", links[i]["busy_us"].get<double>()),
+                    fmt::format("{:.0f}%", 100 * links[i]["utilization"].get<double>())});
+  md += fmt::format("## Busiest links\n\n{} of {} links that carried data.\n\n", rows.size(), links.size()) +
+        table({"link", "bytes", "busy us", "utilisation"}, rows);
+
+  rows.clear();
+  for (const auto& k : r["ranks"])
+    rows.push_back({k["global_rank"].dump(), k["host"].get<std::string>(), k["pid"].dump(), k["comm_inits"].dump(),
+                    k["collectives"].dump(), fmt::format("{:.1f}", k["wait_us"].get<double>()), k["errors"].dump()});
+  md += "## Ranks\n\nWait: time the rank's calls spent waiting for slower peers (small for a straggler).\n\n" +
+        table({"rank", "host", "pid", "comm inits", "collectives", "wait us", "errors"}, rows);
+
+  rows.clear();
+  for (const auto& c : r["communicators"])
+    rows.push_back({c["id"].dump(), c["name"].get<std::string>(), c["nranks"].dump(), c["global_ranks"].dump(),
+                    c["parent"].dump(), c["collectives"].dump(), c.contains("failure") ? c["failure"].get<std::string>() : ""});
+  md += "## Communicators\n\n" + table({"id", "name", "ranks", "global ranks", "parent", "collectives", "failure"}, rows);
+
+  const json& plane = r["data_plane"];
+  md += fmt::format("## Data plane\n\n{} in place in shared memory, {} over the socket, {} segments mapped.\n\n",
+                    bytes_text(plane["shared_memory_bytes"].get<double>()), bytes_text(plane["socket_bytes"].get<double>()),
+                    plane["segments_mapped"].dump());
+  md += fmt::format("## Errors\n\n{}\n", r["errors"].empty() ? "None.\n" : "");
+  for (const auto& e : r["errors"]) md += "- " + e.get<std::string>() + "\n";
+  return md;
+}
+
+}  // namespace fakegpu::coord

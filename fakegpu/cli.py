@@ -11,11 +11,12 @@ from pathlib import Path
 from . import __version__
 from .configs import write_single_node_config
 from .coordinator import Coordinator, answers
+from .daemon import cmd_coordinator
 from .launch import rank_environment, run_ranks
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
 
-SUBCOMMANDS = ("demo", "validate", "report", "model")
+SUBCOMMANDS = ("demo", "validate", "report", "model", "coordinator")
 SUPPORTED_MODES = ("simulate",)
 
 
@@ -27,7 +28,8 @@ def main_parser():
     p = argparse.ArgumentParser(
         prog="fgpu",
         description="Run COMMAND with fakegpu's NCCL and CUDA libraries, talking to a fakegpu coordinator. "
-                    "Subcommands: demo, validate CONFIG, report FILE, model (see fgpu SUBCOMMAND --help).",
+                    "Subcommands: demo, validate CONFIG, report FILE, model, coordinator start|stop|status "
+                    "(see fgpu SUBCOMMAND --help).",
         epilog="Example: fgpu --nproc 4 ./my_nccl_program    |    fgpu torchrun --nproc_per_node=4 train.py")
     p.add_argument("--mode", default=env_default("FAKEGPU_MODE", "simulate"),
                    choices=("simulate", "hybrid", "passthrough"), help="compute mode [FAKEGPU_MODE]")
@@ -86,6 +88,8 @@ def run_job(args, quiet_summary=False) -> int:
             code = run_ranks(args.command, nodes, env)
         else:
             code = subprocess.call(args.command, env=env)
+    except OSError as e:  # the command does not exist or cannot be run
+        raise SetupError(f"cannot run {args.command[0]}: {e.strerror}") from e
     finally:
         if owned:
             stop_code = owned.stop()
@@ -145,7 +149,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv and argv[0] in SUBCOMMANDS:
-            commands = {"demo": cmd_demo, "validate": cmd_validate, "report": cmd_report, "model": cmd_model}
+            commands = {"demo": cmd_demo, "validate": cmd_validate, "report": cmd_report, "model": cmd_model,
+                        "coordinator": cmd_coordinator}
             return commands[argv[0]](argv[1:])
         return run_job(main_parser().parse_args(argv))
     except SetupError as e:

@@ -123,6 +123,42 @@ class FgpuCli(unittest.TestCase):
         self.assertTrue(os.path.isabs(addr))
         self.assertIn("libnccl.so.2", preload)
 
+    def test_missing_command_is_a_clear_error(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        r = fgpu("--report", tmp / "r.json", "--nproc", "2", tmp / "no-such-program")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot run", r.stderr)
+        self.assertIn("no-such-program", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
+    def test_shared_coordinator_start_status_stop(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        state, report = tmp / "state.json", tmp / "shared" / "r.json"
+        common = ["--state-file", state]
+        self.assertEqual(fgpu("coordinator", "status", *common).returncode, 3)
+        started = fgpu("coordinator", "start", *common, "--cluster-config", CONFIGS / "cluster_valid.yaml",
+                       "--report", report)
+        self.assertEqual(started.returncode, 0, started.stderr)
+        try:
+            self.assertEqual(fgpu("coordinator", "start", *common).returncode, 1, "one per state file")
+            status = fgpu("coordinator", "status", *common)
+            self.assertEqual(status.returncode, 0)
+            address = json.loads(state.read_text())["address"]
+            self.assertIn(address, status.stdout)
+            # Two jobs share it; the coordinator keeps running between them.
+            for _ in range(2):
+                job = fgpu("--coordinator-addr", address, "--cluster-config", CONFIGS / "cluster_valid.yaml",
+                           "--nproc", "4", built("allreduce_bench"), tmp / f"id{_}", "1024", "3")
+                self.assertEqual(job.returncode, 0, job.stderr)
+            self.assertEqual(fgpu("coordinator", "status", *common).returncode, 0)
+        finally:
+            stopped = fgpu("coordinator", "stop", *common)
+        self.assertEqual(stopped.returncode, 0, stopped.stdout)
+        self.assertEqual(fgpu("coordinator", "status", *common).returncode, 3)
+        data = json.loads(report.read_text())
+        self.assertGreaterEqual(data["collectives"]["AllReduce"]["calls"], 2 * 4)
+        self.assertTrue(report.with_suffix(".md").exists())
+
     def test_unsupported_mode_is_a_clear_error(self):
         r = fgpu("--mode", "hybrid", "true")
         self.assertEqual(r.returncode, 2)

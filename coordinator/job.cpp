@@ -553,6 +553,7 @@ nlohmann::json Job::report() const {
   j["operations"] = kinds;
   if (unlisted_op_calls_) j["operations_unlisted_calls"] = unlisted_op_calls_;
   j["links"] = timeline_.report();
+  j["node_pairs"] = timeline_.node_pairs();
   j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
                      {"socket_bytes", socket_bytes_},
                      {"segments_mapped", segments_mapped_}};

@@ -6,11 +6,13 @@ namespace fakegpu::coord {
 
 LinkTimeline::LinkTimeline(const planner::Topology& topo) : topo_(topo) {}
 
-int LinkTimeline::intern(const std::vector<planner::LinkLoad>* per_byte) {
+int LinkTimeline::intern(const planner::Estimate& e) {
+  const std::vector<planner::LinkLoad>* per_byte = e.per_byte_links;
   auto [it, fresh] = plan_index_.emplace(per_byte, static_cast<int>(plans_.size()));
   if (!fresh) return it->second;
   Plan plan;
   plan.per_byte = per_byte;
+  plan.node_pairs = e.per_byte_node_pairs;
   // The busiest link is busy for the whole data phase; the others for their share of it.
   auto load = [&](const planner::LinkLoad& l) { return l.bytes / std::max(topo_.links[l.link].gbytes, 1e-6); };
   double busiest = 0;
@@ -36,7 +38,7 @@ LinkTimeline::Span LinkTimeline::place(double* comm_clock_us, const planner::Est
   span.start_us = *comm_clock_us;
   double wait = 0;
   if (e.per_byte_links && !e.per_byte_links->empty()) {
-    Plan& plan = plans_[intern(e.per_byte_links)];
+    Plan& plan = plans_[intern(e)];
     const double data_start = span.start_us + e.latency_us;
     for (int other : plan.sharing) wait = std::max(wait, plans_[other].data_end_us - data_start);
     plan.data_end_us = data_start + wait + e.data_us;
@@ -66,6 +68,22 @@ nlohmann::json LinkTimeline::report() const {
                      {"utilization", makespan_us_ > 0 ? busy[l] / makespan_us_ : 0.0}});
   }
   return links;
+}
+
+}  // namespace fakegpu::coord
+
+namespace fakegpu::coord {
+
+nlohmann::json LinkTimeline::node_pairs() const {
+  std::map<std::pair<int, int>, double> bytes;
+  for (const Plan& plan : plans_)
+    if (plan.node_pairs)
+      for (const planner::NodePairLoad& p : *plan.node_pairs) bytes[{p.from, p.to}] += p.bytes * plan.bytes;
+  auto name = [&](int node) { return node == planner::kNetworkNode ? std::string("network") : topo_.nodes[node].id; };
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [pair, b] : bytes)
+    out.push_back({{"from", name(pair.first)}, {"to", name(pair.second)}, {"bytes", static_cast<uint64_t>(b + 0.5)}});
+  return out;
 }
 
 }  // namespace fakegpu::coord

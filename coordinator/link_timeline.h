@@ -34,17 +34,20 @@ class LinkTimeline {
   double makespan_us() const { return makespan_us_; }
   // Per link that carried data: bytes, busy time, utilisation over the makespan.
   nlohmann::json report() const;
+  // Bytes from node to node ("network" for switches that reduce), inside nodes included.
+  nlohmann::json node_pairs() const;
 
  private:
   struct Plan {
     const std::vector<planner::LinkLoad>* per_byte;  // the model's, per byte of an operation
+    const std::vector<planner::NodePairLoad>* node_pairs;
     std::vector<double> busy_share;  // per entry of per_byte: share of the data phase it is busy
     std::vector<int> sharing;        // plans with a link in common, this one included
     double data_end_us = 0;          // end of the latest data phase placed with this plan
     double bytes = 0;                // over all its operations
     double data_us = 0;
   };
-  int intern(const std::vector<planner::LinkLoad>* per_byte);
+  int intern(const planner::Estimate& e);
 
   const planner::Topology& topo_;
   std::vector<Plan> plans_;

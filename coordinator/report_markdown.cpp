@@ -81,6 +81,12 @@ std::string report_markdown(const json& r) {
         table({"link", "bytes", "busy us", "utilisation"}, rows);
 
   rows.clear();
+  for (const auto& p : r["node_pairs"])
+    rows.push_back({p["from"].get<std::string>(), p["to"].get<std::string>(), bytes_text(p["bytes"].get<double>())});
+  md += "## Traffic between nodes\n\nA node to itself: traffic inside it. \"network\": switches that reduce.\n\n" +
+        table({"from", "to", "bytes"}, rows);
+
+  rows.clear();
   for (const auto& k : r["ranks"])
     rows.push_back({k["global_rank"].dump(), k["host"].get<std::string>(), k["pid"].dump(), k["comm_inits"].dump(),
                     k["collectives"].dump(), fmt::format("{:.1f}", k["wait_us"].get<double>()), k["errors"].dump()});

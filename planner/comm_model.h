@@ -37,6 +37,14 @@ struct LinkLoad {
   double bytes;
 };
 
+// Traffic between two nodes (the same one for traffic inside a node); kNetworkNode stands
+// for the switches of a network that reduces (SHARP).
+constexpr int kNetworkNode = -1;
+struct NodePairLoad {
+  int from, to;  // Topology::nodes indices
+  double bytes;
+};
+
 struct Estimate {
   int algo = -1;    // Algo; -1 for point-to-point patterns
   int proto = kSimple;
@@ -50,6 +58,7 @@ struct Estimate {
   uint64_t bytes = 0;
   // Bytes per directed link per byte of the operation; owned by the model's cache.
   const std::vector<LinkLoad>* per_byte_links = nullptr;
+  const std::vector<NodePairLoad>* per_byte_node_pairs = nullptr;  // the same, between nodes
   const char* algo_label() const { return planner::algo_label(algo); }
   std::vector<LinkLoad> link_bytes() const;  // per_byte_links scaled to this operation
 };
@@ -86,6 +95,7 @@ class CommModel {
  private:
   struct Pattern {
     std::vector<LinkLoad> per_byte;  // link bytes per byte of the operation
+    std::vector<NodePairLoad> node_pairs;  // node-to-node bytes per byte of the operation
     double worst_store = 0;          // max over GPU links (NVLink, PCIe) of coefficient / capacity (us per MB)
     double worst_net = 0;            // the same over NIC links
     double hop_cost = 0;             // one channel on the slowest hop of ring 0: us per MB

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "comm_model.h"
@@ -61,18 +62,22 @@ class Flows {
   }
   void send(int from, int to, double b, int channel = 0) {
     if (from == to || b == 0) return;
+    pairs_[{topo_.gpus[from].node, topo_.gpus[to].node}] += b;
     int links[4];
     int count = path(from, to, links);
     for (int i = 0; i < count; ++i) add(links[i], b, channel);
   }
   // To and from a switch that reduces in the network (SHARP): the GPU's PCIe and its NIC.
   void to_network(int gpu, double b) {
+    pairs_[{topo_.gpus[gpu].node, kNetworkNode}] += b;
     add(topo_.pcie_tx(gpu), b, 0), add(topo_.nic_tx(topo_.gpus[gpu].nic), b, 0);
   }
   void from_network(int gpu, double b) {
+    pairs_[{kNetworkNode, topo_.gpus[gpu].node}] += b;
     add(topo_.nic_rx(topo_.gpus[gpu].nic), b, 0), add(topo_.pcie_rx(gpu), b, 0);
   }
-  void nvlink(int gpu, double tx, double rx, int channel = 0) {
+  void nvlink(int gpu, double tx, double rx, int channel = 0) {  // to and from the node's NVSwitch
+    pairs_[{topo_.gpus[gpu].node, topo_.gpus[gpu].node}] += tx;
     add(topo_.nvl_tx(gpu), tx, channel), add(topo_.nvl_rx(gpu), rx, channel);
   }
   // Seconds per byte (as us per MB) for one channel of a path: each link is shared by the
@@ -86,6 +91,7 @@ class Flows {
     return worst;
   }
   const std::vector<double>& bytes() const { return bytes_; }
+  const std::map<std::pair<int, int>, double>& node_pairs() const { return pairs_; }
 
  private:
   void add(int link, double b, int channel) {
@@ -95,6 +101,7 @@ class Flows {
   const Topology& topo_;
   std::vector<double> bytes_;
   std::vector<int> channels_, last_;
+  std::map<std::pair<int, int>, double> pairs_;
 };
 
 double CommModel::bus_factor(CollType coll, int n) {
@@ -352,6 +359,7 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
 // Per-byte link loads of a flow plan, and its busiest links.
 CommModel::Pattern CommModel::summarize(const Flows& flows) const {
   Pattern pat;
+  for (const auto& [pair, b] : flows.node_pairs()) pat.node_pairs.push_back({pair.first, pair.second, b});
   const auto& bytes = flows.bytes();
   for (size_t l = 0; l < bytes.size(); ++l) {
     if (bytes[l] <= 0) continue;
@@ -393,6 +401,7 @@ Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
     e.data_us = bytes * std::max(pat->worst_store, pat->worst_net) / 1e3;
     e.time_us = e.latency_us + e.data_us;
     e.per_byte_links = &pat->per_byte;
+    e.per_byte_node_pairs = &pat->node_pairs;
   }
   e.algbw_gbs = e.busbw_gbs = e.time_us > 0 ? bytes / e.time_us / 1e3 : 0;
   return e;
@@ -439,6 +448,7 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat.hop_cost);
     e.time_us = e.latency_us + e.data_us + e.fill_us;
     e.per_byte_links = &pat.per_byte;
+    e.per_byte_node_pairs = &pat.node_pairs;
   }
   e.algbw_gbs = e.time_us > 0 ? bytes / e.time_us / 1e3 : 0;
   e.busbw_gbs = e.algbw_gbs * bus_factor(coll, n);

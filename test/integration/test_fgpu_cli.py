@@ -80,6 +80,11 @@ class FgpuCli(unittest.TestCase):
         self.assertTrue({f"node0/nic{g} tx" for g in range(8)} <= names, names)
         for link in report["links"]:
             self.assertLessEqual(link["utilization"], 1.0 + 1e-9)
+        # Traffic per node pair: TP inside each node, DP and the world across both ways.
+        pairs = {(p["from"], p["to"]): p["bytes"] for p in report["node_pairs"]}
+        for pair in (("node0", "node0"), ("node1", "node1"), ("node0", "node1"), ("node1", "node0")):
+            self.assertGreater(pairs.get(pair, 0), 0, pairs)
+        self.assertEqual(pairs[("node0", "node1")], pairs[("node1", "node0")], "allreduce traffic is symmetric")
         # Every communicator the model priced lists its rings and trees, one per channel.
         world = next(c for c in report["communicators"] if c["nranks"] == 16)
         self.assertEqual(len(world["channels"]["rings"]), world["channels"]["count"])
@@ -95,7 +100,8 @@ class FgpuCli(unittest.TestCase):
             jsonschema.validate(broken, schema)
         # The Markdown companion and the trace sit beside the JSON.
         md = (tmp / "demo.md").read_text()
-        for section in ("## Collectives", "## Operations", "## Busiest links", "## Ranks", "## Communicators"):
+        for section in ("## Collectives", "## Operations", "## Busiest links", "## Traffic between nodes", "## Ranks",
+                        "## Communicators"):
             self.assertIn(section, md)
         self.assertIn("| AllReduce | 63 |", md)
         trace = json.loads((tmp / "demo.trace.json").read_text())["traceEvents"]

@@ -104,6 +104,11 @@ TEST(LinkTimeline, PointToPointUsesThePairsPath) {
   EXPECT_EQ(link_bytes(links, "a/nic1 tx"), 8 << 20) << links.dump();
   EXPECT_EQ(link_bytes(links, "b/nic1 rx"), 8 << 20);
   EXPECT_EQ(links.size(), 4u) << "PCIe out, NIC tx, NIC rx, PCIe in: " << links.dump();
+  nlohmann::json pairs = timeline.node_pairs();
+  ASSERT_EQ(pairs.size(), 1u) << pairs.dump();
+  EXPECT_EQ(pairs[0]["from"], "a");
+  EXPECT_EQ(pairs[0]["to"], "b");
+  EXPECT_EQ(pairs[0]["bytes"], 8 << 20);
 }
 
 }  // namespace

@@ -493,6 +493,10 @@ nlohmann::json channels_json(const planner::CommModel& model) {
 
 }  // namespace
 
+size_t Job::ranks_seen() const {
+  return std::count_if(clients_.begin(), clients_.end(), [](const auto& c) { return c.second.greeted; });
+}
+
 nlohmann::json Job::report() const {
   using nlohmann::json;
   json j;

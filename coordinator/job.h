@@ -69,6 +69,8 @@ class Job {
   void on_disconnect(ClientId client);
 
   uint64_t completed_operations() const { return completed_ops_; }
+  size_t ranks_seen() const;
+  double modeled_makespan_us() const { return timeline_.makespan_us(); }
   nlohmann::json report() const;
   // The modeled timeline as a Chrome / Perfetto trace.
   nlohmann::json trace() const;

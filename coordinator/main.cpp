@@ -2,7 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <cstdlib>
 #include <fstream>
 
@@ -75,9 +79,25 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (!ready_file.empty()) write_file(ready_file, server.bound_address() + "\n");
 
+    // On a terminal, a live line: ranks seen, operations done, modeled time so far.
+    const bool live = isatty(STDERR_FILENO);
+    asio::steady_timer ticker(io);
+    std::function<void()> tick = [&] {
+      ticker.expires_after(std::chrono::milliseconds(500));
+      ticker.async_wait([&](asio::error_code ec) {
+        if (ec) return;
+        coord::Job& job = server.job();
+        fmt::print(stderr, "\rfakegpu-coordinator: {} ranks, {} operations, {:.1f} ms modeled   ", job.ranks_seen(),
+                   job.completed_operations(), job.modeled_makespan_us() / 1e3);
+        tick();
+      });
+    };
+    if (live) tick();
+
     asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](asio::error_code, int sig) {
       fmt::print("fakegpu-coordinator: received {}, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      if (live) fmt::print(stderr, "\n");
       server.stop();
       io.stop();
     });

@@ -2,6 +2,8 @@
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -128,6 +130,20 @@ class FgpuCli(unittest.TestCase):
         addr, preload = r.stdout.splitlines()[0].split("|")
         self.assertTrue(os.path.isabs(addr))
         self.assertIn("libnccl.so.2", preload)
+
+    def test_coordinator_live_line_only_on_a_terminal(self):
+        if not shutil.which("script"):
+            self.skipTest("script(1) is needed to give the coordinator a terminal")
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        coordinator = [str(built("fakegpu-coordinator")), "--cluster-config", str(CONFIGS / "cluster_valid.yaml")]
+        on_tty = subprocess.run(["script", "-qec", shlex.join(["timeout", "-s", "TERM", "1.5", *coordinator,
+                                                                "--address", str(tmp / "a.sock")]), "/dev/null"],
+                                capture_output=True, text=True, timeout=30)
+        self.assertIn("0 ranks, 0 operations, 0.0 ms modeled", on_tty.stdout)
+        piped = subprocess.run(["timeout", "-s", "TERM", "1.5", *coordinator, "--address", str(tmp / "b.sock")],
+                               capture_output=True, text=True, timeout=30)
+        self.assertIn("shutting down", piped.stdout)
+        self.assertNotIn("ms modeled", piped.stdout + piped.stderr)
 
     def test_missing_command_is_a_clear_error(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))

@@ -275,12 +275,18 @@ int XmlGpu::nvlink_count() const {
 }
 
 std::string NodeXml::fabric() const {
-  bool mesh = false;
-  for (const XmlGpu& g : gpus) {
+  bool mesh = false, pairs_only = true;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const XmlGpu& g = gpus[i];
     if (g.nvswitch_links > 0) return "nvswitch";
     mesh = mesh || !g.peer_links.empty();
+    // GPUs 2k and 2k+1 joined to each other and nothing else: NVLink bridges.
+    size_t partner = i ^ 1;
+    pairs_only = pairs_only && g.peer_links.size() <= 1 &&
+                 (g.peer_links.empty() || (partner < gpus.size() && g.peer_links.count(gpus[partner].bus_id)));
   }
-  return mesh ? "nvlink" : "pcie";
+  // Two GPUs linked to each other are a mesh and a bridged pair alike: call that a mesh.
+  return !mesh ? "pcie" : pairs_only && gpus.size() >= 4 ? "nvlink_bridge" : "nvlink";
 }
 
 NodeXml parse_topology_xml(const std::string& text, const std::string& source_name) {

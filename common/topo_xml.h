@@ -44,7 +44,8 @@ struct NodeXml {
   std::vector<std::vector<PathType>> gpu_nic;  // [gpu][nic]
 
   // The node's GPU fabric in the cluster YAML's words: "nvswitch" when any GPU links to an
-  // NVSwitch, "nvlink" when GPUs link to each other directly, "pcie" without NVLink.
+  // NVSwitch, "nvlink_bridge" when GPUs 2k and 2k+1 link only to each other, "nvlink" when
+  // GPUs link to each other otherwise, "pcie" without NVLink.
   std::string fabric() const;
 };
 

@@ -77,6 +77,11 @@ std::string topology_xml(const Topology& topo, int node_index) {
       int links = node.fabric == IntraFabric::kPcie ? 0 : static_cast<int>(std::lround(gpu.nvlink_gbs / nccl_nvlink_bw(gpu.cc)));
       if (links > 0 && node.fabric == IntraFabric::kNvSwitch) {
         out << "          <nvlink target=\"" << nvswitch << "\" count=\"" << links << "\" tclass=\"0x068000\"/>\n";
+      } else if (links > 0 && node.fabric == IntraFabric::kNvLinkBridge) {
+        // A bridge joins the GPU to its pair partner only.
+        for (int p : node.gpus)
+          if (p != g && topo.nvlink_between(p, g))
+            out << "          <nvlink target=\"" << topo.gpus[p].bus_id << "\" count=\"" << links << "\" tclass=\"0x030200\"/>\n";
       } else if (links > 0) {
         // A mesh: the links spread evenly over the peers, the first ones taking any remainder.
         int peers = static_cast<int>(node.gpus.size()) - 1, i = 0;

@@ -86,7 +86,7 @@ Topology Topology::from_config(const ClusterConfig& config) {
       gpu.cc = gpu.profile->cc_major * 10 + gpu.profile->cc_minor;
       int nvlinks = xml ? xml->gpus[l].nvlink_count() : gpu.profile->nvlink_links;
       gpu.nvlink_gbs = std::min(nvlinks * nccl_nvlink_bw(gpu.cc), intra_cap);
-      if (node.fabric == IntraFabric::kNvLinkBridge) gpu.nvlink_gbs = intra_cap;  // the bridge's rating
+      if (!xml && node.fabric == IntraFabric::kNvLinkBridge) gpu.nvlink_gbs = intra_cap;  // the bridge's rating
       gpu.pcie_gbs = xml ? xml->gpus[l].pcie_gbs : nccl_pcie_bw(gpu.profile->pcie_gen);
       if (node.fabric == IntraFabric::kPcie) gpu.pcie_gbs = std::min(gpu.pcie_gbs, intra_cap);
       char bus[32];

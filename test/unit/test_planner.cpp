@@ -7,6 +7,8 @@
 
 #include "cluster_config.h"
 #include "comm_model.h"
+#include "topo_xml.h"
+#include "topo_xml_dump.h"
 
 namespace fakegpu::planner {
 namespace {
@@ -240,6 +242,10 @@ TEST(Planner, NvlinkBridgePairs) {
     crosses_bridge |= topo.links[l.link].kind == LinkKind::kNvlTx;
   }
   EXPECT_TRUE(crosses_pcie && crosses_bridge);
+  // Written as NCCL topology XML and read back, the node is still bridged pairs.
+  NodeXml xml = parse_topology_xml(topology_xml(topo, 0), "dump.xml");
+  EXPECT_EQ(xml.fabric(), "nvlink_bridge");
+  EXPECT_EQ(xml.gpus[0].peer_links.size(), 1u);
 }
 
 TEST(Planner, LowLatencyProtocolForSmallMessages) {

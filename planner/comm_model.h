@@ -25,7 +25,18 @@ struct Graph {
   double bw_inter = 0;
 };
 
-class Flows;  // a flow plan under construction (estimate.cpp)
+class Flows;  // per-link loads under construction (estimate.cpp)
+
+// One transfer of an algorithm, repeated over `steps` consecutive steps of its channel from
+// `step` on: `bytes` per step, per byte of the operation. kSwitch and kNetwork stand for the
+// node's NVSwitch (NVLS) and for switches that reduce in the network (SHARP).
+struct Flow {
+  static constexpr int kSwitch = -2, kNetwork = -3;
+  int channel = 0;
+  int step = 0, steps = 1;
+  int src = 0, dst = 0;  // comm ranks, or kSwitch / kNetwork
+  double bytes = 0;
+};
 
 struct TreeNode {
   int parent = -1;            // comm rank, -1 at the root
@@ -73,6 +84,9 @@ class CommModel {
   // AlltoAll, the message for Send/Recv. Throws TuningError when forced settings leave no
   // algorithm.
   Estimate estimate(wire::CollType coll, uint64_t bytes, int root = 0) const;
+
+  // The traffic of a collective under an algorithm (Algo; -1 for point-to-point patterns).
+  std::vector<Flow> flow_plan(wire::CollType coll, int algo, int root = 0) const;
 
   // One Send/Recv pair, from comm rank `from` to comm rank `to`.
   Estimate estimate_p2p(int from, int to, uint64_t bytes) const;

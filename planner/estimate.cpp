@@ -76,10 +76,12 @@ class Flows {
     pairs_[{kNetworkNode, topo_.gpus[gpu].node}] += b;
     add(topo_.nic_rx(topo_.gpus[gpu].nic), b, 0), add(topo_.pcie_rx(gpu), b, 0);
   }
-  void nvlink(int gpu, double tx, double rx, int channel = 0) {  // to and from the node's NVSwitch
-    pairs_[{topo_.gpus[gpu].node, topo_.gpus[gpu].node}] += tx;
-    add(topo_.nvl_tx(gpu), tx, channel), add(topo_.nvl_rx(gpu), rx, channel);
+  // To and from the node's NVSwitch (NVLS): the GPU's NVLink ports.
+  void to_switch(int gpu, double b) {
+    pairs_[{topo_.gpus[gpu].node, topo_.gpus[gpu].node}] += b;
+    add(topo_.nvl_tx(gpu), b, 0);
   }
+  void from_switch(int gpu, double b) { add(topo_.nvl_rx(gpu), b, 0); }
   // Seconds per byte (as us per MB) for one channel of a path: each link is shared by the
   // channels that cross it.
   double channel_cost(int from, int to) const {
@@ -246,104 +248,13 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
   const int n = nranks();
   Flows flows(topo_);
   auto g = [&](int r) { return gpus_[r]; };
-  if (algo == kRing || algo == kPat) {
-    const int nc = static_cast<int>(rings_.size());
-    for (int c = 0; c < nc; ++c) {
-      const auto& ring = rings_[c];
-      auto hop = [&](int i, double w) {
-        int from = ring[i], to = ring[(i + 1) % n];
-        flows.send(g(from), g(to), w, c);
-      };
-      if (coll == CollType::kBroadcast || coll == CollType::kReduce) {
-        int at = static_cast<int>(std::find(ring.begin(), ring.end(), root) - ring.begin());
-        // Broadcast flows away from the root, Reduce flows into it.
-        int first = coll == CollType::kBroadcast ? at : at + 1;
-        for (int k = 0; k < n - 1; ++k) hop((first + k) % n, 1.0 / nc);
-      } else {
-        double w = (coll == CollType::kAllReduce ? 2.0 * (n - 1) / n : (n - 1.0) / n) / nc;
-        for (int i = 0; i < n; ++i) hop(i, w);
-      }
-    }
-  } else if (algo == kTree) {
-    const int nc = static_cast<int>(trees_.size());
-    for (int c = 0; c < nc; ++c)
-      for (int r = 0; r < n; ++r) {
-        int parent = trees_[c][r].parent;
-        if (parent < 0) continue;
-        flows.send(g(r), g(parent), 1.0 / nc, c);  // reduce up
-        flows.send(g(parent), g(r), 1.0 / nc, c);  // broadcast down
-      }
-  } else if (algo == kNvls || algo == kNvlsTree) {
-    // Inside a node the switch reduces (multimem loads) and multicasts (multimem stores):
-    // a GPU sends every byte once for reductions and its own share once for the multicast.
-    for (auto& ranks : node_ranks_) {
-      double k = static_cast<double>(ranks.size());
-      for (int r : ranks) {
-        if (coll == CollType::kAllGather) flows.nvlink(g(r), 1 / k, 1);
-        else if (coll == CollType::kReduceScatter) flows.nvlink(g(r), 1, 1 / k);
-        else flows.nvlink(g(r), 1 + 1 / k, 1 + 1 / k);
-      }
-    }
-    if (algo == kNvls && nnodes() > 1) {
-      // NVLS with SHARP: each GPU sends its share of the node's reduction to the network and
-      // gets the global result of that share back.
-      for (auto& ranks : node_ranks_)
-        for (int r : ranks) flows.to_network(g(r), 1.0 / ranks.size()), flows.from_network(g(r), 1.0 / ranks.size());
-    }
-    if (algo == kNvlsTree) {
-      // Across nodes, each local GPU heads its share over its own rail, on both halves of
-      // the double binary tree.
-      for (int h = 0; h < ppn_; ++h)
-        for (int half = 0; half < 2; ++half)
-          for (int nd = 0; nd < nnodes(); ++nd) {
-            int parent = trees_[half % trees_.size()][node_ranks_[nd][0]].parent;
-            if (parent < 0 || node_of_[parent] == nd) continue;
-            auto& mine = node_ranks_[nd];
-            auto& theirs = node_ranks_[node_of_[parent]];
-            int a = mine[h % mine.size()], b = theirs[h % theirs.size()];
-            double w = 0.5 / ppn_;
-            flows.send(g(a), g(b), w), flows.send(g(b), g(a), w);
-          }
-    }
-  } else if (algo == kCollNetDirect || algo == kCollNetChain) {
-    // Each NIC's head GPU owns an equal share of the buffer: the node reduces every share onto
-    // its head (directly, or along a chain from the head), the head exchanges it with the
-    // network's switches, and the result comes back the same way.
-    for (auto& ranks : node_ranks_) {
-      std::vector<int> heads;
-      std::set<int> nics;
-      for (int r : ranks)
-        if (int nic = topo_.gpus[g(r)].nic; nic >= 0 && nics.insert(nic).second) heads.push_back(r);
-      const double share = 1.0 / heads.size();
-      for (size_t h = 0; h < heads.size(); ++h) {
-        flows.to_network(g(heads[h]), share), flows.from_network(g(heads[h]), share);
-        if (algo == kCollNetDirect) {
-          for (int r : ranks) flows.send(g(r), g(heads[h]), share), flows.send(g(heads[h]), g(r), share);
-        } else {
-          size_t at = std::find(ranks.begin(), ranks.end(), heads[h]) - ranks.begin();
-          for (size_t i = 1; i < ranks.size(); ++i) {
-            int up = ranks[(at + i - 1) % ranks.size()], down = ranks[(at + i) % ranks.size()];
-            flows.send(g(down), g(up), share, static_cast<int>(h)), flows.send(g(up), g(down), share, static_cast<int>(h));
-          }
-        }
-      }
-    }
-  } else {  // point-to-point patterns
-    for (int r = 0; r < n; ++r) {
-      switch (coll) {
-        case CollType::kAlltoAll:
-          for (int q = 0; q < n; ++q) flows.send(g(r), g(q), 1.0 / n);
-          break;
-        case CollType::kGather:
-          flows.send(g(r), g(root), 1.0 / n);
-          break;
-        case CollType::kScatter:
-          flows.send(g(root), g(r), 1.0 / n);
-          break;
-        default:  // Send/Recv as nccl-tests runs it: every rank to the next
-          flows.send(g(r), g((r + 1) % n), 1.0);
-      }
-    }
+  for (const Flow& f : flow_plan(coll, algo, root)) {
+    const double w = f.bytes * f.steps;
+    if (f.dst == Flow::kSwitch) flows.to_switch(g(f.src), w);
+    else if (f.src == Flow::kSwitch) flows.from_switch(g(f.dst), w);
+    else if (f.dst == Flow::kNetwork) flows.to_network(g(f.src), w);
+    else if (f.src == Flow::kNetwork) flows.from_network(g(f.dst), w);
+    else flows.send(g(f.src), g(f.dst), w, f.channel);
   }
 
   Pattern pat = summarize(flows);

@@ -82,12 +82,19 @@ fakegpu::ClusterConfig shape_cluster(const fakegpu::ClusterConfig& in, int nodes
 
 }  // namespace
 
+// A flow's end: a rank, the node's NVSwitch, or the network's reducing switches.
+std::string endpoint(int who) {
+  if (who == planner::Flow::kSwitch) return "nvswitch";
+  if (who == planner::Flow::kNetwork) return "network";
+  return "rank " + std::to_string(who);
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"fgpu model: NCCL's time for a collective on a cluster config, per size, as nccl-tests prints it"};
   std::string config_path, coll_name = "all_reduce", dtype = "float", min_text = "8", max_text = "128M", algo, proto;
   double step = 2;
   int nodes = 0, per_node = 0, ranks = 0, root = 0;
-  bool json_out = false;
+  bool json_out = false, flows_out = false;
   app.add_option("--cluster-config", config_path, "cluster YAML")->required();
   app.add_option("--collective", coll_name, "all_reduce, all_gather, broadcast, reduce, reduce_scatter, alltoall, "
                                             "sendrecv, gather, scatter, or all")->capture_default_str();
@@ -102,6 +109,7 @@ int main(int argc, char** argv) {
   app.add_option("--algo", algo, "force algorithms, NCCL_ALGO syntax: ring, tree, nvls, nvlstree, pat, ^tree ...");
   app.add_option("--proto", proto, "force protocols, NCCL_PROTO syntax: ll, ll128, simple, ^ll ...");
   app.add_flag("--json", json_out, "print JSON instead of the table");
+  app.add_flag("--flows", flows_out, "list each size's flow plan: per channel and step, who sends how much to whom");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -145,6 +153,11 @@ int main(int argc, char** argv) {
         uint64_t count = info.per_rank_count ? size / (tsize * static_cast<uint64_t>(n)) : size / tsize;
         uint64_t bytes = info.per_rank_count ? count * tsize * n : count * tsize;
         auto est = model.estimate(info.type, bytes, root);
+        nlohmann::json flows = nlohmann::json::array();
+        if (flows_out)
+          for (const planner::Flow& f : model.flow_plan(info.type, est.algo, root))
+            flows.push_back({{"channel", f.channel}, {"step", f.step}, {"steps", f.steps}, {"src", endpoint(f.src)},
+                             {"dst", endpoint(f.dst)}, {"bytes_per_step", f.bytes * bytes}});
         std::string redop = info.reduces ? "sum" : "none";
         int shown_root = info.rooted ? root : -1;
         if (json_out) {
@@ -154,10 +167,15 @@ int main(int argc, char** argv) {
                                     {"algorithm", est.algo_label()}, {"protocol", planner::proto_name(est.proto)},
                                     {"channels", est.channels}, {"latency_us", est.latency_us},
                                     {"data_us", est.data_us}, {"fill_us", est.fill_us}});
+          if (flows_out) doc["results"].back()["flows"] = flows;
         } else {
           fmt::print(" {:>12} {:>13} {:>9} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {:<9} {:<7} {:>8}\n", bytes, count,
                      dtype, redop, shown_root, est.time_us, est.algbw_gbs, est.busbw_gbs, est.algo_label(),
                      planner::proto_name(est.proto), est.channels);
+          for (const auto& f : flows)
+            fmt::print("#   channel {:>2}  step {:>4} x{:<5} {:>8} -> {:<8} {:>14.0f} B per step\n", f["channel"].get<int>(),
+                       f["step"].get<int>(), f["steps"].get<int>(), f["src"].get<std::string>(),
+                       f["dst"].get<std::string>(), f["bytes_per_step"].get<double>());
         }
       }
     }

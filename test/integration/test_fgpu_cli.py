@@ -226,6 +226,20 @@ class FgpuCli(unittest.TestCase):
         self.assertEqual(big.returncode, 0, big.stderr)
         self.assertEqual(json.loads(big.stdout)["ranks"], 1024)
 
+    def test_model_lists_the_flow_plan(self):
+        size = 1 << 20
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "-b", str(size), "-e", str(size),
+                 "--algo", "ring", "--flows", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        flows = json.loads(r.stdout)["results"][0]["flows"]
+        # Ring AllReduce: all ranks together send 2(n-1)/n of the buffer each.
+        total = sum(f["bytes_per_step"] * f["steps"] for f in flows)
+        self.assertAlmostEqual(total, 8 * 2 * 7 / 8 * size, delta=1)
+        self.assertTrue(all(f["src"].startswith("rank ") and f["dst"].startswith("rank ") for f in flows))
+        nvls = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "-b", "1G", "-e", "1G",
+                    "--algo", "nvls", "--flows")
+        self.assertIn("-> nvswitch", nvls.stdout)
+
     def test_model_rejects_bad_input_clearly(self):
         r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--algo", "hypercube")
         self.assertEqual(r.returncode, 2)

@@ -218,8 +218,11 @@ TEST(Planner, NvlsAcrossNodesWithSharp) {
   Fixture forced(cluster("h100-sxm", 2, 8, ", sharp: true"), {}, nvls);
   const double S = 1 << 30;
   auto e = forced.model.estimate(CollType::kAllReduce, static_cast<uint64_t>(S));
-  for (const auto& l : e.link_bytes())
-    if (forced.topo.links[l.link].kind == LinkKind::kNicTx) EXPECT_NEAR(l.bytes, S / 8, 1.0);
+  for (const auto& l : e.link_bytes()) {
+    if (forced.topo.links[l.link].kind == LinkKind::kNicTx) {
+      EXPECT_NEAR(l.bytes, S / 8, 1.0);
+    }
+  }
 }
 
 // NVLink bridges join GPU pairs; the pairs talk over PCIe.
@@ -342,6 +345,45 @@ TEST(Planner, LinkBytesMatchWhatTheAlgorithmMoves) {
     if (t.topo.links[l.link].kind == LinkKind::kNicTx) nic_tx += l.bytes;
   // Two nodes: each channel's tree has one inter-node edge, crossed by S/nc up and S/nc down.
   EXPECT_NEAR(nic_tx, 2 * S, 1.0);
+}
+
+// The flow plan per channel and step: the one description of an algorithm's traffic.
+TEST(Planner, FlowPlanPerChannelAndStep) {
+  Fixture f(cluster("h100-sxm", 1, 8));
+  const int n = 8;
+  // Ring AllReduce: on every channel each rank passes one chunk to its ring successor at each
+  // of the 2(n-1) steps; over all channels a rank sends 2(n-1)/n of the buffer.
+  std::map<int, double> sent;
+  std::set<std::pair<int, int>> senders;  // (channel, rank)
+  for (const Flow& fl : f.model.flow_plan(CollType::kAllReduce, kRing)) {
+    EXPECT_EQ(fl.steps, 2 * (n - 1));
+    EXPECT_TRUE(senders.insert({fl.channel, fl.src}).second) << "one successor per rank and channel";
+    sent[fl.src] += fl.bytes * fl.steps;
+  }
+  EXPECT_EQ(senders.size(), static_cast<size_t>(f.model.channels() * n));
+  for (auto [rank, share] : sent) EXPECT_NEAR(share, 2.0 * (n - 1) / n, 1e-9) << rank;
+
+  // NVLS AllReduce: reduce into the switch first, multicast from it last.
+  int first_to_switch = 1 << 30, last_from_switch = -1;
+  for (const Flow& fl : f.model.flow_plan(CollType::kAllReduce, kNvls)) {
+    EXPECT_TRUE(fl.src == Flow::kSwitch || fl.dst == Flow::kSwitch) << "NVLS moves data through the switch only";
+    if (fl.dst == Flow::kSwitch) first_to_switch = std::min(first_to_switch, fl.step);
+    if (fl.src == Flow::kSwitch) last_from_switch = std::max(last_from_switch, fl.step);
+  }
+  EXPECT_LT(first_to_switch, last_from_switch);
+
+  // Tree AllReduce across nodes: every reduction step comes before every broadcast step.
+  Fixture t(cluster("a100-80gb", 4, 8));
+  for (int c = 0; c < t.model.channels(); ++c) {
+    int last_up = -1, first_down = 1 << 30;
+    for (const Flow& fl : t.model.flow_plan(CollType::kAllReduce, kTree)) {
+      if (fl.channel != c) continue;
+      bool up = t.model.trees()[c][fl.src].parent == fl.dst;
+      if (up) last_up = std::max(last_up, fl.step);
+      else first_down = std::min(first_down, fl.step);
+    }
+    EXPECT_LT(last_up, first_down) << "channel " << c;
+  }
 }
 
 TEST(Planner, TimeGrowsWithSizeAndBandwidthSaturates) {

@@ -264,6 +264,7 @@ const char* path_type_name(PathType type) {
     case PathType::kPxb: return "PXB";
     case PathType::kPhb: return "PHB";
     case PathType::kSys: return "SYS";
+    case PathType::kNet: return "NET";
   }
   return "?";
 }

@@ -11,8 +11,9 @@
 namespace fakegpu {
 
 // NCCL's path types, nearest first. PIX: through one PCI switch; PXB: through several,
-// without the CPU; PHB: through the CPU's host bridge; SYS: across CPUs (NUMA nodes).
-enum class PathType { kLoc, kNvl, kPix, kPxb, kPhb, kSys };
+// without the CPU; PHB: through the CPU's host bridge; SYS: across CPUs (NUMA nodes); NET:
+// through the network, to another node.
+enum class PathType { kLoc, kNvl, kPix, kPxb, kPhb, kSys, kNet };
 const char* path_type_name(PathType type);  // "LOC", "NVL", "PIX", ...
 
 struct XmlGpu {

@@ -488,7 +488,12 @@ nlohmann::json channels_json(const planner::CommModel& model) {
     for (const auto& node : tree) parents.push_back(node.parent);
     trees.push_back(parents);
   }
-  return {{"count", model.channels()}, {"rings", rings}, {"trees", trees}};
+  // How its rank pairs are joined, as NCCL names the paths (NVL, PIX, PXB, PHB, SYS, NET).
+  std::map<std::string, uint64_t> paths;
+  const planner::Topology& topo = model.topology();
+  for (int a = 0; a < model.nranks(); ++a)
+    for (int b = a + 1; b < model.nranks(); ++b) ++paths[path_type_name(topo.path_type(model.gpu_of(a), model.gpu_of(b)))];
+  return {{"count", model.channels()}, {"rings", rings}, {"trees", trees}, {"path_types", paths}};
 }
 
 }  // namespace

@@ -48,6 +48,20 @@ bool Topology::nvlink_between(int a, int b) const {
   }
 }
 
+PathType Topology::path_type(int a, int b) const {
+  if (a == b) return PathType::kLoc;
+  const Gpu& x = gpus[a];
+  const Gpu& y = gpus[b];
+  if (x.node != y.node) return PathType::kNet;
+  if (nvlink_between(a, b)) return PathType::kNvl;
+  const auto& paths = nodes[x.node].gpu_paths;
+  if (x.local < static_cast<int>(paths.size()) && y.local < static_cast<int>(paths[x.local].size())) {
+    PathType p = paths[x.local][y.local];
+    if (p != PathType::kNvl) return p;  // the XML saw NVLink where the fabric does not: PCIe, unknown tree
+  }
+  return PathType::kPhb;
+}
+
 double nccl_nvlink_bw(int cc) {
   if (cc >= 100) return 40.1;
   if (cc >= 90) return 20.6;
@@ -77,6 +91,7 @@ Topology Topology::from_config(const ClusterConfig& config) {
                         "' uses " + std::to_string(nc.ranks.size()));
     Node node;
     node.id = nc.id;
+    if (xml) node.gpu_paths = xml->gpu_gpu;
     node.fabric = intra_fabric(xml ? xml->fabric() : config.intra_node.type);
     for (size_t l = 0; l < nc.ranks.size(); ++l) {
       Gpu& gpu = topo.gpus[nc.ranks[l]];

@@ -50,6 +50,7 @@ struct Node {
   IntraFabric fabric = IntraFabric::kNvSwitch;
   std::vector<int> gpus;  // global GPU indices, local order
   std::vector<int> nics;  // NIC indices
+  std::vector<std::vector<PathType>> gpu_paths;  // [local][local] from the topology XML, if any
 };
 
 struct Topology {
@@ -62,6 +63,9 @@ struct Topology {
 
   // Whether two GPUs of one node talk over NVLink (else PCIe).
   bool nvlink_between(int a, int b) const;
+  // NCCL's path type between two GPUs. Without a topology XML a node's PCIe tree is unknown:
+  // GPUs without NVLink between them count as PHB (through one CPU).
+  PathType path_type(int a, int b) const;
 
   static Topology from_config(const ClusterConfig& config);
 

@@ -92,6 +92,8 @@ class FgpuCli(unittest.TestCase):
         self.assertEqual(len(world["channels"]["rings"]), world["channels"]["count"])
         for ring in world["channels"]["rings"]:
             self.assertEqual(sorted(ring), list(range(16)))
+        # Rank pairs by NCCL path type: 2 x 28 pairs inside the nodes on NVLink, 64 across.
+        self.assertEqual(world["channels"]["path_types"], {"NVL": 56, "NET": 64})
         self.assertIn("modeled timeline", r.stdout)
         # The report follows its published schema; a report missing a section does not.
         schema = json.loads((REPO / "docs" / "report.schema.json").read_text())

@@ -225,6 +225,21 @@ TEST(Planner, NvlsAcrossNodesWithSharp) {
   }
 }
 
+// NCCL's path types: NVL over NVLink, NET across nodes, PHB for PCIe without a topology XML.
+TEST(Planner, PathTypes) {
+  Topology two = Topology::from_config(cluster("h100-sxm", 2, 8));
+  EXPECT_EQ(two.path_type(0, 0), PathType::kLoc);
+  EXPECT_EQ(two.path_type(0, 7), PathType::kNvl);
+  EXPECT_EQ(two.path_type(0, 8), PathType::kNet);
+  std::string y = "version: 1\ncluster: {name: t}\nnodes:\n  - {id: n, ranks: [0, 1], gpus: [{profile: l40s}, "
+                  "{profile: l40s}]}\nfabric:\n  intra_node: {type: pcie, bandwidth_gbps: 256, latency_us: 1}\n";
+  Topology pcie = Topology::from_config(parse_cluster_config(y, "t.yaml"));
+  EXPECT_EQ(pcie.path_type(0, 1), PathType::kPhb);
+  Topology xml = Topology::from_config(load_cluster_config(std::string(FAKEGPU_SOURCE_DIR) + "/configs/topo/dgx-h100-2node-xml.yaml"));
+  EXPECT_EQ(xml.path_type(1, 6), PathType::kNvl);
+  EXPECT_EQ(xml.path_type(1, 9), PathType::kNet);
+}
+
 // NVLink bridges join GPU pairs; the pairs talk over PCIe.
 TEST(Planner, NvlinkBridgePairs) {
   std::string y = "version: 1\ncluster: {name: t}\nnodes:\n  - {id: n, ranks: [0, 1, 2, 3], gpus: [{profile: h100-pcie}, "

@@ -74,26 +74,8 @@ int main(int argc, char** argv) {
 
     asio::io_context io;
     coord::Server server(io, endpoint, cluster, cluster_path);
-    fmt::print("fakegpu-coordinator: listening on {}:{} (cluster '{}', world size {})\n", transport_name(endpoint.transport),
-               server.bound_address(), cluster.name, cluster.world_size());
-    std::fflush(stdout);
-    if (!ready_file.empty()) write_file(ready_file, server.bound_address() + "\n");
-
-    // On a terminal, a live line: ranks seen, operations done, modeled time so far.
+    // Signals first: a launcher may stop us as soon as the ready file appears.
     const bool live = isatty(STDERR_FILENO);
-    asio::steady_timer ticker(io);
-    std::function<void()> tick = [&] {
-      ticker.expires_after(std::chrono::milliseconds(500));
-      ticker.async_wait([&](asio::error_code ec) {
-        if (ec) return;
-        coord::Job& job = server.job();
-        fmt::print(stderr, "\rfakegpu-coordinator: {} ranks, {} operations, {:.1f} ms modeled   ", job.ranks_seen(),
-                   job.completed_operations(), job.modeled_makespan_us() / 1e3);
-        tick();
-      });
-    };
-    if (live) tick();
-
     asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](asio::error_code, int sig) {
       fmt::print("fakegpu-coordinator: received {}, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -101,6 +83,23 @@ int main(int argc, char** argv) {
       server.stop();
       io.stop();
     });
+    fmt::print("fakegpu-coordinator: listening on {}:{} (cluster '{}', world size {})\n", transport_name(endpoint.transport),
+               server.bound_address(), cluster.name, cluster.world_size());
+    std::fflush(stdout);
+    if (!ready_file.empty()) write_file(ready_file, server.bound_address() + "\n");
+
+    // On a terminal, a live line every half second: ranks seen, operations done, modeled time.
+    asio::steady_timer ticker(io);
+    std::function<void()> tick = [&] {
+      coord::Job& job = server.job();
+      fmt::print(stderr, "\rfakegpu-coordinator: {} ranks, {} operations, {:.1f} ms modeled   ", job.ranks_seen(),
+                 job.completed_operations(), job.modeled_makespan_us() / 1e3);
+      ticker.expires_after(std::chrono::milliseconds(500));
+      ticker.async_wait([&](asio::error_code ec) {
+        if (!ec) tick();
+      });
+    };
+    if (live) asio::post(io, tick);
     io.run();
 
     auto report = server.job().report();

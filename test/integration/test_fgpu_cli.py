@@ -138,11 +138,11 @@ class FgpuCli(unittest.TestCase):
             self.skipTest("script(1) is needed to give the coordinator a terminal")
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
         coordinator = [str(built("fakegpu-coordinator")), "--cluster-config", str(CONFIGS / "cluster_valid.yaml")]
-        on_tty = subprocess.run(["script", "-qec", shlex.join(["timeout", "-s", "TERM", "1.5", *coordinator,
+        on_tty = subprocess.run(["script", "-qec", shlex.join(["timeout", "-s", "TERM", "3", *coordinator,
                                                                 "--address", str(tmp / "a.sock")]), "/dev/null"],
                                 capture_output=True, text=True, timeout=30)
         self.assertIn("0 ranks, 0 operations, 0.0 ms modeled", on_tty.stdout)
-        piped = subprocess.run(["timeout", "-s", "TERM", "1.5", *coordinator, "--address", str(tmp / "b.sock")],
+        piped = subprocess.run(["timeout", "-s", "TERM", "3", *coordinator, "--address", str(tmp / "b.sock")],
                                capture_output=True, text=True, timeout=30)
         self.assertIn("shutting down", piped.stdout)
         self.assertNotIn("ms modeled", piped.stdout + piped.stderr)

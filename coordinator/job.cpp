@@ -37,6 +37,18 @@ uint64_t default_max_buffer_bytes() {
   return uint64_t{1} << 30;
 }
 
+// FAKEGPU_COORDINATOR_TIMEOUT_MS: how long ranks wait for a peer that never posts. Generous
+// by default, like torch's, so a slow but healthy job never trips it.
+std::chrono::milliseconds rendezvous_timeout_from_env() {
+  const char* v = std::getenv("FAKEGPU_COORDINATOR_TIMEOUT_MS");
+  if (!v || !*v) return std::chrono::minutes(10);
+  char* end = nullptr;
+  long long ms = std::strtoll(v, &end, 10);
+  if (*end != '\0' || ms <= 0)
+    throw std::invalid_argument(fmt::format("FAKEGPU_COORDINATOR_TIMEOUT_MS={}: expected a positive number of milliseconds", v));
+  return std::chrono::milliseconds(ms);
+}
+
 }  // namespace
 
 Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
@@ -46,7 +58,8 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
       out_(out),
       started_(std::chrono::system_clock::now()),
       timeline_(topology_),
-      max_buffer_bytes_(default_max_buffer_bytes()) {
+      max_buffer_bytes_(default_max_buffer_bytes()),
+      rendezvous_timeout_(rendezvous_timeout_from_env()) {
   // The coordinator models with the NCCL_* overrides of the environment it was started in,
   // which fgpu passes on from the job's.
   try {
@@ -576,7 +589,8 @@ nlohmann::json Job::report() const {
                      {"comm_inits", c.comm_inits},
                      {"collectives", c.collectives},
                      {"errors", c.errors},
-                     {"wait_us", c.wait_us}});
+                     {"wait_us", c.wait_us},
+                     {"timeouts", c.timeouts}});
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
     return a["global_rank"].get<int>() < b["global_rank"].get<int>();

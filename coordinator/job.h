@@ -74,6 +74,11 @@ class Job {
   nlohmann::json report() const;
   // The modeled timeline as a Chrome / Perfetto trace.
   nlohmann::json trace() const;
+  // Fails the operations some of whose ranks have waited longer than the rendezvous timeout
+  // (FAKEGPU_COORDINATOR_TIMEOUT_MS) for the others, naming who is missing and where each
+  // missing rank was last seen. The server calls it periodically.
+  void check_timeouts(std::chrono::steady_clock::time_point now);
+  std::chrono::milliseconds rendezvous_timeout() const { return rendezvous_timeout_; }
 
  private:
   // A rank's device-memory segment, mapped into the coordinator once.
@@ -100,6 +105,10 @@ class Job {
     uint64_t collectives = 0;
     uint64_t errors = 0;
     double wait_us = 0;  // time its collectives waited for slower peers to arrive
+    uint64_t timeouts = 0;  // its operations failed by the rendezvous timeout
+    // The last operation it posted, for "where is the missing rank" diagnoses.
+    uint64_t last_comm = 0, last_seq = 0;
+    wire::CollType last_coll{};
   };
   struct Member {
     ClientId client = 0;
@@ -119,6 +128,7 @@ class Job {
     std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
     std::vector<std::string> calls;     // per rank, for mismatch messages
     std::vector<std::chrono::steady_clock::time_point> arrived_at;  // per rank
+    std::chrono::steady_clock::time_point first_at;                 // first rank's arrival
     std::vector<RankData> ranks;
     int arrived = 0;
     std::string failure;
@@ -231,6 +241,8 @@ class Job {
   void fail_pending(Comm& comm, wire::Status code, const std::string& why);
   // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
   void fail_regrouping(Comm& comm, int rank, const std::string& why);
+  // Where a rank that did not arrive was last seen.
+  std::string whereabouts(const Comm& comm, int rank) const;
 
   template <typename Msg>
   void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
@@ -263,6 +275,7 @@ class Job {
   std::vector<std::string> errors_;  // the first few, for the report
   Executor executor_;
   uint64_t max_buffer_bytes_;
+  std::chrono::milliseconds rendezvous_timeout_;
 };
 
 template <typename Msg>

@@ -113,6 +113,7 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
   (msg.send.shared() ? shared_bytes_ : socket_bytes_) += send_bytes;
   (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
   ++client.collectives;
+  client.last_comm = msg.comm_id, client.last_seq = msg.seq, client.last_coll = msg.coll;
   if (is_point_to_point(msg.coll))
     handle_p2p(*comm, id, msg, std::move(data), request_id);
   else
@@ -129,6 +130,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.calls.resize(nranks);
     op.ranks.resize(nranks);
     op.arrived_at.resize(nranks);
+    op.first_at = std::chrono::steady_clock::now();
   }
   if (op.request_ids[msg.rank] != 0) {
     reply_error(id, request_id, Status::kInvalidUsage,
@@ -260,6 +262,59 @@ void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why
   op.ranks.assign(op.ranks.size(), RankData{});
   for (size_t r = 0; r < op.request_ids.size(); ++r)
     if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);
+}
+
+std::string Job::whereabouts(const Comm& comm, int rank) const {
+  const Member& m = comm.members[rank];
+  auto it = clients_.find(m.client);
+  std::string who = fmt::format("rank {} ({})", rank, describe_client(m.client));
+  if (m.destroyed || it == clients_.end()) return who + " has left the communicator";
+  const Client& c = it->second;
+  if (c.collectives == 0) return who + " has posted no operation yet";
+  return who + fmt::format(" last posted {} #{} on communicator {}", wire::coll_type_name(c.last_coll), c.last_seq,
+                           c.last_comm);
+}
+
+void Job::check_timeouts(std::chrono::steady_clock::time_point now) {
+  const auto too_old = now - rendezvous_timeout_;
+  const double seconds = rendezvous_timeout_.count() / 1000.0;
+  for (auto& [id, comm] : comms_) {
+    const int nranks = static_cast<int>(comm.members.size());
+    for (auto& [seq, op] : comm.ops) {
+      if (!op.failure.empty() || op.arrived == nranks || op.first_at > too_old) continue;
+      std::string arrived, missing;
+      for (int r = 0; r < nranks; ++r) {
+        if (op.request_ids[r]) arrived += fmt::format(" {}", r);
+        else missing += "; " + whereabouts(comm, r);
+      }
+      std::string why = fmt::format("rendezvous timeout after {:.0f} s on communicator {}, operation {} ({}): ranks{} "
+                                    "waited for the others{}",
+                                    seconds, comm.id, seq, describe_call(op.first), arrived, missing);
+      fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
+      for (int r = 0; r < nranks; ++r)
+        if (op.request_ids[r]) ++clients_[comm.members[r].client].timeouts;
+      fail_op(comm, op, Status::kRemoteError, why);
+    }
+    for (auto it = comm.p2p.begin(); it != comm.p2p.end();) {
+      PendingP2P& p = it->second;
+      if ((p.send_request && p.recv_request) || p.first_at > too_old) {
+        ++it;
+        continue;
+      }
+      const bool sender_waits = p.send_request != 0;
+      const auto& [src, dst, pair_seq] = it->first;
+      const int waiting = sender_waits ? src : dst, absent = sender_waits ? dst : src;
+      std::string why = fmt::format("rendezvous timeout after {:.0f} s on communicator {}: rank {} waited for {} #{} "
+                                    "from rank {} to rank {}; {}",
+                                    seconds, comm.id, waiting, sender_waits ? "the Recv matching its Send" :
+                                    "the Send matching its Recv", pair_seq, src, dst, whereabouts(comm, absent));
+      fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
+      ++clients_[comm.members[waiting].client].timeouts;
+      ++comm.refused;
+      reply_error(comm.members[waiting].client, sender_waits ? p.send_request : p.recv_request, Status::kRemoteError, why);
+      it = comm.p2p.erase(it);  // a late peer starts a fresh wait, and times out naming this rank
+    }
+  }
 }
 
 }  // namespace fakegpu::coord

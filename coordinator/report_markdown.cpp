@@ -89,9 +89,10 @@ std::string report_markdown(const json& r) {
   rows.clear();
   for (const auto& k : r["ranks"])
     rows.push_back({k["global_rank"].dump(), k["host"].get<std::string>(), k["pid"].dump(), k["comm_inits"].dump(),
-                    k["collectives"].dump(), fmt::format("{:.1f}", k["wait_us"].get<double>()), k["errors"].dump()});
+                    k["collectives"].dump(), fmt::format("{:.1f}", k["wait_us"].get<double>()), k["timeouts"].dump(),
+                    k["errors"].dump()});
   md += "## Ranks\n\nWait: time the rank's calls spent waiting for slower peers (small for a straggler).\n\n" +
-        table({"rank", "host", "pid", "comm inits", "collectives", "wait us", "errors"}, rows);
+        table({"rank", "host", "pid", "comm inits", "collectives", "wait us", "timeouts", "errors"}, rows);
 
   rows.clear();
   for (const auto& c : r["communicators"])

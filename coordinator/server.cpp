@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -246,11 +247,25 @@ bool unix_socket_is_live(const std::string& path) {
 }  // namespace
 
 Server::Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig cluster, std::string cluster_path)
-    : io_(io), job_(std::move(cluster), ServerInfo{transport_name(endpoint.transport), endpoint.address, std::move(cluster_path)}, *this) {
+    : io_(io),
+      job_(std::move(cluster), ServerInfo{transport_name(endpoint.transport), endpoint.address, std::move(cluster_path)}, *this),
+      watchdog_(io) {
   if (endpoint.transport == Transport::kUnix)
     listen_unix(endpoint.address);
   else
     listen_tcp(endpoint.address);
+  watch();
+}
+
+void Server::watch() {
+  auto period = std::clamp<std::chrono::milliseconds>(job_.rendezvous_timeout() / 4, std::chrono::milliseconds(10),
+                                                      std::chrono::milliseconds(1000));
+  watchdog_.expires_after(period);
+  watchdog_.async_wait([this](asio::error_code ec) {
+    if (ec || stopped_) return;
+    job_.check_timeouts(std::chrono::steady_clock::now());
+    watch();
+  });
 }
 
 Server::~Server() { stop(); }
@@ -331,6 +346,7 @@ void Server::disconnect(ClientId client) {
 void Server::stop() {
   if (stopped_) return;
   stopped_ = true;
+  watchdog_.cancel();
   asio::error_code ignored;
   if (unix_acceptor_) unix_acceptor_->close(ignored);
   if (tcp_acceptor_) tcp_acceptor_->close(ignored);

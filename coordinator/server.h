@@ -40,6 +40,8 @@ class Server : public Outbox {
   template <typename Acceptor>
   void accept_loop(Acceptor& acceptor);
   void on_session_closed(ClientId id);
+  // Wakes the job's rendezvous timeout check a few times per timeout period.
+  void watch();
 
   asio::io_context& io_;
   Job job_;
@@ -48,6 +50,7 @@ class Server : public Outbox {
   std::string unix_path_;
   std::string bound_address_;
   std::map<ClientId, std::shared_ptr<Session>> sessions_;
+  asio::steady_timer watchdog_;
   ClientId next_client_ = 1;
   bool stopped_ = false;
 };

@@ -439,3 +439,46 @@ TEST_F(JobTest, CommInfoDescribesTheChannels) {
   EXPECT_NE(info.graph_xml.find("<graphs version=\"1\">"), std::string::npos);
   EXPECT_NE(info.topology_xml.find("<system"), std::string::npos);
 }
+
+// A rank that never posts: after the rendezvous timeout the waiting ranks get an error naming
+// the missing rank and where it was last seen; a late arrival learns the same.
+TEST_F(JobTest, RendezvousTimeoutNamesTheMissingRank) {
+  for (ClientId c = 1; c <= 3; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(3);
+  for (ClientId c = 1; c <= 3; ++c) post(c, allreduce(comm, static_cast<int>(c) - 1, 1, 1), floats({1}));
+  out.take(1), out.take(2), out.take(3);
+  post(1, allreduce(comm, 0, 2, 1), floats({1}));
+  post(2, allreduce(comm, 1, 2, 1), floats({1}));
+  const auto now = std::chrono::steady_clock::now();
+  job.check_timeouts(now);
+  EXPECT_TRUE(out.take(1).empty()) << "not before the timeout";
+  job.check_timeouts(now + job.rendezvous_timeout() + std::chrono::seconds(1));
+  for (ClientId c : {1, 2}) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    std::string why = error_text(frames[0]);
+    EXPECT_NE(why.find("rendezvous timeout"), std::string::npos) << why;
+    EXPECT_NE(why.find("ranks 0 1 waited"), std::string::npos) << why;
+    EXPECT_NE(why.find("rank 2 (global rank 2"), std::string::npos) << why;
+    EXPECT_NE(why.find("last posted AllReduce #1 on communicator"), std::string::npos) << why;
+  }
+  post(3, allreduce(comm, 2, 2, 1), floats({1}));
+  EXPECT_NE(error_text(out.take(3).at(0)).find("rendezvous timeout"), std::string::npos);
+  auto ranks = job.report()["ranks"];
+  EXPECT_EQ(ranks[0]["timeouts"], 1);
+  EXPECT_EQ(ranks[2]["timeouts"], 0);
+}
+
+TEST_F(JobTest, RendezvousTimeoutForAnUnmatchedSend) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(2);
+  Collective send = allreduce(comm, 0, 1, 1);
+  send.coll = CollType::kSend;
+  send.root = 1;
+  post(1, send, floats({1}));
+  job.check_timeouts(std::chrono::steady_clock::now() + job.rendezvous_timeout() + std::chrono::seconds(1));
+  std::string why = error_text(out.take(1).at(0));
+  EXPECT_NE(why.find("waited for the Recv matching its Send"), std::string::npos) << why;
+  EXPECT_NE(why.find("rank 1 (global rank 1"), std::string::npos) << why;
+  EXPECT_NE(why.find("has posted no operation yet"), std::string::npos) << why;
+}

@@ -303,12 +303,16 @@ ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::stri
   return Parser(source_name).parse(root);
 }
 
-ClusterConfig load_cluster_config(const std::string& path) {
+std::string read_config_file(const std::string& path, const std::string& what) {
   std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open the cluster config file");
+  if (!in) throw ConfigError(path + ": cannot open the " + what);
   std::stringstream text;
   text << in.rdbuf();
-  return parse_cluster_config(text.str(), path);
+  return text.str();
+}
+
+ClusterConfig load_cluster_config(const std::string& path) {
+  return parse_cluster_config(read_config_file(path, "cluster config file"), path);
 }
 
 }  // namespace fakegpu

@@ -63,6 +63,8 @@ struct ClusterConfig {
 };
 
 ClusterConfig load_cluster_config(const std::string& path);
+// A config file's whole text; throws ConfigError naming the file and what it is (`what`).
+std::string read_config_file(const std::string& path, const std::string& what);
 // source_name is used in error messages in place of a file name.
 ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& source_name);
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cluster_config.h"  // ConfigError
+#include "cluster_config.h"  // ConfigError, read_config_file
 
 namespace fakegpu {
 namespace {
@@ -295,11 +295,7 @@ NodeXml parse_topology_xml(const std::string& text, const std::string& source_na
 }
 
 NodeXml load_topology_xml(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open the topology XML file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_topology_xml(text.str(), path);
+  return parse_topology_xml(read_config_file(path, "topology XML file"), path);
 }
 
 }  // namespace fakegpu

@@ -10,13 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string bytes_text(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
-}
-
 // A table from a header and rows of cells; pipes inside cells are escaped.
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   auto line = [](const std::vector<std::string>& cells) {
@@ -41,6 +34,13 @@ std::string mix(const json& algorithms) {
 }
 
 }  // namespace
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
+}
 
 std::string report_markdown(const json& r) {
   std::string md = fmt::format("# fakegpu cluster report: {}\n\n", r["cluster"]["name"].get<std::string>());

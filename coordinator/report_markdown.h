@@ -8,5 +8,7 @@
 namespace fakegpu::coord {
 
 std::string report_markdown(const nlohmann::json& report);
+// "512 B", "1.5 MiB": a byte count as people read it.
+std::string bytes_text(double bytes);
 
 }  // namespace fakegpu::coord

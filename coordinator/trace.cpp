@@ -6,19 +6,13 @@
 #include <map>
 #include <tuple>
 
+#include "report_markdown.h"  // bytes_text
+
 namespace fakegpu::coord {
 namespace {
 
 using nlohmann::json;
 using planner::LinkKind;
-
-std::string size_label(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
-}
 
 int pid_of(const planner::Topology& topo, int rank) { return topo.gpus[rank].node + 1; }
 
@@ -69,7 +63,7 @@ json Trace::to_json(const planner::Topology& topo, const std::map<uint64_t, std:
       int rank = ranks[i];
       if (rank < 0 || rank >= static_cast<int>(topo.gpus.size())) continue;
       std::string name = send ? (i == 0 ? "Send " : "Recv ") : std::string(wire::coll_type_name(op.coll)) + " ";
-      events.push_back({{"name", name + size_label(op.bytes)},
+      events.push_back({{"name", name + bytes_text(static_cast<double>(op.bytes))},
                         {"cat", fmt::format("comm {}", op.comm)},
                         {"ph", "X"},
                         {"ts", op.start_us},

@@ -8,7 +8,6 @@
 namespace fakegpu::planner {
 namespace {
 
-constexpr int kMaxChannels = 64;  // NCCL's MAXCHANNELS
 
 // Per-step hardware latency for the modeled time. NCCL's own table (kHwLat) serves its tuner,
 // which only ranks algorithms; its LL step over NVLink, 0.6 us, is about half of a real one.

@@ -7,7 +7,6 @@
 namespace fakegpu::planner {
 namespace {
 
-constexpr int kMaxChannels = 64;  // NCCL's MAXCHANNELS
 constexpr size_t kMaxLine = 127;  // NCCL cuts a ring dump at its buffer size
 
 int pow2_up(int v) {
@@ -67,11 +66,11 @@ int p2p_channels_per_peer(const CommModel& model) {
       local = 2 * std::max(1, static_cast<int>(path / nccl_nvlink_bw(g.cc)));
     }
     if (model.node_ranks(model.node_of(r)).size() > 1) fewest = std::min(fewest, local);
-    if (model.nnodes() > 1) {
-      int net = 2;
-      while (net * model.nranks() > total * 4 && net > 1) net /= 2;
-      fewest = std::min(fewest, net);
-    }
+  }
+  if (model.nnodes() > 1) {
+    int net = 2;
+    while (net * model.nranks() > total * 4 && net > 1) net /= 2;
+    fewest = std::min(fewest, net);
   }
   return std::min(pow2_up(fewest), total);
 }

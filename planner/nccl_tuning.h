@@ -25,6 +25,8 @@ int arch_index(int cc);  // cc = major*10+minor
 
 // Latencies in microseconds, bandwidths in GB/s, indexed as NCCL indexes them.
 extern const double kBaseLat[kNumAlgos][kNumProtos];
+constexpr int kMaxChannels = 64;  // NCCL's MAXCHANNELS
+
 enum HwClass { kHwNvlink = 0, kHwPci, kHwNet };
 extern const double kHwLat[3][kNumAlgos][kNumProtos];
 extern const double kLlMaxBw[4][3];

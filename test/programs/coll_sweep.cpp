@@ -316,6 +316,23 @@ void point_to_point(ncclComm_t comm, cudaStream_t s) {
   }
 }
 
+// Every data type: native ones at `native` counts, the 16- and 8-bit floats at `narrow` counts.
+void sweep_every_type(ncclComm_t comm, const std::vector<size_t>& native, const std::vector<size_t>& narrow,
+                      cudaStream_t s) {
+  sweep_type<NativeRef<int8_t>>(comm, ncclInt8, "int8", native, s);
+  sweep_type<NativeRef<uint8_t>>(comm, ncclUint8, "uint8", native, s);
+  sweep_type<NativeRef<int32_t>>(comm, ncclInt32, "int32", native, s);
+  sweep_type<NativeRef<uint32_t>>(comm, ncclUint32, "uint32", native, s);
+  sweep_type<NativeRef<int64_t>>(comm, ncclInt64, "int64", native, s);
+  sweep_type<NativeRef<uint64_t>>(comm, ncclUint64, "uint64", native, s);
+  sweep_type<NativeRef<float>>(comm, ncclFloat32, "float32", native, s);
+  sweep_type<NativeRef<double>>(comm, ncclFloat64, "float64", native, s);
+  sweep_type<HalfRef>(comm, ncclFloat16, "float16", narrow, s);
+  sweep_type<Bf16Ref>(comm, ncclBfloat16, "bfloat16", narrow, s);
+  sweep_type<E4m3Ref>(comm, ncclFloat8e4m3, "float8e4m3", narrow, s);
+  sweep_type<E5m2Ref>(comm, ncclFloat8e5m2, "float8e5m2", narrow, s);
+}
+
 // ncclGroupSimulateEnd runs nothing: the calls inside it must leave no trace, so an allreduce
 // after it still matches across ranks and gives the right answer. It returns the modeled time:
 // the calls of one communicator run one after another, so two allreduces take twice one.
@@ -386,36 +403,10 @@ int main(int argc, char** argv) {
     return posted == ncclSuccess && async == ncclInvalidUsage && after == ncclInvalidUsage && named ? 0 : 1;
   }
 
-  const std::vector<size_t> counts = {0, 1, 7, 1000};
-  sweep_type<NativeRef<int8_t>>(comm, ncclInt8, "int8", counts, s);
-  sweep_type<NativeRef<uint8_t>>(comm, ncclUint8, "uint8", counts, s);
-  sweep_type<NativeRef<int32_t>>(comm, ncclInt32, "int32", counts, s);
-  sweep_type<NativeRef<uint32_t>>(comm, ncclUint32, "uint32", counts, s);
-  sweep_type<NativeRef<int64_t>>(comm, ncclInt64, "int64", counts, s);
-  sweep_type<NativeRef<uint64_t>>(comm, ncclUint64, "uint64", counts, s);
-  sweep_type<HalfRef>(comm, ncclFloat16, "float16", counts, s);
-  sweep_type<NativeRef<float>>(comm, ncclFloat32, "float32", counts, s);
-  sweep_type<NativeRef<double>>(comm, ncclFloat64, "float64", counts, s);
-  sweep_type<Bf16Ref>(comm, ncclBfloat16, "bfloat16", counts, s);
-  sweep_type<E4m3Ref>(comm, ncclFloat8e4m3, "float8e4m3", counts, s);
-  sweep_type<E5m2Ref>(comm, ncclFloat8e5m2, "float8e5m2", counts, s);
-  if (big) {
-    // 2^20 + 3 elements for every native type; the narrow floats (whose references are slow to
-    // compute here) at a size that still spans several of the coordinator's chunks.
-    const std::vector<size_t> large = {(1u << 20) + 3}, chunked = {65539};
-    sweep_type<NativeRef<int8_t>>(comm, ncclInt8, "int8", large, s);
-    sweep_type<NativeRef<uint8_t>>(comm, ncclUint8, "uint8", large, s);
-    sweep_type<NativeRef<int32_t>>(comm, ncclInt32, "int32", large, s);
-    sweep_type<NativeRef<uint32_t>>(comm, ncclUint32, "uint32", large, s);
-    sweep_type<NativeRef<int64_t>>(comm, ncclInt64, "int64", large, s);
-    sweep_type<NativeRef<uint64_t>>(comm, ncclUint64, "uint64", large, s);
-    sweep_type<NativeRef<float>>(comm, ncclFloat32, "float32", large, s);
-    sweep_type<NativeRef<double>>(comm, ncclFloat64, "float64", large, s);
-    sweep_type<HalfRef>(comm, ncclFloat16, "float16", chunked, s);
-    sweep_type<Bf16Ref>(comm, ncclBfloat16, "bfloat16", chunked, s);
-    sweep_type<E4m3Ref>(comm, ncclFloat8e4m3, "float8e4m3", chunked, s);
-    sweep_type<E5m2Ref>(comm, ncclFloat8e5m2, "float8e5m2", chunked, s);
-  }
+  sweep_every_type(comm, {0, 1, 7, 1000}, {0, 1, 7, 1000}, s);
+  // With --big, 2^20 + 3 elements for every native type; the narrow floats (whose references
+  // are slow to compute here) at a size that still spans several of the coordinator's chunks.
+  if (big) sweep_every_type(comm, {(1u << 20) + 3}, {65539}, s);
   simulate_then_run(comm, s);
   point_to_point(comm, s);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <cstdlib>
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
     asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](asio::error_code, int sig) {
       fmt::print("fakegpu-coordinator: received {}, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fflush(stdout);
       if (live) fmt::print(stderr, "\n");
       server.stop();
       io.stop();
@@ -101,6 +103,11 @@ int main(int argc, char** argv) {
     };
     if (live) asio::post(io, tick);
     io.run();
+    // Launchers such as timeout(1) signal the whole process group too: a second SIGTERM must
+    // not cut the report short, so from here on stop signals are ignored.
+    signals.clear();
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
 
     auto report = server.job().report();
     if (!report_path.empty()) {

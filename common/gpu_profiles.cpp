@@ -7,20 +7,22 @@
 namespace fakegpu {
 namespace {
 
-// Public datasheet figures. NVLink bandwidth is per link and direction.
+// Public datasheet and deviceQuery figures. NVLink bandwidth is per link and direction.
+// name, product name, memory MiB, SMs, cc, NVLinks, GB/s per link, PCIe gen,
+// SM MHz, memory MHz, bus bits, L2 MiB, smem per SM KiB, opt-in smem KiB, threads per SM
 const GpuProfile kProfiles[] = {
-    {"v100", "Tesla V100-SXM2-32GB", 32768, 80, 7, 0, 6, 25.0, 3},
-    {"a100-40gb", "NVIDIA A100-SXM4-40GB", 40960, 108, 8, 0, 12, 25.0, 4},
-    {"a100-80gb", "NVIDIA A100-SXM4-80GB", 81920, 108, 8, 0, 12, 25.0, 4},
-    {"a800", "NVIDIA A800-SXM4-80GB", 81920, 108, 8, 0, 8, 25.0, 4},
-    {"h100-sxm", "NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, 18, 25.0, 5},
-    {"h100-pcie", "NVIDIA H100 PCIe", 81559, 114, 9, 0, 0, 0.0, 5},
-    {"h800", "NVIDIA H800", 81559, 132, 9, 0, 8, 25.0, 5},
-    {"h20", "NVIDIA H20", 97871, 78, 9, 0, 18, 25.0, 5},
-    {"h200", "NVIDIA H200", 143771, 132, 9, 0, 18, 25.0, 5},
-    {"b200", "NVIDIA B200", 183359, 148, 10, 0, 18, 50.0, 6},
-    {"gb200", "NVIDIA GB200", 189471, 152, 10, 0, 18, 50.0, 6},
-    {"l40s", "NVIDIA L40S", 46068, 142, 8, 9, 0, 0.0, 4},
+    {"v100", "Tesla V100-SXM2-32GB", 32768, 80, 7, 0, 6, 25.0, 3, 1530, 877, 4096, 6, 96, 96, 2048},
+    {"a100-40gb", "NVIDIA A100-SXM4-40GB", 40960, 108, 8, 0, 12, 25.0, 4, 1410, 1215, 5120, 40, 164, 163, 2048},
+    {"a100-80gb", "NVIDIA A100-SXM4-80GB", 81920, 108, 8, 0, 12, 25.0, 4, 1410, 1593, 5120, 40, 164, 163, 2048},
+    {"a800", "NVIDIA A800-SXM4-80GB", 81920, 108, 8, 0, 8, 25.0, 4, 1410, 1593, 5120, 40, 164, 163, 2048},
+    {"h100-sxm", "NVIDIA H100 80GB HBM3", 81559, 132, 9, 0, 18, 25.0, 5, 1980, 2619, 5120, 50, 228, 227, 2048},
+    {"h100-pcie", "NVIDIA H100 PCIe", 81559, 114, 9, 0, 0, 0.0, 5, 1755, 1593, 5120, 50, 228, 227, 2048},
+    {"h800", "NVIDIA H800", 81559, 132, 9, 0, 8, 25.0, 5, 1980, 2619, 5120, 50, 228, 227, 2048},
+    {"h20", "NVIDIA H20", 97871, 78, 9, 0, 18, 25.0, 5, 1980, 2619, 6144, 60, 228, 227, 2048},
+    {"h200", "NVIDIA H200", 143771, 132, 9, 0, 18, 25.0, 5, 1980, 3201, 6144, 50, 228, 227, 2048},
+    {"b200", "NVIDIA B200", 183359, 148, 10, 0, 18, 50.0, 6, 1965, 4000, 8192, 126, 228, 227, 2048},
+    {"gb200", "NVIDIA GB200", 189471, 152, 10, 0, 18, 50.0, 6, 1965, 4000, 8192, 126, 228, 227, 2048},
+    {"l40s", "NVIDIA L40S", 46068, 142, 8, 9, 0, 0.0, 4, 2520, 9001, 384, 96, 100, 99, 1536},
 };
 
 const std::pair<const char*, const char*> kAliases[] = {

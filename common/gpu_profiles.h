@@ -16,6 +16,14 @@ struct GpuProfile {
   int nvlink_links;                 // 0: no NVLink
   double nvlink_gbytes_per_link;    // GB/s per direction per link
   int pcie_gen;
+  // What the fake CUDA runtime reports as device properties.
+  int clock_mhz;            // boost SM clock
+  int memory_clock_mhz;
+  int memory_bus_bits;
+  int l2_mib;
+  int smem_per_sm_kib;      // shared memory per SM
+  int smem_optin_kib;       // the most one block may opt in to
+  int max_threads_per_sm;
 };
 
 // Returns nullptr for an unknown name. Lookup is case-insensitive and accepts aliases

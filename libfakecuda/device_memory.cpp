@@ -1,9 +1,12 @@
 #include "device_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 
 namespace fakegpu::cuda {
 namespace {
@@ -11,8 +14,11 @@ namespace {
 constexpr size_t kAlignment = 256;               // cudaMalloc's documented minimum alignment
 constexpr size_t kSegmentBytes = size_t{1} << 30;  // virtual size of a segment; sparse
 constexpr size_t kSegmentGranule = size_t{2} << 20;
+constexpr uint64_t kIpcMagic = 0x6670677569706331;  // "fpguipc1"
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+bool counts_against_device(MemoryKind kind) { return kind != MemoryKind::kHost; }
 
 }  // namespace
 
@@ -50,13 +56,14 @@ void* DeviceMemory::carve(Segment& s, size_t bytes) {
   return nullptr;
 }
 
-void* DeviceMemory::allocate(size_t bytes) {
+void* DeviceMemory::allocate(size_t bytes, MemoryKind kind, int device, uint64_t capacity) {
   const size_t length = round_up(std::max<size_t>(bytes, 1), kAlignment);
   std::lock_guard<std::mutex> lock(mu_);
+  if (counts_against_device(kind) && used_[device] + length > capacity) return nullptr;
   void* p = nullptr;
   Segment* owner = nullptr;
   for (auto& s : segments_)
-    if ((p = carve(*s, length))) {
+    if (s->owner_pid == 0 && (p = carve(*s, length))) {
       owner = s.get();
       break;
     }
@@ -65,16 +72,20 @@ void* DeviceMemory::allocate(size_t bytes) {
     if (!owner) return nullptr;
     p = carve(*owner, length);
   }
-  allocations_[p] = {owner, length};
+  if (counts_against_device(kind)) used_[device] += length;
+  allocations_[static_cast<uint8_t*>(p)] = Carved{owner, length, Allocation{p, bytes, kind, device, false}};
   return p;
 }
 
-bool DeviceMemory::release(void* ptr) {
+bool DeviceMemory::release(void* ptr, MemoryKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = allocations_.find(ptr);
-  if (it == allocations_.end()) return false;
-  auto [seg, length] = it->second;
+  auto it = allocations_.find(static_cast<uint8_t*>(ptr));
+  if (it == allocations_.end() || it->second.info.imported) return false;
+  const bool host = it->second.info.kind == MemoryKind::kHost;
+  if (host != (kind == MemoryKind::kHost)) return false;
+  auto [seg, length, info] = it->second;
   allocations_.erase(it);
+  if (counts_against_device(info.kind)) used_[info.device] -= length;
   size_t offset = static_cast<uint8_t*>(ptr) - seg->base;
   // Give the pages back to the kernel, then merge the range with free neighbours.
   madvise(ptr, length, MADV_REMOVE);
@@ -101,6 +112,14 @@ const DeviceMemory::Segment* DeviceMemory::segment_of(const void* ptr) const {
   return nullptr;
 }
 
+const DeviceMemory::Carved* DeviceMemory::carved_at(const void* ptr) const {
+  auto* p = static_cast<const uint8_t*>(ptr);
+  auto it = allocations_.upper_bound(p);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  return p < it->first + std::max<size_t>(it->second.info.bytes, 1) ? &it->second : nullptr;
+}
+
 bool DeviceMemory::find(const void* ptr, size_t len, SegmentRef* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Segment* s = segment_of(ptr);
@@ -108,6 +127,93 @@ bool DeviceMemory::find(const void* ptr, size_t len, SegmentRef* out) const {
   size_t offset = static_cast<const uint8_t*>(ptr) - s->base;
   if (len > s->size - offset) return false;
   *out = SegmentRef{s->id, s->fd, s->size, offset};
+  return true;
+}
+
+bool DeviceMemory::lookup(const void* ptr, Allocation* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Carved* c = carved_at(ptr);
+  if (c) *out = c->info;
+  return c != nullptr;
+}
+
+uint64_t DeviceMemory::used_on(int device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = used_.find(device);
+  return it == used_.end() ? 0 : it->second;
+}
+
+bool DeviceMemory::export_allocation(const void* base, IpcExport* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(static_cast<const uint8_t*>(base));
+  if (it == allocations_.end() || it->second.info.kind == MemoryKind::kHost) return false;
+  const Segment* s = it->second.segment;
+  if (s->fd < 0) return false;
+  const bool imported = s->owner_pid != 0;  // re-exporting an opened handle names the first exporter
+  *out = IpcExport{kIpcMagic,
+                   imported ? s->owner_pid : static_cast<int32_t>(getpid()),
+                   imported ? s->owner_fd : s->fd,
+                   s->size,
+                   static_cast<uint64_t>(static_cast<const uint8_t*>(base) - s->base),
+                   it->second.info.bytes,
+                   it->second.info.device};
+  return true;
+}
+
+void* DeviceMemory::import_allocation(const IpcExport& h, const char** why) {
+  if (h.magic != kIpcMagic || h.offset >= h.segment_size || h.bytes > h.segment_size - h.offset) {
+    *why = "not an IPC memory handle";
+    return nullptr;
+  }
+  if (h.pid == getpid()) {
+    *why = "the handle was exported by this process; use the pointer itself";
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Segment* seg = nullptr;
+  for (auto& s : segments_)
+    if (s->owner_pid == h.pid && s->owner_fd == h.fd) seg = s.get();
+  if (!seg) {
+    // The exporter's descriptor, reached through /proc: works for processes of the same user.
+    std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != h.segment_size) {
+      if (fd >= 0) close(fd);
+      *why = "the exporting process is gone or its memory cannot be opened";
+      return nullptr;
+    }
+    void* base = mmap(nullptr, h.segment_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (base == MAP_FAILED) {
+      close(fd);
+      *why = "mapping the exporter's memory failed";
+      return nullptr;
+    }
+    segments_.push_back(std::make_unique<Segment>(
+        Segment{next_id_++, fd, static_cast<uint8_t*>(base), h.segment_size, {}, h.pid, h.fd, 0}));
+    seg = segments_.back().get();
+  }
+  uint8_t* p = seg->base + h.offset;
+  auto it = allocations_.find(p);
+  if (it == allocations_.end()) {
+    allocations_[p] = Carved{seg, 0, Allocation{p, h.bytes, MemoryKind::kDevice, h.device, true}};
+  }
+  ++seg->imports;
+  return p;
+}
+
+bool DeviceMemory::close_import(void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(static_cast<uint8_t*>(ptr));
+  if (it == allocations_.end() || !it->second.info.imported) return false;
+  Segment* seg = it->second.segment;
+  if (--seg->imports > 0) return true;
+  // The last handle into this exporter's segment: unmap it and forget its allocations.
+  for (auto a = allocations_.begin(); a != allocations_.end();)
+    a = a->second.segment == seg ? allocations_.erase(a) : std::next(a);
+  munmap(seg->base, seg->size);
+  close(seg->fd);
+  segments_.erase(std::find_if(segments_.begin(), segments_.end(), [&](auto& s) { return s.get() == seg; }));
   return true;
 }
 

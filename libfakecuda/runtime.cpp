@@ -1,32 +1,32 @@
-// Fake CUDA runtime: devices, device memory and errors. Device memory is shared host memory
-// (device_memory.h), so the NCCL stub and the coordinator can read and write it directly.
-// Streams, events and copies are in stream_api.cpp.
-#include <cstdlib>
+// Fake CUDA runtime: the process's devices and their properties. Devices come from the
+// cluster YAML or a GPU profile (devices.h); memory is in memory_api.cpp, streams and events
+// in stream_api.cpp, kernels in kernel_api.cpp, graphs in graph_api.cpp.
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
 
-#include "device_memory.h"
+#include "device_facts.h"
+#include "devices.h"
 #include "runtime_state.h"
-
-using fakegpu::cuda::DeviceMemory;
-using fakegpu::cuda::fail;
-using fakegpu::cuda::SegmentRef;
 
 namespace fakegpu::cuda {
 
-constexpr int kDefaultDeviceCount = 8;
 thread_local cudaError_t t_last_error = cudaSuccess;
 
-int device_count() {
-  static const int count = [] {
-    const char* v = std::getenv("FAKEGPU_DEVICE_COUNT");
-    int n = v ? std::atoi(v) : 0;
-    return n > 0 ? n : kDefaultDeviceCount;
-  }();
-  return count;
-}
+int device_count() { return static_cast<int>(catalogue().devices.size()); }
 
 int& current_device() {
   thread_local int device = 0;
   return device;
+}
+
+const VirtualDevice& current() {
+  const VirtualDevice* d = device_at(current_device());
+  if (!d) throw device_count() ? cudaErrorInvalidDevice : cudaErrorNoDevice;
+  return *d;
 }
 
 cudaError_t fail(cudaError_t e) {
@@ -34,24 +34,50 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
+void log_once(const char* api, const char* what) {
+  static std::mutex mu;
+  static auto* seen = new std::set<std::string>;
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen->insert(api).second) std::fprintf(stderr, "fakegpu: %s: %s\n", api, what);
+}
+
 }  // namespace fakegpu::cuda
 
-using fakegpu::cuda::current_device;
-using fakegpu::cuda::device_count;
-using fakegpu::cuda::t_last_error;
+namespace {
+
+using namespace fakegpu::cuda;
+
+const VirtualDevice& device_or_throw(int ordinal) {
+  const VirtualDevice* d = device_at(ordinal);
+  if (!d) throw device_count() ? cudaErrorInvalidDevice : cudaErrorNoDevice;
+  return *d;
+}
+
+// Peer access enabled from (current device) to (peer), per process as in CUDA.
+std::mutex peer_mu;
+std::set<std::pair<int, int>> peers_enabled;
+unsigned int device_flags = 0;
+
+bool same_node(int a, int b) { return device_or_throw(a).node == device_or_throw(b).node; }
+
+}  // namespace
 
 FAKECUDA_API int fakegpu_cuda_is_fake(void) { return 1; }
 
 FAKECUDA_API cudaError_t cudaGetDeviceCount(int* count) {
-  if (!count) return fail(cudaErrorInvalidValue);
-  *count = device_count();
-  return cudaSuccess;
+  return guarded([&] {
+    if (!count) throw cudaErrorInvalidValue;
+    *count = device_count();
+    if (!catalogue().error.empty()) throw cudaErrorInitializationError;
+    if (*count == 0) throw cudaErrorNoDevice;
+  });
 }
 
 FAKECUDA_API cudaError_t cudaSetDevice(int device) {
-  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
-  current_device() = device;
-  return cudaSuccess;
+  return guarded([&] {
+    device_or_throw(device);
+    current_device() = device;
+  });
 }
 
 FAKECUDA_API cudaError_t cudaGetDevice(int* device) {
@@ -60,72 +86,152 @@ FAKECUDA_API cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 
-FAKECUDA_API cudaError_t cudaMalloc(void** ptr, size_t size) {
-  if (!ptr) return fail(cudaErrorInvalidValue);
-  void* p = DeviceMemory::instance().allocate(size);
-  if (!p) return fail(cudaErrorMemoryAllocation);
-  *ptr = p;
+FAKECUDA_API cudaError_t cudaInitDevice(int device, unsigned int /*deviceFlags*/, unsigned int /*flags*/) {
+  return guarded([&] { device_or_throw(device); });
+}
+
+FAKECUDA_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  return guarded([&] {
+    if (flags & ~0x1fu) throw cudaErrorInvalidValue;
+    device_flags = flags;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+  return guarded([&] {
+    if (!flags) throw cudaErrorInvalidValue;
+    *flags = device_flags | cudaDeviceMapHost;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  return guarded([&] {
+    if (!value) throw cudaErrorInvalidValue;
+    auto v = device_attribute(device_or_throw(device), attr);
+    if (!v) throw cudaErrorInvalidValue;
+    *value = *v;
+  });
+}
+
+// CUDA 13 exports cudaGetDeviceProperties, filling the 13 layout. CUDA 12's header maps the
+// name to cudaGetDeviceProperties_v2 (the 12 layout); its unversioned export keeps the CUDA 11
+// layout for old binaries.
+namespace {
+cudaError_t get_properties(void* prop, int device, size_t cuda12_bytes) {
+  return guarded([&] {
+    if (!prop) throw cudaErrorInvalidValue;
+    const VirtualDevice& d = device_or_throw(device);
+#if FAKEGPU_CUDART_MAJOR >= 13
+    (void)cuda12_bytes;
+    fill_properties(d, device, static_cast<cudaDeviceProp*>(prop));
+#else
+    fill_properties_cuda12(d, device, prop, cuda12_bytes);
+#endif
+  });
+}
+}  // namespace
+
+#if FAKEGPU_CUDART_MAJOR < 13
+FAKECUDA_API cudaError_t cudaGetDeviceProperties_v2(cudaDeviceProp* prop, int device) {
+  return get_properties(prop, device, properties_size());
+}
+#endif
+
+FAKECUDA_API cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  return get_properties(prop, device, FAKEGPU_CUDART_MAJOR >= 13 ? properties_size() : kCuda11PropertiesBytes);
+}
+
+FAKECUDA_API cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
+  return guarded([&] {
+    if (!bus_id || len <= 0) throw cudaErrorInvalidValue;
+    std::string id = device_or_throw(device).bus_id();
+    std::snprintf(bus_id, static_cast<size_t>(len), "%s", id.c_str());
+  });
+}
+
+FAKECUDA_API cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* bus_id) {
+  return guarded([&] {
+    if (!device || !bus_id) throw cudaErrorInvalidValue;
+    // Accepts "dddd:bb:dd.f", "bb:dd.f" and any letter case, as CUDA does.
+    unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+    if (std::sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4) {
+      domain = 0;
+      if (std::sscanf(bus_id, "%x:%x.%x", &bus, &dev, &fn) != 3) throw cudaErrorInvalidValue;
+    }
+    for (int i = 0; i < device_count(); ++i) {
+      const VirtualDevice& d = *device_at(i);
+      if (static_cast<unsigned>(d.pci_domain) == domain && static_cast<unsigned>(d.pci_bus) == bus && dev == 0 && fn == 0) {
+        *device = i;
+        return;
+      }
+    }
+    throw cudaErrorInvalidDevice;
+  });
+}
+
+// Peers on one node reach each other (NVLink or PCIe); devices of different virtual nodes
+// never share a process on a real cluster, so they cannot.
+FAKECUDA_API cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  return guarded([&] {
+    if (!can) throw cudaErrorInvalidValue;
+    *can = device != peer && same_node(device, peer) ? 1 : 0;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  return guarded([&] {
+    if (flags != 0) throw cudaErrorInvalidValue;
+    int self = current_device();
+    if (peer == self || !same_node(self, peer)) throw cudaErrorPeerAccessUnsupported;
+    std::lock_guard<std::mutex> lock(peer_mu);
+    if (!peers_enabled.insert({self, peer}).second) throw cudaErrorPeerAccessAlreadyEnabled;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  return guarded([&] {
+    device_or_throw(peer);
+    std::lock_guard<std::mutex> lock(peer_mu);
+    if (!peers_enabled.erase({current_device(), peer})) throw cudaErrorPeerAccessNotEnabled;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAttr attr, int src, int dst) {
+  return guarded([&] {
+    if (!value || src == dst) throw cudaErrorInvalidDevice;
+    bool reach = same_node(src, dst);
+    switch (attr) {
+      case cudaDevP2PAttrPerformanceRank: *value = 0; break;
+      case cudaDevP2PAttrAccessSupported:
+      case cudaDevP2PAttrNativeAtomicSupported: *value = reach ? 1 : 0; break;
+      case cudaDevP2PAttrCudaArrayAccessSupported: *value = 0; break;
+      default: throw cudaErrorInvalidValue;
+    }
+  });
+}
+
+namespace {
+size_t limits[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 64, 0};
+}
+
+FAKECUDA_API cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+  return guarded([&] {
+    if (!value || limit < 0 || limit > cudaLimitPersistingL2CacheSize) throw cudaErrorUnsupportedLimit;
+    *value = limits[limit];
+  });
+}
+
+FAKECUDA_API cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+  return guarded([&] {
+    if (limit < 0 || limit > cudaLimitPersistingL2CacheSize) throw cudaErrorUnsupportedLimit;
+    limits[limit] = value;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
   return cudaSuccess;
-}
-
-FAKECUDA_API cudaError_t cudaFree(void* ptr) {
-  if (!ptr) return cudaSuccess;
-  return DeviceMemory::instance().release(ptr) ? cudaSuccess : fail(cudaErrorInvalidDevicePointer);
-}
-
-// For fakegpu's NCCL: whether [ptr, ptr + len) is fake device memory in a shareable segment,
-// and which. Returns 1 and fills the outputs when it is.
-FAKECUDA_API int fakegpu_cuda_find_segment(const void* ptr, size_t len, uint64_t* segment_id, uint64_t* offset,
-                                           int* fd, uint64_t* segment_size) {
-  SegmentRef ref;
-  if (!ptr || !DeviceMemory::instance().find(ptr, len, &ref) || ref.fd < 0) return 0;
-  *segment_id = ref.id;
-  *offset = ref.offset;
-  *fd = ref.fd;
-  *segment_size = ref.size;
-  return 1;
-}
-
-FAKECUDA_API cudaError_t cudaGetLastError(void) {
-  cudaError_t e = t_last_error;
-  t_last_error = cudaSuccess;
-  return e;
-}
-
-FAKECUDA_API cudaError_t cudaPeekAtLastError(void) { return t_last_error; }
-
-FAKECUDA_API const char* cudaGetErrorName(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInitializationError: return "cudaErrorInitializationError";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorNotSupported: return "cudaErrorNotSupported";
-    default: return "cudaErrorUnknown";
-  }
-}
-
-FAKECUDA_API const char* cudaGetErrorString(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInitializationError: return "initialization error";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorNotSupported: return "operation not supported";
-    default: return "unknown error";
-  }
 }
 
 FAKECUDA_API cudaError_t cudaRuntimeGetVersion(int* version) {
@@ -135,3 +241,11 @@ FAKECUDA_API cudaError_t cudaRuntimeGetVersion(int* version) {
 }
 
 FAKECUDA_API cudaError_t cudaDriverGetVersion(int* version) { return cudaRuntimeGetVersion(version); }
+
+FAKECUDA_API cudaError_t cudaGetLastError(void) {
+  cudaError_t e = t_last_error;
+  t_last_error = cudaSuccess;
+  return e;
+}
+
+FAKECUDA_API cudaError_t cudaPeekAtLastError(void) { return t_last_error; }

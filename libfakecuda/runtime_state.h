@@ -1,15 +1,39 @@
-// State shared by the fake runtime's API files.
+// State and helpers shared by the fake runtime's API files.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <new>
 
 #define FAKECUDA_API extern "C" __attribute__((visibility("default")))
 
 namespace fakegpu::cuda {
 
+struct VirtualDevice;
+
 int device_count();
 int& current_device();  // per thread, as in CUDA
+// The calling thread's current device; throws cudaErrorNoDevice when there are none.
+const VirtualDevice& current();
 // Records an error for cudaGetLastError, as the real runtime does, and returns it.
 cudaError_t fail(cudaError_t e);
+// Logs "fakegpu: <api>: <what>" once per api name, on stderr.
+void log_once(const char* api, const char* what);
+
+// Runs an API body; a thrown cudaError_t becomes its result (and the last error). This and
+// the stub's guarded() are the only places errors cross the C boundary.
+template <typename Body>
+cudaError_t guarded(Body&& body) {
+  try {
+    body();
+    return cudaSuccess;
+  } catch (cudaError_t e) {
+    return fail(e);
+  } catch (const std::bad_alloc&) {
+    return fail(cudaErrorMemoryAllocation);
+  } catch (...) {
+    return fail(cudaErrorUnknown);
+  }
+}
 
 }  // namespace fakegpu::cuda

@@ -1,19 +1,24 @@
-// Streams, events, host functions and copies. Work on a created stream (or the per-thread
-// default stream) runs in order on that stream's worker thread. Work on the legacy default
-// stream runs inline, after the device's blocking streams have drained: that is CUDA's implicit
-// synchronisation between the legacy stream and blocking streams.
-#include <cstring>
+// Streams, events, host functions and graph capture. Work on a created stream (or the
+// per-thread default stream) runs in order on that stream's worker thread. Work on the legacy
+// default stream runs inline, after the device's blocking streams have drained: that is CUDA's
+// implicit synchronisation between the legacy stream and blocking streams. While a stream
+// captures, its work goes into a graph instead (graph.h), replayed by cudaGraphLaunch.
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 
+#include "graph.h"
 #include "runtime_state.h"
+#include "stream_ops.h"
 #include "streams.h"
 
 using fakegpu::cuda::Event;
-using fakegpu::cuda::Stream;
 using fakegpu::cuda::fail;
+using fakegpu::cuda::Graph;
+using fakegpu::cuda::guarded;
+using fakegpu::cuda::ModelClock;
+using fakegpu::cuda::Stream;
 
 namespace {
 
@@ -21,6 +26,11 @@ struct Registry {
   std::mutex mu;
   std::set<Stream*> streams;  // every live stream, per-thread default streams included
   std::set<Event*> events;
+  std::set<Graph*> graphs;
+  std::set<Graph*> execs;                  // instantiated graphs
+  std::map<Stream*, Graph*> capturing;     // streams capturing, and into which graph
+  std::map<Stream*, Graph*> capture_origin;  // the stream that began each capture
+  std::map<Event*, Graph*> recorded_in;      // events recorded inside a capture
 };
 Registry& registry() {
   static auto* r = new Registry;  // never destroyed: CUDA calls may come from static destructors
@@ -28,6 +38,13 @@ Registry& registry() {
 }
 
 bool is_legacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
+
+ModelClock& legacy_clock(int device) {
+  static auto* clocks = new std::map<int, ModelClock>;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  return (*clocks)[device];
+}
 
 // The calling thread's default stream for the current device (cudaStreamPerThread).
 Stream* per_thread_stream() {
@@ -65,48 +82,90 @@ Event* resolve(cudaEvent_t e) {
   return event;
 }
 
-// Waits for the streams of a device; only the blocking ones when `blocking_only`.
-void drain_device(int device, bool blocking_only) {
+template <typename T>
+T* resolve_in(std::set<T*>& live, void* handle) {
+  auto* p = static_cast<T*>(handle);
+  std::lock_guard<std::mutex> lock(registry().mu);
+  if (!p || !live.count(p)) throw cudaErrorInvalidResourceHandle;
+  return p;
+}
+
+Graph* capture_of(Stream* s) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  auto it = registry().capturing.find(s);
+  return it == registry().capturing.end() ? nullptr : it->second;
+}
+
+// Synchronous calls on a capturing stream are errors, and spoil the capture, as in CUDA.
+void refuse_if_capturing(Stream* s) {
+  if (!s) return;
+  std::lock_guard<std::mutex> lock(registry().mu);
+  auto it = registry().capturing.find(s);
+  if (it == registry().capturing.end()) return;
+  it->second->invalidated = true;
+  throw cudaErrorStreamCaptureUnsupported;
+}
+
+// Waits for the streams of a device; only the blocking ones when `blocking_only`. Returns the
+// latest modeled time among them.
+int64_t drain_device(int device, bool blocking_only) {
   std::vector<Stream*> streams;
   {
     std::lock_guard<std::mutex> lock(registry().mu);
     for (Stream* s : registry().streams)
       if (s->device() == device && (!blocking_only || s->blocking())) streams.push_back(s);
   }
-  for (Stream* s : streams) s->synchronize();
-}
-
-// Queues work on a stream, or runs it now on the legacy stream.
-void submit(cudaStream_t s, std::function<void()> work, bool marker = false) {
-  Stream* stream = resolve(s);
-  if (stream) return marker ? stream->enqueue_marker(std::move(work)) : stream->enqueue(std::move(work));
-  drain_device(fakegpu::cuda::current_device(), /*blocking_only=*/true);
-  work();
-}
-
-// Runs an API body; a thrown cudaError_t becomes its result (and the last error).
-template <typename Body>
-cudaError_t guarded(Body&& body) {
-  try {
-    body();
-    return cudaSuccess;
-  } catch (cudaError_t e) {
-    return fail(e);
-  } catch (const std::bad_alloc&) {
-    return fail(cudaErrorMemoryAllocation);
+  int64_t latest = 0;
+  for (Stream* s : streams) {
+    s->synchronize();
+    latest = std::max(latest, s->clock().now_ns());
   }
+  return latest;
 }
 
-void check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) throw cudaErrorInvalidMemcpyDirection;
-  if (count && (!dst || !src)) throw cudaErrorInvalidValue;
+void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, bool marker) {
+  Stream* stream = resolve(s);
+  if (Graph* g = stream ? capture_of(stream) : nullptr) {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    g->nodes.push_back({std::move(work), cost_ns});
+    return;
+  }
+  if (stream) return marker ? stream->enqueue_marker(std::move(work)) : stream->enqueue(std::move(work), cost_ns);
+  int device = fakegpu::cuda::current_device();
+  ModelClock& clock = legacy_clock(device);
+  clock.raise_to(drain_device(device, /*blocking_only=*/true));
+  fakegpu::cuda::run_timed(clock, work, cost_ns);
 }
 
 }  // namespace
 
+namespace fakegpu::cuda {
+
+void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns) {
+  submit_impl(stream, std::move(work), cost_ns, false);
+}
+
+void check_stream(cudaStream_t stream) { resolve(stream); }
+
+bool is_capturing(cudaStream_t stream) {
+  Stream* s = resolve(stream);
+  return s && capture_of(s);
+}
+
+}  // namespace fakegpu::cuda
+
+// For fakegpu's NCCL: the modeled duration of the collective running now, reported from the
+// host function that runs it, advances the stream it runs on.
+FAKECUDA_API void fakegpu_cuda_add_modeled_time(double us) {
+  ModelClock* clock = fakegpu::cuda::running_clock();
+  if (!clock) clock = &legacy_clock(fakegpu::cuda::current_device());
+  clock->advance(static_cast<int64_t>(us * 1000.0));
+}
+
 FAKECUDA_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
   return guarded([&] {
     if (!stream) throw cudaErrorInvalidValue;
+    fakegpu::cuda::current();  // there must be a device
     auto* s = new Stream(fakegpu::cuda::current_device(), !(flags & cudaStreamNonBlocking));
     std::lock_guard<std::mutex> lock(registry().mu);
     registry().streams.insert(s);
@@ -128,6 +187,22 @@ FAKECUDA_API cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* f
   });
 }
 
+FAKECUDA_API cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority) {
+  return guarded([&] {
+    if (!priority) throw cudaErrorInvalidValue;
+    resolve(stream);
+    *priority = 0;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
+  return guarded([&] {
+    if (!device) throw cudaErrorInvalidValue;
+    Stream* s = resolve(stream);
+    *device = s ? s->device() : fakegpu::cuda::current_device();
+  });
+}
+
 FAKECUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return guarded([&] {
     if (is_legacy(stream) || stream == cudaStreamPerThread) throw cudaErrorInvalidResourceHandle;
@@ -135,6 +210,8 @@ FAKECUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     {
       std::lock_guard<std::mutex> lock(registry().mu);
       registry().streams.erase(s);
+      registry().capturing.erase(s);
+      registry().capture_origin.erase(s);
     }
     delete s;  // CUDA lets queued work finish; the destructor drains the queue first
   });
@@ -142,10 +219,13 @@ FAKECUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 FAKECUDA_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return guarded([&] {
-    if (Stream* s = resolve(stream))
+    Stream* s = resolve(stream);
+    refuse_if_capturing(s);
+    if (s)
       s->synchronize();
     else
-      drain_device(fakegpu::cuda::current_device(), /*blocking_only=*/true);
+      legacy_clock(fakegpu::cuda::current_device())
+          .raise_to(drain_device(fakegpu::cuda::current_device(), /*blocking_only=*/true));
   });
 }
 
@@ -153,19 +233,25 @@ FAKECUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
   cudaError_t result = cudaSuccess;
   cudaError_t err = guarded([&] {
     Stream* s = resolve(stream);
+    refuse_if_capturing(s);
     if (s && !s->idle()) result = cudaErrorNotReady;
   });
   return err != cudaSuccess ? err : result;  // NotReady is not an error: it is not recorded
 }
 
 FAKECUDA_API cudaError_t cudaDeviceSynchronize(void) {
-  return guarded([] { drain_device(fakegpu::cuda::current_device(), /*blocking_only=*/false); });
+  return guarded([] {
+    int device = fakegpu::cuda::current_device();
+    legacy_clock(device).raise_to(drain_device(device, /*blocking_only=*/false));
+  });
 }
+
+FAKECUDA_API cudaError_t cudaDeviceReset(void) { return cudaDeviceSynchronize(); }
 
 FAKECUDA_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
   return guarded([&] {
     if (!fn) throw cudaErrorInvalidValue;
-    submit(stream, [fn, data] { fn(data); });
+    fakegpu::cuda::submit(stream, [fn, data] { fn(data); });
   });
 }
 
@@ -173,13 +259,13 @@ FAKECUDA_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCa
                                                unsigned int flags) {
   return guarded([&] {
     if (!callback || flags != 0) throw cudaErrorInvalidValue;
-    submit(stream, [stream, callback, data] { callback(stream, cudaSuccess, data); });
+    fakegpu::cuda::submit(stream, [stream, callback, data] { callback(stream, cudaSuccess, data); });
   });
 }
 
-FAKECUDA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
+FAKECUDA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   return guarded([&] {
-    if (!event) throw cudaErrorInvalidValue;
+    if (!event || (flags & ~0x7u)) throw cudaErrorInvalidValue;
     auto* e = new Event;
     std::lock_guard<std::mutex> lock(registry().mu);
     registry().events.insert(e);
@@ -195,6 +281,7 @@ FAKECUDA_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
     e->synchronize();  // a recording still queued on a stream points at it
     std::lock_guard<std::mutex> lock(registry().mu);
     registry().events.erase(e);
+    registry().recorded_in.erase(e);
     delete e;
   });
 }
@@ -202,9 +289,26 @@ FAKECUDA_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
 FAKECUDA_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return guarded([&] {
     Event* e = resolve(event);
+    Stream* s = resolve(stream);
+    if (Graph* g = s ? capture_of(s) : nullptr) {
+      // Inside a capture an event only orders streams of the capture (see cudaStreamWaitEvent).
+      std::lock_guard<std::mutex> lock(registry().mu);
+      registry().recorded_in[e] = g;
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      registry().recorded_in.erase(e);
+    }
     uint64_t generation = e->record();
-    submit(stream, [e, generation] { e->complete(generation); }, /*marker=*/true);
+    submit_impl(stream, [e, generation] { e->complete(generation, fakegpu::cuda::running_clock()->now_ns()); }, 0,
+                /*marker=*/true);
   });
+}
+
+FAKECUDA_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  if (flags & ~0x1u) return fail(cudaErrorInvalidValue);
+  return cudaEventRecord(event, stream);
 }
 
 FAKECUDA_API cudaError_t cudaEventQuery(cudaEvent_t event) {
@@ -220,8 +324,22 @@ FAKECUDA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 FAKECUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
   return guarded([&] {
     Event* e = resolve(event);
+    Stream* s = resolve(stream);
+    {
+      // Waiting on an event recorded in a capture makes this stream join that capture.
+      std::lock_guard<std::mutex> lock(registry().mu);
+      auto it = registry().recorded_in.find(e);
+      if (it != registry().recorded_in.end()) {
+        if (!s) throw cudaErrorStreamCaptureImplicit;
+        registry().capturing[s] = it->second;
+        return;
+      }
+    }
     uint64_t generation = e->last_recorded();  // the recording current at the call, as in CUDA
-    submit(stream, [e, generation] { e->wait_for(generation); });
+    fakegpu::cuda::submit(stream, [e, generation] {
+      e->wait_for(generation);
+      fakegpu::cuda::running_clock()->raise_to(e->modeled_at());
+    });
   });
 }
 
@@ -232,35 +350,185 @@ FAKECUDA_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cuda
     Event* b = resolve(end);
     if (!a->query() || !b->query()) throw cudaErrorNotReady;
     if (!a->ever_completed() || !b->ever_completed()) throw cudaErrorInvalidResourceHandle;
-    *ms = std::chrono::duration<float, std::milli>(b->completed_at() - a->completed_at()).count();
+    if (fakegpu::cuda::time_mode() == fakegpu::cuda::TimeMode::kWall)
+      *ms = std::chrono::duration<float, std::milli>(b->completed_at() - a->completed_at()).count();
+    else
+      *ms = static_cast<float>(b->modeled_at() - a->modeled_at()) / 1e6f;
   });
 }
 
-FAKECUDA_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+// ---- graphs ----
+
+FAKECUDA_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode /*mode*/) {
   return guarded([&] {
-    check_copy(dst, src, count, kind);
-    submit(nullptr, [=] { std::memmove(dst, src, count); });
+    Stream* s = resolve(stream);
+    if (!s) throw cudaErrorStreamCaptureUnsupported;  // the legacy stream cannot capture
+    std::lock_guard<std::mutex> lock(registry().mu);
+    if (registry().capturing.count(s)) throw cudaErrorIllegalState;
+    static unsigned long long next_capture_id = 1;
+    auto* g = new Graph;
+    g->capture_id = next_capture_id++;
+    registry().graphs.insert(g);
+    registry().capturing[s] = g;
+    registry().capture_origin[s] = g;
   });
 }
 
-FAKECUDA_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
-                                         cudaStream_t stream) {
+FAKECUDA_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   return guarded([&] {
-    check_copy(dst, src, count, kind);
-    submit(stream, [=] { std::memmove(dst, src, count); });
+    if (!graph) throw cudaErrorInvalidValue;
+    Stream* s = resolve(stream);
+    std::lock_guard<std::mutex> lock(registry().mu);
+    auto origin = registry().capture_origin.find(s);
+    if (!s || origin == registry().capture_origin.end()) throw cudaErrorStreamCaptureUnmatched;
+    Graph* g = origin->second;
+    registry().capture_origin.erase(origin);
+    for (auto it = registry().capturing.begin(); it != registry().capturing.end();)
+      it = it->second == g ? registry().capturing.erase(it) : std::next(it);
+    for (auto it = registry().recorded_in.begin(); it != registry().recorded_in.end();)
+      it = it->second == g ? registry().recorded_in.erase(it) : std::next(it);
+    if (g->invalidated) {
+      registry().graphs.erase(g);
+      delete g;
+      *graph = nullptr;
+      throw cudaErrorStreamCaptureInvalidated;
+    }
+    *graph = reinterpret_cast<cudaGraph_t>(g);
   });
 }
 
-FAKECUDA_API cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+FAKECUDA_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
   return guarded([&] {
-    if (count && !ptr) throw cudaErrorInvalidValue;
-    submit(nullptr, [=] { std::memset(ptr, value, count); });
+    if (!status) throw cudaErrorInvalidValue;
+    Stream* s = resolve(stream);
+    Graph* g = s ? capture_of(s) : nullptr;
+    *status = !g ? cudaStreamCaptureStatusNone
+                 : g->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
   });
 }
 
-FAKECUDA_API cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+namespace {
+// What cudaStreamGetCaptureInfo reports. fakegpu's graphs are sequences, so a capture has no
+// dependency set to hand out: the dependency list is empty.
+cudaError_t capture_info(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
+                         cudaGraph_t* graph, const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                         size_t* count) {
   return guarded([&] {
-    if (count && !ptr) throw cudaErrorInvalidValue;
-    submit(stream, [=] { std::memset(ptr, value, count); });
+    if (!status) throw cudaErrorInvalidValue;
+    Stream* s = resolve(stream);
+    Graph* g = s ? capture_of(s) : nullptr;
+    *status = !g ? cudaStreamCaptureStatusNone
+                 : g->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    if (id && g) *id = g->capture_id;
+    if (graph) *graph = reinterpret_cast<cudaGraph_t>(g);
+    if (deps) *deps = nullptr;
+    if (edges) *edges = nullptr;
+    if (count) *count = 0;
+  });
+}
+}  // namespace
+
+#if FAKEGPU_CUDART_MAJOR >= 13
+FAKECUDA_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                                  unsigned long long* id, cudaGraph_t* graph,
+                                                  const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                                  size_t* count) {
+  return capture_info(stream, status, id, graph, deps, edges, count);
+}
+#else
+// CUDA 12: the unversioned name has the 3-argument form; its header maps the name to _v2.
+extern "C" __attribute__((visibility("default"))) cudaError_t cudaStreamGetCaptureInfo(
+    cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id) {
+  return capture_info(stream, status, id, nullptr, nullptr, nullptr, nullptr);
+}
+FAKECUDA_API cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                                     unsigned long long* id, cudaGraph_t* graph,
+                                                     const cudaGraphNode_t** deps, size_t* count) {
+  return capture_info(stream, status, id, graph, deps, nullptr, count);
+}
+FAKECUDA_API cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t stream, cudaStreamCaptureStatus* status,
+                                                     unsigned long long* id, cudaGraph_t* graph,
+                                                     const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                                     size_t* count) {
+  return capture_info(stream, status, id, graph, deps, edges, count);
+}
+#endif
+
+FAKECUDA_API cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  thread_local cudaStreamCaptureMode current = cudaStreamCaptureModeGlobal;
+  if (!mode) return fail(cudaErrorInvalidValue);
+  std::swap(current, *mode);
+  return cudaSuccess;
+}
+
+FAKECUDA_API cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags) {
+  return guarded([&] {
+    if (!graph || flags != 0) throw cudaErrorInvalidValue;
+    auto* g = new Graph;
+    std::lock_guard<std::mutex> lock(registry().mu);
+    registry().graphs.insert(g);
+    *graph = reinterpret_cast<cudaGraph_t>(g);
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  return guarded([&] {
+    Graph* g = resolve_in(registry().graphs, graph);
+    std::lock_guard<std::mutex> lock(registry().mu);
+    registry().graphs.erase(g);
+    delete g;
+  });
+}
+
+// Node handles are 1-based positions in capture order.
+FAKECUDA_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+  return guarded([&] {
+    if (!count) throw cudaErrorInvalidValue;
+    Graph* g = resolve_in(registry().graphs, graph);
+    if (nodes) {
+      for (size_t i = 0; i < *count && i < g->nodes.size(); ++i) nodes[i] = reinterpret_cast<cudaGraphNode_t>(i + 1);
+      for (size_t i = g->nodes.size(); i < *count; ++i) nodes[i] = nullptr;
+    } else {
+      *count = g->nodes.size();
+    }
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long /*flags*/) {
+  return guarded([&] {
+    if (!exec) throw cudaErrorInvalidValue;
+    Graph* g = resolve_in(registry().graphs, graph);
+    auto* copy = new Graph(*g);
+    std::lock_guard<std::mutex> lock(registry().mu);
+    registry().execs.insert(copy);
+    *exec = reinterpret_cast<cudaGraphExec_t>(copy);
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                                       unsigned long long flags) {
+  return cudaGraphInstantiate(exec, graph, flags);
+}
+
+FAKECUDA_API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  return guarded([&] {
+    Graph* g = resolve_in(registry().execs, exec);
+    for (const auto& node : g->nodes) fakegpu::cuda::submit(stream, node.work, node.cost_ns);
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream) {
+  return guarded([&] {
+    resolve_in(registry().execs, exec);
+    resolve(stream);
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  return guarded([&] {
+    Graph* g = resolve_in(registry().execs, exec);
+    std::lock_guard<std::mutex> lock(registry().mu);
+    registry().execs.erase(g);
+    delete g;
   });
 }

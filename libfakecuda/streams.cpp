@@ -1,6 +1,44 @@
 #include "streams.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace fakegpu::cuda {
+namespace {
+thread_local ModelClock* t_running_clock = nullptr;
+}
+
+TimeMode time_mode() {
+  static const TimeMode mode = [] {
+    const char* v = std::getenv("FAKEGPU_TIME_MODE");
+    if (v && std::strcmp(v, "paced") == 0) return TimeMode::kPaced;
+    if (v && std::strcmp(v, "wall") == 0) return TimeMode::kWall;
+    return TimeMode::kModeled;
+  }();
+  return mode;
+}
+
+void ModelClock::raise_to(int64_t ns) {
+  int64_t cur = ns_.load(std::memory_order_acquire);
+  while (cur < ns && !ns_.compare_exchange_weak(cur, ns, std::memory_order_acq_rel)) {
+  }
+}
+
+ModelClock* running_clock() { return t_running_clock; }
+
+void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const int64_t modeled_start = clock.now_ns();
+  ModelClock* outer = t_running_clock;
+  t_running_clock = &clock;
+  work();
+  t_running_clock = outer;
+  clock.advance(cost_ns);
+  if (time_mode() == TimeMode::kPaced) {
+    int64_t modeled = clock.now_ns() - modeled_start;
+    if (modeled > 0) std::this_thread::sleep_until(wall_start + std::chrono::nanoseconds(modeled));
+  }
+}
 
 Stream::Stream(int device, bool blocking) : device_(device), blocking_(blocking), worker_([this] { run(); }) {}
 
@@ -13,10 +51,10 @@ Stream::~Stream() {
   worker_.join();
 }
 
-void Stream::enqueue(std::function<void()> task) {
+void Stream::enqueue(std::function<void()> task, int64_t cost_ns) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(task), false});
+    queue_.push_back({std::move(task), false, cost_ns});
   }
   work_.notify_one();
 }
@@ -24,7 +62,7 @@ void Stream::enqueue(std::function<void()> task) {
 void Stream::enqueue_marker(std::function<void()> mark) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(mark), true});
+    queue_.push_back({std::move(mark), true, 0});
   }
   work_.notify_one();
 }
@@ -37,11 +75,11 @@ void Stream::run() {
     Item item = std::move(queue_.front());
     queue_.pop_front();
     if (item.marker) {
-      item.fn();
+      run_timed(clock_, item.fn, 0);
     } else {
       busy_ = true;
       lock.unlock();
-      item.fn();
+      run_timed(clock_, item.fn, item.cost_ns);
       lock.lock();
       busy_ = false;
     }
@@ -64,12 +102,13 @@ uint64_t Event::record() {
   return ++recorded_;
 }
 
-void Event::complete(uint64_t generation) {
+void Event::complete(uint64_t generation, int64_t modeled_ns) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation <= completed_) return;
     completed_ = generation;
     time_ = std::chrono::steady_clock::now();
+    modeled_ns_ = modeled_ns;
   }
   cv_.notify_all();
 }
@@ -99,6 +138,11 @@ bool Event::ever_completed() {
 std::chrono::steady_clock::time_point Event::completed_at() {
   std::lock_guard<std::mutex> lock(mu_);
   return time_;
+}
+
+int64_t Event::modeled_at() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return modeled_ns_;
 }
 
 }  // namespace fakegpu::cuda

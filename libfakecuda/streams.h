@@ -1,16 +1,45 @@
 // Streams as ordered asynchronous queues, each drained by its own worker thread, and events
 // that mark points in them. The legacy default stream runs work inline after waiting for the
 // device's blocking streams, which gives CUDA's implicit synchronisation with them.
+//
+// Every stream also keeps a modeled clock: the time the work queued on it would have taken on
+// the modeled GPU. Copies and collectives advance it (collectives by the coordinator's modeled
+// duration); events record it; waiting on an event raises the waiter's clock to the event's.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 
 namespace fakegpu::cuda {
+
+// FAKEGPU_TIME_MODE: modeled (default): events report modeled time; paced: as modeled, and
+// each piece of work also takes at least its modeled time in wall time, so wall-clock
+// benchmarks see modeled speeds; wall: events report wall time and nothing is paced.
+enum class TimeMode { kModeled, kPaced, kWall };
+TimeMode time_mode();
+
+class ModelClock {
+ public:
+  int64_t now_ns() const { return ns_.load(std::memory_order_acquire); }
+  void advance(int64_t ns) { ns_.fetch_add(ns, std::memory_order_acq_rel); }
+  void raise_to(int64_t ns);
+
+ private:
+  std::atomic<int64_t> ns_{0};
+};
+
+// Runs one piece of work against a clock: the work (and anything it calls, such as a host
+// function that reports a collective's modeled time) advances that clock, plus `cost_ns`.
+// In paced mode it returns no sooner than the work's modeled time after it started.
+void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns);
+// The clock of the work running on this thread; nullptr outside stream work.
+ModelClock* running_clock();
 
 class Stream {
  public:
@@ -19,7 +48,7 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  void enqueue(std::function<void()> task);
+  void enqueue(std::function<void()> task, int64_t cost_ns = 0);
   // A marker (an event completing) runs under the stream's lock once the work before it is
   // done, so nobody can see the stream idle with the event still pending, or the reverse.
   void enqueue_marker(std::function<void()> mark);
@@ -27,6 +56,7 @@ class Stream {
   bool idle();
   int device() const { return device_; }
   bool blocking() const { return blocking_; }
+  ModelClock& clock() { return clock_; }
 
  private:
   void run();
@@ -37,18 +67,21 @@ class Stream {
   struct Item {
     std::function<void()> fn;
     bool marker;
+    int64_t cost_ns;
   };
   std::deque<Item> queue_;
   bool busy_ = false;
   bool stopping_ = false;
-  std::thread worker_;
+  ModelClock clock_;
+  std::thread worker_;  // last: it starts running at construction
 };
 
 class Event {
  public:
   // Marks the event as pending until the work queued so far on the stream is done.
   uint64_t record();
-  void complete(uint64_t generation);
+  // The recording completed at this modeled time.
+  void complete(uint64_t generation, int64_t modeled_ns);
   bool query();
   void synchronize();
   // Waits until the given recording has completed.
@@ -56,12 +89,14 @@ class Event {
   uint64_t last_recorded();
   bool ever_completed();
   std::chrono::steady_clock::time_point completed_at();
+  int64_t modeled_at();
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t recorded_ = 0, completed_ = 0;
   std::chrono::steady_clock::time_point time_{};
+  int64_t modeled_ns_ = 0;
 };
 
 }  // namespace fakegpu::cuda

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-namespace fakegpu::stub {
+namespace fakegpu {
 namespace {
 
 // First of the variables that holds a non-negative integer, else -1.
@@ -31,4 +31,4 @@ Identity identity_from_environment() {
   return id;
 }
 
-}  // namespace fakegpu::stub
+}  // namespace fakegpu

@@ -3,7 +3,7 @@
 
 #include <string>
 
-namespace fakegpu::stub {
+namespace fakegpu {
 
 struct Identity {
   int rank = -1;        // from FAKEGPU_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID
@@ -13,4 +13,4 @@ struct Identity {
 
 Identity identity_from_environment();
 
-}  // namespace fakegpu::stub
+}  // namespace fakegpu

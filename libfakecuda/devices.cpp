@@ -1,0 +1,101 @@
+#include "devices.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cluster_config.h"
+#include "identity.h"
+
+namespace fakegpu::cuda {
+namespace {
+
+constexpr int kDefaultDeviceCount = 8;
+constexpr const char* kDefaultProfile = "h100-sxm";
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// FAKEGPU_NODE names the node by index or id; else the node holding this process's rank;
+// else the first node.
+int pick_node(const ClusterConfig& config) {
+  std::string wanted = env("FAKEGPU_NODE");
+  if (!wanted.empty()) {
+    for (size_t n = 0; n < config.nodes.size(); ++n)
+      if (config.nodes[n].id == wanted || std::to_string(n) == wanted) return static_cast<int>(n);
+    throw std::runtime_error("FAKEGPU_NODE=" + wanted + ": no such node in " + config.source);
+  }
+  int rank = identity_from_environment().rank;
+  int node = rank >= 0 ? config.node_of_rank(rank) : -1;
+  return node >= 0 ? node : 0;
+}
+
+VirtualDevice make_device(const GpuProfile* profile, int node, int local) {
+  return VirtualDevice{profile, node, local, uint64_t(profile->memory_mib) << 20, node, local + 1};
+}
+
+// FAKEGPU_DEVICE_COUNT, when set, overrides how many devices there are; extra ones repeat
+// the last device's model.
+int count_override() {
+  std::string v = env("FAKEGPU_DEVICE_COUNT");
+  if (v.empty()) return 0;
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (*end || n < 1 || n > 255) throw std::runtime_error("FAKEGPU_DEVICE_COUNT=" + v + ": expected 1 to 255");
+  return static_cast<int>(n);
+}
+
+std::vector<VirtualDevice> build() {
+  std::vector<VirtualDevice> devices;
+  std::string config_path = env("FAKEGPU_CLUSTER_CONFIG");
+  if (!config_path.empty()) {
+    ClusterConfig config = load_cluster_config(config_path);
+    int node = pick_node(config);
+    for (size_t l = 0; l < config.nodes[node].gpus.size(); ++l)
+      devices.push_back(make_device(config.nodes[node].gpus[l], node, static_cast<int>(l)));
+  } else {
+    std::string name = env("FAKEGPU_GPU_PROFILE");
+    if (name.empty()) name = kDefaultProfile;
+    const GpuProfile* profile = find_gpu_profile(name);
+    if (!profile) throw std::runtime_error("FAKEGPU_GPU_PROFILE=" + name + ": unknown GPU model");
+    for (int l = 0; l < kDefaultDeviceCount; ++l) devices.push_back(make_device(profile, 0, l));
+  }
+  if (int n = count_override()) {
+    while (static_cast<int>(devices.size()) < n) {
+      const VirtualDevice& last = devices.back();
+      devices.push_back(make_device(last.profile, last.node, last.local + 1));
+    }
+    devices.resize(n);
+  }
+  return devices;
+}
+
+}  // namespace
+
+std::string VirtualDevice::bus_id() const {
+  char text[32];
+  std::snprintf(text, sizeof text, "%04x:%02x:00.0", static_cast<unsigned>(pci_domain), static_cast<unsigned>(pci_bus));
+  return text;
+}
+
+const DeviceCatalogue& catalogue() {
+  static const DeviceCatalogue* built = [] {
+    auto* c = new DeviceCatalogue;  // never destroyed: CUDA calls may come from static destructors
+    try {
+      c->devices = build();
+    } catch (const std::exception& e) {
+      c->error = e.what();
+      std::fprintf(stderr, "fakegpu: CUDA runtime has no devices: %s\n", e.what());
+    }
+    return c;
+  }();
+  return *built;
+}
+
+const VirtualDevice* device_at(int ordinal) {
+  const auto& devices = catalogue().devices;
+  return ordinal >= 0 && ordinal < static_cast<int>(devices.size()) ? &devices[ordinal] : nullptr;
+}
+
+}  // namespace fakegpu::cuda

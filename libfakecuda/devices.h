@@ -1,0 +1,35 @@
+// The virtual devices this process sees: the GPUs of its node in the cluster YAML
+// (FAKEGPU_CLUSTER_CONFIG), or FAKEGPU_GPU_PROFILE GPUs without one. PCI bus ids are the
+// ones the cost model and the topology use: domain = node index, bus = local index + 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu_profiles.h"
+
+namespace fakegpu::cuda {
+
+struct VirtualDevice {
+  const GpuProfile* profile;
+  int node;   // index in the cluster config's nodes
+  int local;  // index on its node
+  uint64_t memory_bytes;
+  // PCI location, as cudaDeviceGetPCIBusId prints it: "%04x:%02x:00.0".
+  int pci_domain;
+  int pci_bus;
+  std::string bus_id() const;
+};
+
+struct DeviceCatalogue {
+  std::vector<VirtualDevice> devices;
+  std::string error;  // why the devices could not be set up; devices is then empty
+};
+
+// Built once, on first use.
+const DeviceCatalogue& catalogue();
+// The device with this ordinal, or nullptr when there is none.
+const VirtualDevice* device_at(int ordinal);
+
+}  // namespace fakegpu::cuda

@@ -1,0 +1,19 @@
+// How API files put work on streams: queued on a created or per-thread stream, run inline
+// on the legacy stream, or recorded into a graph while the stream is capturing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+
+namespace fakegpu::cuda {
+
+// `cost_ns` is the work's modeled duration, added to the stream's modeled clock.
+void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns = 0);
+// Throws cudaErrorInvalidResourceHandle for a stream that does not exist.
+void check_stream(cudaStream_t stream);
+// Whether the stream is capturing into a graph (then synchronous calls on it are errors).
+bool is_capturing(cudaStream_t stream);
+
+}  // namespace fakegpu::cuda

@@ -322,15 +322,10 @@ Simulate Simulate::decode(Reader& r) {
   return m;
 }
 
-void SimulateDone::encode(Writer& w) const {
-  uint64_t bits;
-  std::memcpy(&bits, &time_us, sizeof bits);
-  w.u64(bits);
-}
+void SimulateDone::encode(Writer& w) const { w.f64(time_us); }
 SimulateDone SimulateDone::decode(Reader& r) {
   SimulateDone m;
-  uint64_t bits = r.u64();
-  std::memcpy(&m.time_us, &bits, sizeof bits);
+  m.time_us = r.f64();
   return m;
 }
 
@@ -359,6 +354,7 @@ void Collective::encode(Writer& w) const {
   w.u64(send.offset);
   w.u64(recv.segment);
   w.u64(recv.offset);
+  w.u8(flags);
 }
 Collective Collective::decode(Reader& r) {
   Collective m;
@@ -377,6 +373,7 @@ Collective Collective::decode(Reader& r) {
   m.send.offset = r.u64();
   m.recv.segment = r.u64();
   m.recv.offset = r.u64();
+  m.flags = r.u8();
   return m;
 }
 
@@ -391,10 +388,14 @@ ShareSegment ShareSegment::decode(Reader& r) {
   return m;
 }
 
-void CollectiveDone::encode(Writer& w) const { w.u64(seq); }
+void CollectiveDone::encode(Writer& w) const {
+  w.u64(seq);
+  w.f64(modeled_us);
+}
 CollectiveDone CollectiveDone::decode(Reader& r) {
   CollectiveDone m;
   m.seq = r.u64();
+  m.modeled_us = r.f64();
   return m;
 }
 

@@ -16,7 +16,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 3;
+constexpr uint32_t kProtocolVersion = 4;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -68,6 +68,11 @@ class Writer {
   void u32(uint32_t v) { put(v); }
   void i32(int32_t v) { put(static_cast<uint32_t>(v)); }
   void u64(uint64_t v) { put(v); }
+  void f64(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    put(bits);
+  }
   void str(const std::string& s);
   void raw(const void* data, size_t n);
   void i32_list(const std::vector<int32_t>& v);
@@ -89,6 +94,12 @@ class Reader {
   uint32_t u32() { return get<uint32_t>(); }
   int32_t i32() { return static_cast<int32_t>(get<uint32_t>()); }
   uint64_t u64() { return get<uint64_t>(); }
+  double f64() {
+    uint64_t bits = u64();
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
   std::string str();
   void raw(void* out, size_t n);
   std::vector<int32_t> i32_list();
@@ -297,14 +308,22 @@ struct Collective {
   uint64_t scalar = 0;  // PreMulSum: this rank's scalar, raw little-endian bytes of the type
   BufferRef send;
   BufferRef recv;
+  uint8_t flags = 0;  // CollectiveFlags
   void encode(Writer& w) const;
   static Collective decode(Reader& r);
+};
+
+enum CollectiveFlags : uint8_t {
+  // FAKEGPU_PAYLOAD=none: a timing-only run. Buffers are neither sent nor touched; the
+  // operation is matched, checked and modeled as usual.
+  kNoPayload = 1,
 };
 
 // The result for one rank; the receive buffer contents follow as bulk data.
 struct CollectiveDone {
   static constexpr MsgType kType = MsgType::kCollectiveDone;
   uint64_t seq = 0;
+  double modeled_us = 0;  // how long the operation takes on the modeled cluster; 0 if unmodeled
   void encode(Writer& w) const;
   static CollectiveDone decode(Reader& r);
 };

@@ -578,6 +578,7 @@ nlohmann::json Job::report() const {
   j["node_pairs"] = timeline_.node_pairs();
   j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
                      {"socket_bytes", socket_bytes_},
+                     {"payload_free_bytes", skipped_bytes_},
                      {"segments_mapped", segments_mapped_}};
 
   json ranks = json::array();

@@ -229,7 +229,8 @@ class Job {
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
   void complete_split(Comm& parent, PendingSplit& pending);
   void complete_op(Comm& comm, uint64_t seq, PendingOp& op);
-  void count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm);
+  // Counts and models a completed operation; returns its modeled duration (0 if unmodeled).
+  double count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm);
   const planner::CommModel* model_of(Comm& comm);
   std::string too_big(uint64_t bytes, const std::string& what) const;
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
@@ -271,6 +272,7 @@ class Job {
   // How the data moved: read and written in place in shared segments, or carried in frames.
   uint64_t shared_bytes_ = 0;
   uint64_t socket_bytes_ = 0;
+  uint64_t skipped_bytes_ = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
   uint64_t segments_mapped_ = 0;
   std::vector<std::string> errors_;  // the first few, for the report
   Executor executor_;

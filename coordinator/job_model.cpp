@@ -14,20 +14,20 @@ using wire::CollType;
 using wire::Status;
 
 // Prices the call on its communicator's GPUs and places it on the job's modeled timeline.
-void Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm) {
+double Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm) {
   ++completed_ops_;
   CollStats& stats = coll_stats_[static_cast<int>(call.coll)];
   ++stats.calls;
   stats.bytes += bytes;
   const planner::CommModel* model = model_of(comm);
-  if (!model) return;
+  if (!model) return 0;
   planner::Estimate e;
   try {
     e = call.coll == CollType::kSend ? model->estimate_p2p(call.rank, call.root, bytes)
                                      : model->estimate(call.coll, bytes, call.root);
   } catch (const planner::TuningError& err) {
     if (!stats.unmodeled++) stats.unmodeled_why = err.what();
-    return;
+    return 0;
   }
   stats.modeled_us += e.time_us;
   ++stats.algorithms[e.algo + 1][e.proto];
@@ -42,6 +42,7 @@ void Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& co
     ++it->second.calls;
   else
     ++unlisted_op_calls_;
+  return span.end_us - span.start_us;
 }
 
 const planner::CommModel* Job::model_of(Comm& comm) {

@@ -34,8 +34,11 @@ std::string describe_call(const wire::Collective& c) {
 }
 
 bool same_call(const wire::Collective& a, const wire::Collective& b) {
-  return a.coll == b.coll && a.dtype == b.dtype && a.op == b.op && a.count == b.count && a.root == b.root;
+  return a.coll == b.coll && a.dtype == b.dtype && a.op == b.op && a.count == b.count && a.root == b.root &&
+         a.flags == b.flags;
 }
+
+bool payload_free(const wire::Collective& c) { return c.flags & wire::kNoPayload; }
 
 }  // namespace
 
@@ -92,13 +95,24 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
     throw wire::WireError(fmt::format("{} from rank {} overflows", describe_call(msg), msg.rank));
   const uint64_t send_bytes = shape.send_elems * elem, recv_bytes = shape.recv_elems * elem;
   const uint64_t bulk = body.size() - bulk_offset;
-  if (bulk != (msg.send.shared() ? 0 : send_bytes))
+  const uint64_t expected = msg.send.shared() || payload_free(msg) ? 0 : send_bytes;
+  if (bulk != expected)
     throw wire::WireError(fmt::format("{} from rank {} carries {} bytes of data, expected {}", describe_call(msg),
-                                      msg.rank, bulk, msg.send.shared() ? 0 : send_bytes));
+                                      msg.rank, bulk, expected));
 
   Client& client = clients_[id];
   RankData data;
   data.scalar = msg.scalar;
+  if (payload_free(msg)) {
+    skipped_bytes_ += send_bytes + recv_bytes;
+    ++client.collectives;
+    client.last_comm = msg.comm_id, client.last_seq = msg.seq, client.last_coll = msg.coll;
+    if (is_point_to_point(msg.coll))
+      handle_p2p(*comm, id, msg, std::move(data), request_id);
+    else
+      handle_collective_arrival(*comm, id, msg, std::move(data), request_id);
+    return;
+  }
   try {
     if (msg.send.shared() && send_bytes) data.in = resolve(client, msg.send, send_bytes);
     if (msg.recv.shared() && recv_bytes) data.out = resolve(client, msg.recv, recv_bytes);
@@ -169,6 +183,15 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   const auto& c = op.first;
   const int nranks = static_cast<int>(comm.members.size());
   const uint64_t elem = dtype_size(c.dtype);
+  ++comm.collectives;
+  CollShape per_rank;
+  coll_shape(c.coll, c.count, c.root, c.root, nranks, &per_rank);
+  const double modeled_us = count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, comm);
+  if (payload_free(c)) {
+    for (int r = 0; r < nranks; ++r) reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq, modeled_us});
+    op.ranks.clear();
+    return;
+  }
   // Ranks whose result travels back on the socket get a reply buffer; the rest are written in place.
   std::vector<uint64_t> recv_bytes(nranks);
   uint64_t reply_bytes = 0;
@@ -197,13 +220,9 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   for (int r = 0; r < nranks; ++r) {
     std::vector<Bulk> bulk;
     if (replies[r]) bulk.push_back({replies[r], 0, replies[r]->size()});
-    reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq}, std::move(bulk));
+    reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq, modeled_us}, std::move(bulk));
   }
   op.ranks.clear();  // releases socket-path bodies now
-  ++comm.collectives;
-  CollShape per_rank;
-  coll_shape(c.coll, c.count, c.root, c.root, nranks, &per_rank);
-  count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, comm);
 }
 
 void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id) {
@@ -230,7 +249,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p.first_at).count();
 
   const ClientId sender = comm.members[src].client, receiver = comm.members[dst].client;
-  if (p.send.count != p.recv.count || p.send.dtype != p.recv.dtype) {
+  if (p.send.count != p.recv.count || p.send.dtype != p.recv.dtype || p.send.flags != p.recv.flags) {
     std::string why = fmt::format("send/recv mismatch on communicator {}, message {} from rank {} to rank {}: "
                                   "rank {} called {}, rank {} called {}",
                                   comm.id, msg.seq, src, dst, src, describe_call(p.send), dst, describe_call(p.recv));
@@ -239,8 +258,11 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     reply_error(receiver, p.recv_request, Status::kInvalidUsage, why);
   } else {
     const uint64_t bytes = p.send.count * dtype_size(p.send.dtype);
+    const double modeled_us = count_completed(p.send, bytes, comm);
     std::vector<Bulk> bulk;
-    if (p.receiver.out) {
+    if (payload_free(p.send)) {
+      // nothing moves
+    } else if (p.receiver.out) {
       copy_parallel(p.receiver.out, p.sender.in, bytes, executor_);
     } else if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
       bulk.push_back({p.sender.body, static_cast<size_t>(p.sender.in - p.sender.body->data()), bytes});
@@ -248,9 +270,8 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       auto copy = std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes);
       bulk.push_back({copy, 0, bytes});
     }
-    reply(receiver, p.recv_request, wire::CollectiveDone{msg.seq}, std::move(bulk));
-    reply(sender, p.send_request, wire::CollectiveDone{msg.seq});
-    count_completed(p.send, bytes, comm);
+    reply(receiver, p.recv_request, wire::CollectiveDone{msg.seq, modeled_us}, std::move(bulk));
+    reply(sender, p.send_request, wire::CollectiveDone{msg.seq, modeled_us});
   }
   comm.p2p.erase(key);
 }

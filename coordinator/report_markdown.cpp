@@ -101,9 +101,11 @@ std::string report_markdown(const json& r) {
   md += "## Communicators\n\n" + table({"id", "name", "ranks", "global ranks", "parent", "collectives", "failure"}, rows);
 
   const json& plane = r["data_plane"];
-  md += fmt::format("## Data plane\n\n{} in place in shared memory, {} over the socket, {} segments mapped.\n\n",
-                    bytes_text(plane["shared_memory_bytes"].get<double>()), bytes_text(plane["socket_bytes"].get<double>()),
-                    plane["segments_mapped"].dump());
+  md += fmt::format(
+      "## Data plane\n\n{} in place in shared memory, {} over the socket, {} not moved (FAKEGPU_PAYLOAD=none), {} "
+      "segments mapped.\n\n",
+      bytes_text(plane["shared_memory_bytes"].get<double>()), bytes_text(plane["socket_bytes"].get<double>()),
+      bytes_text(plane["payload_free_bytes"].get<double>()), plane["segments_mapped"].dump());
   md += fmt::format("## Errors\n\n{}\n", r["errors"].empty() ? "None.\n" : "");
   for (const auto& e : r["errors"]) md += "- " + e.get<std::string>() + "\n";
   return md;

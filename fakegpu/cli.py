@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .configs import write_single_node_config
+from .configs import launcher_world_size, write_single_node_config
 from .coordinator import Coordinator, answers
 from .daemon import cmd_coordinator
 from .launch import rank_environment, run_ranks
@@ -70,7 +70,9 @@ def run_job(args, quiet_summary=False) -> int:
         args.command = args.command[1:]
     if not args.command:
         raise SetupError("no command given (try: fgpu --nproc 2 ./program, or fgpu demo)")
-    config = args.cluster_config or write_single_node_config(args.nproc or args.device_count or 8)
+    # Without a cluster config: one node with as many GPUs as the launcher starts ranks.
+    world = args.nproc or launcher_world_size(args.command) or args.device_count or 8
+    config = args.cluster_config or write_single_node_config(world)
     report = str(Path(args.report).resolve())
     owned = None
     address = args.coordinator_addr

@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from pathlib import Path
 
 
 def write_single_node_config(world: int, name: str = "") -> str:
@@ -14,3 +15,37 @@ def write_single_node_config(world: int, name: str = "") -> str:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
+
+
+MPI_LAUNCHERS = {"mpirun", "mpiexec", "orterun", "srun"}
+
+
+def launcher_world_size(command):
+    """The number of ranks a launcher command line asks for, or None when it does not say:
+    mpirun/mpiexec -np N (or -n N), srun -n N, torchrun --nproc_per_node N [--nnodes M]."""
+    if not command:
+        return None
+    args = list(command)
+    name = Path(args[0]).name
+    if name.startswith("python") and args[1:3] == ["-m", "torch.distributed.run"]:
+        name, args = "torchrun", args[2:]
+
+    def value(*flags):
+        for i, a in enumerate(args):
+            for f in flags:
+                if a == f and i + 1 < len(args):
+                    return args[i + 1]
+                if a.startswith(f + "="):
+                    return a.split("=", 1)[1]
+        return None
+
+    def number(text):
+        return int(text) if text and text.isdigit() and int(text) > 0 else None
+
+    if name in MPI_LAUNCHERS:
+        return number(value("-np", "-n", "--np", "--ntasks"))
+    if name == "torchrun":
+        per_node = number(value("--nproc_per_node", "--nproc-per-node"))
+        nodes = number(value("--nnodes")) or 1
+        return per_node * nodes if per_node else None
+    return None

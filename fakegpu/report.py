@@ -36,7 +36,9 @@ def summarize(report: dict) -> str:
     plane = report.get("data_plane")
     if plane:
         lines.append(f"data: {human_bytes(plane['shared_memory_bytes'])} in place in shared memory, "
-                     f"{human_bytes(plane['socket_bytes'])} over the socket")
+                     f"{human_bytes(plane['socket_bytes'])} over the socket"
+                     + (f", {human_bytes(plane['payload_free_bytes'])} not moved (FAKEGPU_PAYLOAD=none)"
+                        if plane.get("payload_free_bytes") else ""))
     errors = report.get("errors", [])
     lines.append(f"errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
     return "\n".join("  " + line for line in lines)

@@ -346,12 +346,7 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
   }
   call.desc.root = has_root(type) || p2p ? root : -1;
   call.desc.count = count;
-  if (type == wire::CollType::kSend)
-    call.desc.seq = c->next_send_seq[root]++;
-  else if (type == wire::CollType::kRecv)
-    call.desc.seq = c->next_recv_seq[root]++;
-  else
-    call.desc.seq = c->next_seq++;
+  take_sequence_number(call);
   call.sendbuff = sendbuff;
   call.recvbuff = recvbuff;
   call.send_bytes = shape.send_elems * elem;

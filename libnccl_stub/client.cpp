@@ -149,6 +149,9 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
 
 bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {
   if (!can_share_) return false;
+  // Held until the segment is on the wire: another thread finding it shared must not post a
+  // collective naming it ahead of the ShareSegment frame.
+  std::lock_guard<std::mutex> sharing(share_mu_);
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);

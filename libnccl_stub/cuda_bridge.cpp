@@ -20,6 +20,8 @@ CudaBridge::CudaBridge() {
   launch_host_func_ = reinterpret_cast<decltype(launch_host_func_)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"));
   memcpy_async_ = reinterpret_cast<decltype(memcpy_async_)>(dlsym(RTLD_DEFAULT, "cudaMemcpyAsync"));
   find_segment_ = reinterpret_cast<decltype(find_segment_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_find_segment"));
+  is_capturing_ = reinterpret_cast<decltype(is_capturing_)>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
+  add_modeled_time_ = reinterpret_cast<decltype(add_modeled_time_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_add_modeled_time"));
   // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
   bool fake = dlsym(RTLD_DEFAULT, "fakegpu_cuda_is_fake") != nullptr;
   host_accessible_ = fake || memcpy_ == nullptr;
@@ -47,11 +49,18 @@ void run_host_function(void* fn) {
   std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(fn));
   (*owned)();
 }
+void run_persistent_host_function(void* fn) { (*static_cast<std::function<void()>*>(fn))(); }
 }  // namespace
 
-void CudaBridge::enqueue(cudaStream_t stream, std::function<void()> fn) const {
+bool CudaBridge::capturing(cudaStream_t stream) const {
+  int status = 0;  // cudaStreamCaptureStatusNone
+  if (!is_capturing_ || is_legacy(stream) || is_capturing_(stream, &status) != 0) return false;
+  return status != 0;
+}
+
+void CudaBridge::enqueue(cudaStream_t stream, std::function<void()> fn, bool persistent) const {
   auto* heap = new std::function<void()>(std::move(fn));
-  int err = launch_host_func_(stream, run_host_function, heap);
+  int err = launch_host_func_(stream, persistent ? run_persistent_host_function : run_host_function, heap);
   if (err != 0) {
     delete heap;
     throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));

@@ -20,8 +20,11 @@ class CudaBridge {
   bool can_enqueue() const { return launch_host_func_ && memcpy_async_; }
   // The legacy default stream: work on it is synchronous with the host in fakegpu.
   static bool is_legacy(cudaStream_t stream) { return stream == nullptr || stream == reinterpret_cast<cudaStream_t>(1); }
-  // Queues fn on the stream, in order with the stream's other work.
-  void enqueue(cudaStream_t stream, std::function<void()> fn) const;
+  // Queues fn on the stream, in order with the stream's other work. A persistent fn may run
+  // many times (a captured graph's replays) and is never freed.
+  void enqueue(cudaStream_t stream, std::function<void()> fn, bool persistent = false) const;
+  // Whether the stream is capturing a CUDA graph.
+  bool capturing(cudaStream_t stream) const;
   void copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
     copy_async(dst, src, bytes, kDeviceToHost, stream);
   }
@@ -36,6 +39,11 @@ class CudaBridge {
     int fd = -1;
   };
   bool find_segment(const void* ptr, size_t len, Segment* out) const;
+  // Advances the modeled clock of the stream running this work by an operation's modeled
+  // time (fakegpu's runtime only; cudaEventElapsedTime and paced mode read that clock).
+  void add_modeled_time(double us) const {
+    if (add_modeled_time_ && us > 0) add_modeled_time_(us);
+  }
 
   // Device memory through the loaded runtime; host memory when there is none.
   void* allocate(size_t bytes) const;
@@ -61,6 +69,8 @@ class CudaBridge {
   int (*find_segment_)(const void*, size_t, uint64_t*, uint64_t*, int*, uint64_t*) = nullptr;
   int (*launch_host_func_)(cudaStream_t, void (*)(void*), void*) = nullptr;
   int (*memcpy_async_)(void*, const void*, size_t, int, cudaStream_t) = nullptr;
+  void (*add_modeled_time_)(double) = nullptr;
+  int (*is_capturing_)(cudaStream_t, int*) = nullptr;
   bool host_accessible_ = true;
 };
 

@@ -37,6 +37,18 @@ bool needs_staging() {
   return forced || !cuda().host_accessible();
 }
 
+// FAKEGPU_PAYLOAD=none: timing-only runs. Operations are matched, checked and modeled, but no
+// data moves, so neither staging nor buffers are needed.
+bool payload_free() {
+  static const bool none = [] {
+    const char* v = std::getenv("FAKEGPU_PAYLOAD");
+    return v && std::strcmp(v, "none") == 0;
+  }();
+  return none;
+}
+
+bool staging_needed() { return needs_staging() && !payload_free(); }
+
 // Posts every call before waiting on any: a group may hold several ranks of one communicator,
 // and none of them can finish until all have been posted. With staging, the calls read and
 // write the host copies; otherwise buffers in shared fake device memory are named, not sent,
@@ -56,7 +68,11 @@ void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
       size_t send_bytes = c.send_bytes, recv_bytes = c.recv_bytes;
-      if (staging) {
+      if (payload_free()) {
+        desc.flags |= wire::kNoPayload;
+        send = recv = nullptr;
+        send_bytes = recv_bytes = 0;
+      } else if (staging) {
         Staging& st = (*staging)[i];
         send = st.send.data();
         recv = st.recv.data();
@@ -79,14 +95,17 @@ void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
   } catch (const NcclError& e) {
     note(e);  // stop posting, but still wait for what was posted: replies land in our buffers
   }
+  // Calls of one batch run side by side: the batch takes as long as its longest call.
+  double modeled_us = 0;
   for (auto& request : requests) {
     try {
-      request->reply<wire::CollectiveDone>();
+      modeled_us = std::max(modeled_us, request->reply<wire::CollectiveDone>().modeled_us);
     } catch (const NcclError& e) {
       note(e);
     }
   }
   if (first_code != ncclSuccess) throw NcclError(first_code, first_error);
+  cu.add_modeled_time(modeled_us);
 }
 
 StagingSet make_staging(const std::vector<CollectiveCall>& calls) {
@@ -126,11 +145,45 @@ void unstage_outputs(const std::vector<CollectiveCall>& calls, StagingSet& stagi
 // queue work.
 void run_now(const std::vector<CollectiveCall>& calls) {
   for (const auto& c : calls) cuda().sync_stream(c.stream);  // their inputs are complete once this is done
-  if (!needs_staging()) return run_batch(calls, nullptr);
+  if (!staging_needed()) return run_batch(calls, nullptr);
   StagingSet staging = make_staging(calls);
   stage_inputs(calls, staging, std::nullopt);
   run_batch(calls, &staging);
   unstage_outputs(calls, staging, std::nullopt);
+}
+
+// Records calls into the graph a stream is capturing. Each replay of the graph runs them again,
+// as new operations: they take their sequence numbers when they run, not now, and the recorded
+// function (and any staging buffers) live as long as the process, since graphs may be replayed
+// at any time.
+void enqueue_captured(cudaStream_t stream, std::vector<CollectiveCall> batch) {
+  const CudaBridge& cu = cuda();
+  release_sequence_numbers(batch);
+  auto calls = std::make_shared<const std::vector<CollectiveCall>>(std::move(batch));
+  std::shared_ptr<StagingSet> staging;
+  if (staging_needed()) {
+    staging = std::make_shared<StagingSet>(make_staging(*calls));
+    stage_inputs(*calls, *staging, stream);
+  }
+  cu.enqueue(stream, [calls, staging] {
+    std::vector<CollectiveCall> run = *calls;
+    for (auto& c : run) {
+      take_sequence_number(c);
+      std::lock_guard<std::mutex> lock(c.comm->mu);
+      ++c.comm->inflight;
+    }
+    try {
+      run_batch(run, staging.get());
+    } catch (const NcclError& e) {
+      warn(e.what());
+      for (const auto& c : run) set_async_error(c.comm, e.code(), e.what());
+    }
+    for (const auto& c : run) {
+      std::lock_guard<std::mutex> lock(c.comm->mu);
+      if (--c.comm->inflight == 0) c.comm->idle.notify_all();
+    }
+  }, /*persistent=*/true);
+  if (staging) unstage_outputs(*calls, *staging, stream);
 }
 
 // Queues calls that share a stream: the collective runs when the stream reaches it, and the call
@@ -139,6 +192,7 @@ void run_now(const std::vector<CollectiveCall>& calls) {
 // communicators' asynchronous error.
 void enqueue(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   const CudaBridge& cu = cuda();
+  if (cu.capturing(stream)) return enqueue_captured(stream, std::move(batch));
   // Shared by the queued functions below, so the calls are not copied for each of them.
   auto calls = std::make_shared<const std::vector<CollectiveCall>>(std::move(batch));
   for (const auto& c : *calls) {
@@ -146,7 +200,7 @@ void enqueue(cudaStream_t stream, std::vector<CollectiveCall> batch) {
     ++c.comm->inflight;
   }
   std::shared_ptr<StagingSet> staging;
-  if (needs_staging()) {
+  if (staging_needed()) {
     staging = std::make_shared<StagingSet>(make_staging(*calls));
     stage_inputs(*calls, *staging, stream);
   }
@@ -214,6 +268,32 @@ ncclResult_t finish_pending_comms(const GroupState& group) {
 
 bool in_group() { return t_group.depth > 0; }
 
+// Sequence numbers change under the communicator's lock: a captured graph replaying on a
+// stream takes them too.
+void take_sequence_number(CollectiveCall& call) {
+  ncclComm* c = call.comm;
+  std::lock_guard<std::mutex> lock(c->mu);
+  if (call.desc.coll == wire::CollType::kSend)
+    call.desc.seq = c->next_send_seq[call.desc.root]++;
+  else if (call.desc.coll == wire::CollType::kRecv)
+    call.desc.seq = c->next_recv_seq[call.desc.root]++;
+  else
+    call.desc.seq = c->next_seq++;
+}
+
+void release_sequence_numbers(const std::vector<CollectiveCall>& calls) {
+  for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+    ncclComm* c = it->comm;
+    std::lock_guard<std::mutex> lock(c->mu);
+    if (it->desc.coll == wire::CollType::kSend)
+      --c->next_send_seq[it->desc.root];
+    else if (it->desc.coll == wire::CollType::kRecv)
+      --c->next_recv_seq[it->desc.root];
+    else
+      --c->next_seq;
+  }
+}
+
 void group_start() { ++t_group.depth; }
 
 void group_add_pending_comm(ncclComm* comm) { t_group.pending_comms.push_back(comm); }
@@ -236,17 +316,8 @@ ncclResult_t group_end() {
 float group_simulate_end() {
   auto group = close_group();
   if (!group) return 0.0f;
-  // Nothing runs, so the sequence numbers these calls took must be unused again on every rank:
-  // give them back, newest first.
-  for (auto it = group->calls.rbegin(); it != group->calls.rend(); ++it) {
-    ncclComm* c = it->comm;
-    if (it->desc.coll == wire::CollType::kSend)
-      --c->next_send_seq[it->desc.root];
-    else if (it->desc.coll == wire::CollType::kRecv)
-      --c->next_recv_seq[it->desc.root];
-    else
-      --c->next_seq;
-  }
+  // Nothing runs, so the sequence numbers these calls took must be unused again on every rank.
+  release_sequence_numbers(group->calls);
   ncclResult_t status = finish_pending_comms(*group);
   if (status != ncclSuccess && status != ncclInProgress)
     throw NcclError(status, "a communicator of the simulated group failed to initialise");

@@ -18,6 +18,11 @@ struct CollectiveCall {
   const void* device_scalar = nullptr;  // PreMulSum scalar to read from device memory at run time
 };
 
+// Fixes the call's sequence number: the next one of its communicator (or of its peer pair).
+void take_sequence_number(CollectiveCall& call);
+// Gives back the sequence numbers calls took, newest first, when they will not run now.
+void release_sequence_numbers(const std::vector<CollectiveCall>& calls);
+
 void group_start();
 // Runs what the group collected; returns ncclInProgress when a non-blocking init is still going.
 ncclResult_t group_end();

@@ -40,8 +40,9 @@ def run_ranks(command, nodes, env, grace_seconds=10.0):
     procs = []
     for node_index, ranks in enumerate(nodes):
         for local, rank in enumerate(ranks):
+            # FAKEGPU_NODE gives each rank its node's devices and PCI domain in the fake runtime.
             rank_env = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local),
-                            LOCAL_WORLD_SIZE=str(len(ranks)), GROUP_RANK=str(node_index))
+                            LOCAL_WORLD_SIZE=str(len(ranks)), GROUP_RANK=str(node_index), FAKEGPU_NODE=str(node_index))
             procs.append(subprocess.Popen(command, env=rank_env))
     try:
         first_failure = 0

@@ -136,7 +136,11 @@ FAKECUDA_API cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width
 FAKECUDA_API cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
   return guarded([&] {
     if (!ptr) throw cudaErrorInvalidValue;
-    check_stream(stream);
+    if (is_capturing(stream)) {
+      // A graph would need a fresh allocation per replay; fakegpu's graphs replay recorded work.
+      log_once("cudaMallocAsync", "not supported inside stream capture by fakegpu");
+      throw cudaErrorStreamCaptureUnsupported;
+    }
     *ptr = size ? allocate(size, MemoryKind::kDevice) : nullptr;
   });
 }
@@ -145,6 +149,10 @@ FAKECUDA_API cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   return guarded([&] {
     if (!ptr) return;
     if (!on_device(ptr)) throw cudaErrorInvalidValue;
+    if (is_capturing(stream)) {
+      log_once("cudaFreeAsync", "not supported inside stream capture by fakegpu");
+      throw cudaErrorStreamCaptureUnsupported;
+    }
     submit(stream, [ptr] { memory().release(ptr, MemoryKind::kDevice); });
   });
 }

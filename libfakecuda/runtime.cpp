@@ -1,6 +1,6 @@
 // Fake CUDA runtime: the process's devices and their properties. Devices come from the
 // cluster YAML or a GPU profile (devices.h); memory is in memory_api.cpp, streams and events
-// in stream_api.cpp, kernels in kernel_api.cpp, graphs in graph_api.cpp.
+// in stream_api.cpp (graphs too), kernels in kernel_api.cpp.
 #include <cstdio>
 #include <cstring>
 #include <mutex>

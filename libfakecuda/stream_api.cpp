@@ -3,6 +3,7 @@
 // default stream runs inline, after the device's blocking streams have drained: that is CUDA's
 // implicit synchronisation between the legacy stream and blocking streams. While a stream
 // captures, its work goes into a graph instead (graph.h), replayed by cudaGraphLaunch.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -266,7 +267,7 @@ FAKECUDA_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCa
 FAKECUDA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   return guarded([&] {
     if (!event || (flags & ~0x7u)) throw cudaErrorInvalidValue;
-    auto* e = new Event;
+    auto* e = new Event(!(flags & cudaEventDisableTiming));
     std::lock_guard<std::mutex> lock(registry().mu);
     registry().events.insert(e);
     *event = reinterpret_cast<cudaEvent_t>(e);
@@ -349,7 +350,8 @@ FAKECUDA_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cuda
     Event* a = resolve(start);
     Event* b = resolve(end);
     if (!a->query() || !b->query()) throw cudaErrorNotReady;
-    if (!a->ever_completed() || !b->ever_completed()) throw cudaErrorInvalidResourceHandle;
+    if (!a->ever_completed() || !b->ever_completed() || !a->timing() || !b->timing())
+      throw cudaErrorInvalidResourceHandle;
     if (fakegpu::cuda::time_mode() == fakegpu::cuda::TimeMode::kWall)
       *ms = std::chrono::duration<float, std::milli>(b->completed_at() - a->completed_at()).count();
     else
@@ -488,6 +490,7 @@ FAKECUDA_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* n
     if (nodes) {
       for (size_t i = 0; i < *count && i < g->nodes.size(); ++i) nodes[i] = reinterpret_cast<cudaGraphNode_t>(i + 1);
       for (size_t i = g->nodes.size(); i < *count; ++i) nodes[i] = nullptr;
+      *count = std::min(*count, g->nodes.size());
     } else {
       *count = g->nodes.size();
     }

@@ -78,6 +78,8 @@ class Stream {
 
 class Event {
  public:
+  explicit Event(bool timing) : timing_(timing) {}
+  bool timing() const { return timing_; }  // false with cudaEventDisableTiming
   // Marks the event as pending until the work queued so far on the stream is done.
   uint64_t record();
   // The recording completed at this modeled time.
@@ -97,6 +99,7 @@ class Event {
   uint64_t recorded_ = 0, completed_ = 0;
   std::chrono::steady_clock::time_point time_{};
   int64_t modeled_ns_ = 0;
+  const bool timing_;
 };
 
 }  // namespace fakegpu::cuda

@@ -16,17 +16,7 @@
 /* Part of NCCL's device API (nccl_device.h), declared here to probe it like programs do. */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm);
 
-static int failures = 0;
-
-#define EXPECT(cond, ...)                            \
-  do {                                               \
-    if (!(cond)) {                                   \
-      fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                  \
-      fprintf(stderr, "\n");                         \
-      ++failures;                                    \
-    }                                                \
-  } while (0)
+#include "expect.h"
 
 #define EXPECT_OK(call) EXPECT((call) == ncclSuccess, "%s did not succeed: %s", #call, ncclGetLastError(NULL))
 

@@ -13,17 +13,7 @@
 #define NRANKS 2
 #define COUNT 1000
 
-static int failures = 0;
-#define EXPECT(cond, ...)                                    \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "FAILED line %d: ", __LINE__);         \
-      fprintf(stderr, __VA_ARGS__);                          \
-      fprintf(stderr, "\n");                                 \
-      ++failures;                                            \
-    }                                                        \
-  } while (0)
-#define OK(call) EXPECT((call) == 0, "%s failed", #call)
+#include "expect.h"
 
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;

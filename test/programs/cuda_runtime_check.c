@@ -1,0 +1,510 @@
+/* Checks of fakegpu's CUDA runtime (libcudart.so.13) through the public API only, so the same
+ * source builds against fakegpu's include/ and against NVIDIA's CUDA 13 headers: the second
+ * build proves the struct layouts and enum values agree with the real ABI.
+ *
+ * Usage: cuda_runtime_check SCENARIO [ARG]
+ *   count N      cudaGetDeviceCount == N (the test sets FAKEGPU_DEVICE_COUNT, or not)
+ *   nodevice     FAKEGPU_DEVICE_COUNT is invalid: no devices, an initialisation error
+ *   cluster      node 1 of configs/demo_2node_16gpu.yaml: 8 H100s in PCI domain 1
+ *   props        FAKEGPU_GPU_PROFILE=a100-40gb: the profile's numbers, props == attributes
+ *   memory       capacity, cudaMemGetInfo, pointer attributes, host registration, 2D, async
+ *   graph        stream capture, instantiate, replay; sync on a capturing stream fails
+ *   kernels      registration, counted launches, launch checks (as nvcc's code registers them)
+ *   timing       event times on an H100 in FAKEGPU_TIME_MODE (modeled, paced or wall)
+ *   unsupported  an unimplemented API: 801 and a log line; runtime version 13000
+ * Prints "<scenario>: OK" and exits 0, or names every failed check and exits 1. */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef FAKEGPU_CUDA_RUNTIME_H
+/* Not in fakegpu's header (it is unimplemented); NVIDIA's declares it with typed pointers. */
+cudaError_t cudaArrayGetInfo(void* desc, void* extent, void* flags, void* array);
+#endif
+
+#include "expect.h"
+#define ERR(expected, call)                                                                   \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    EXPECT(e_ == (expected), "%s returned %d, expected %s (%d)", #call, (int)e_, #expected, (int)(expected)); \
+  } while (0)
+
+static int attr(enum cudaDeviceAttr a, int dev) {
+  int v = -12345;
+  OK(cudaDeviceGetAttribute(&v, a, dev));
+  return v;
+}
+
+/* Properties and attributes are two views of one set of facts; they must never disagree. The
+ * runtime writes exactly sizeof(struct cudaDeviceProp): nothing past it. */
+static void props_agree_with_attributes(int dev, struct cudaDeviceProp* out) {
+  unsigned char buf[sizeof(struct cudaDeviceProp) + 64];
+  memset(buf, 0xAB, sizeof buf);
+  OK(cudaGetDeviceProperties((struct cudaDeviceProp*)buf, dev));
+  for (size_t i = sizeof(struct cudaDeviceProp); i < sizeof buf; ++i)
+    EXPECT(buf[i] == 0xAB, "device %d: cudaGetDeviceProperties wrote byte %zu past the struct", dev, i);
+  struct cudaDeviceProp p;
+  memcpy(&p, buf, sizeof p);
+  EXPECT(p.name[0] != '\0', "device %d: empty name", dev);
+  EXPECT(p.major == attr(cudaDevAttrComputeCapabilityMajor, dev), "device %d: major %d", dev, p.major);
+  EXPECT(p.minor == attr(cudaDevAttrComputeCapabilityMinor, dev), "device %d: minor %d", dev, p.minor);
+  EXPECT(p.multiProcessorCount == attr(cudaDevAttrMultiProcessorCount, dev), "device %d: SMs %d", dev,
+         p.multiProcessorCount);
+  EXPECT(p.pciBusID == attr(cudaDevAttrPciBusId, dev), "device %d: pciBusID %d", dev, p.pciBusID);
+  EXPECT(p.pciDomainID == attr(cudaDevAttrPciDomainId, dev), "device %d: pciDomainID %d", dev, p.pciDomainID);
+  EXPECT(p.l2CacheSize == attr(cudaDevAttrL2CacheSize, dev), "device %d: L2 %d", dev, p.l2CacheSize);
+  EXPECT(p.maxThreadsPerMultiProcessor == attr(cudaDevAttrMaxThreadsPerMultiProcessor, dev),
+         "device %d: threads/SM %d", dev, p.maxThreadsPerMultiProcessor);
+  EXPECT(p.memoryBusWidth == attr(cudaDevAttrGlobalMemoryBusWidth, dev), "device %d: bus width %d", dev,
+         p.memoryBusWidth);
+  EXPECT(p.warpSize == 32 && p.warpSize == attr(cudaDevAttrWarpSize, dev), "device %d: warp %d", dev, p.warpSize);
+  EXPECT(p.maxThreadsPerBlock == attr(cudaDevAttrMaxThreadsPerBlock, dev), "device %d: threads/block", dev);
+  EXPECT(p.l2CacheSize > 0 && p.memoryBusWidth > 0 && p.maxThreadsPerMultiProcessor > 0,
+         "device %d: zero L2/bus width/threads per SM", dev);
+  if (out) *out = p;
+}
+
+static void scenario_count(int expected) {
+  int n = -1;
+  OK(cudaGetDeviceCount(&n));
+  EXPECT(n == expected, "cudaGetDeviceCount gave %d, expected %d", n, expected);
+  OK(cudaSetDevice(expected - 1));
+  ERR(cudaErrorInvalidDevice, cudaSetDevice(expected));
+  int v;
+  ERR(cudaErrorInvalidDevice, cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, expected));
+  (void)cudaGetLastError();
+}
+
+static void scenario_nodevice(void) {
+  int n = -1;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  EXPECT(e != cudaSuccess, "cudaGetDeviceCount succeeded with an invalid FAKEGPU_DEVICE_COUNT");
+  EXPECT(n == 0, "cudaGetDeviceCount reported %d devices", n);
+  void* p = NULL;
+  EXPECT(cudaMalloc(&p, 16) != cudaSuccess, "cudaMalloc succeeded without devices");
+}
+
+/* The process is on node 1 of a 2-node cluster: its PCI domain is the node index, buses count
+ * from 1, and bus ids map back to ordinals. */
+static void scenario_cluster(void) {
+  int n = -1;
+  OK(cudaGetDeviceCount(&n));
+  EXPECT(n == 8, "node 1 has 8 GPUs, cudaGetDeviceCount gave %d", n);
+  for (int dev = 0; dev < n; ++dev) {
+    char id[32] = "", want[32];
+    OK(cudaDeviceGetPCIBusId(id, sizeof id, dev));
+    snprintf(want, sizeof want, "0001:%02x:00.0", dev + 1);
+    EXPECT(strcmp(id, want) == 0, "device %d: bus id \"%s\", expected \"%s\"", dev, id, want);
+    int back = -1;
+    OK(cudaDeviceGetByPCIBusId(&back, id));
+    EXPECT(back == dev, "cudaDeviceGetByPCIBusId(%s) gave %d", id, back);
+    struct cudaDeviceProp p;
+    props_agree_with_attributes(dev, &p);
+    EXPECT(p.pciDomainID == 1 && p.pciBusID == dev + 1, "device %d: PCI %d:%d", dev, p.pciDomainID, p.pciBusID);
+    EXPECT(strstr(p.name, "H100") != NULL, "device %d: name \"%s\" is not an H100", dev, p.name);
+  }
+  int back = -1;
+  /* node 0's first GPU is not in this process */
+  ERR(cudaErrorInvalidDevice, cudaDeviceGetByPCIBusId(&back, "0000:01:00.0"));
+  (void)cudaGetLastError();
+  int can = -1;
+  OK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  EXPECT(can == 1, "GPUs of one node can access each other");
+}
+
+static void scenario_props(void) {
+  int n = -1;
+  OK(cudaGetDeviceCount(&n));
+  EXPECT(n == 8, "8 devices by default, got %d", n);
+  struct cudaDeviceProp p;
+  props_agree_with_attributes(0, &p);
+  EXPECT(strcmp(p.name, "NVIDIA A100-SXM4-40GB") == 0, "name \"%s\"", p.name);
+  EXPECT(p.multiProcessorCount == 108, "A100 has 108 SMs, got %d", p.multiProcessorCount);
+  EXPECT(p.major == 8 && p.minor == 0, "A100 is cc 8.0, got %d.%d", p.major, p.minor);
+  EXPECT(p.totalGlobalMem == (size_t)40960 << 20, "A100-40GB has 40960 MiB, got %zu bytes", p.totalGlobalMem);
+  EXPECT(p.pciDomainID == 0 && p.pciBusID == 1, "device 0 at 0000:01, got %d:%d", p.pciDomainID, p.pciBusID);
+  struct cudaDeviceProp q;
+  props_agree_with_attributes(7, &q);
+  EXPECT(q.pciBusID == 8, "device 7 is on bus 8, got %d", q.pciBusID);
+}
+
+static void scenario_memory(void) {
+  size_t free0 = 0, total = 0;
+  OK(cudaMemGetInfo(&free0, &total));
+  struct cudaDeviceProp p;
+  OK(cudaGetDeviceProperties(&p, 0));
+  EXPECT(total == p.totalGlobalMem, "cudaMemGetInfo total %zu != totalGlobalMem %zu", total, p.totalGlobalMem);
+  EXPECT(free0 <= total && free0 > total / 2, "free %zu of %zu at start", free0, total);
+
+  /* Capacity: more than the device has fails, as on a GPU, and is the last error. */
+  void* big = NULL;
+  ERR(cudaErrorMemoryAllocation, cudaMalloc(&big, total + 1));
+  ERR(cudaErrorMemoryAllocation, cudaGetLastError());
+  ERR(cudaErrorMemoryAllocation, cudaMallocManaged(&big, total + 1, cudaMemAttachGlobal));
+  (void)cudaGetLastError();
+
+  /* Free memory drops by an allocation's size (rounded to the 256-byte alignment at most)
+   * and comes back after cudaFree. */
+  const size_t bytes = (64u << 20) + 100;
+  void* d = NULL;
+  OK(cudaMalloc(&d, bytes));
+  size_t free1 = 0;
+  OK(cudaMemGetInfo(&free1, NULL));
+  EXPECT(free0 - free1 >= bytes && free0 - free1 < bytes + 256, "free dropped by %zu for %zu bytes", free0 - free1,
+         bytes);
+  EXPECT(((size_t)d & 255) == 0, "cudaMalloc pointer %p not 256-byte aligned", d);
+
+  /* Pointer attributes, by kind. */
+  void *h = NULL, *m = NULL;
+  OK(cudaMallocHost(&h, 4096));
+  OK(cudaMallocManaged(&m, 4096, cudaMemAttachGlobal));
+  char* plain = malloc(4096);
+  struct cudaPointerAttributes a;
+  memset(&a, 0x5A, sizeof a);
+  OK(cudaPointerGetAttributes(&a, d));
+  EXPECT(a.type == cudaMemoryTypeDevice && a.device == 0 && a.devicePointer == d, "cudaMalloc: type %d device %d",
+         (int)a.type, a.device);
+  OK(cudaPointerGetAttributes(&a, (char*)d + 1000));
+  EXPECT(a.type == cudaMemoryTypeDevice, "interior device pointer: type %d", (int)a.type);
+  OK(cudaPointerGetAttributes(&a, h));
+  EXPECT(a.type == cudaMemoryTypeHost && a.hostPointer == h, "cudaMallocHost: type %d", (int)a.type);
+  OK(cudaPointerGetAttributes(&a, m));
+  EXPECT(a.type == cudaMemoryTypeManaged && a.devicePointer == m && a.hostPointer == m, "managed: type %d",
+         (int)a.type);
+  OK(cudaPointerGetAttributes(&a, plain));
+  EXPECT(a.type == cudaMemoryTypeUnregistered && a.device == -2 && a.devicePointer == NULL && a.hostPointer == NULL,
+         "malloc: type %d device %d", (int)a.type, a.device);
+
+  /* Host registration: twice (or overlapping) is an error; unregistering twice too. */
+  OK(cudaHostRegister(plain, 4096, cudaHostRegisterDefault));
+  OK(cudaPointerGetAttributes(&a, plain + 10));
+  EXPECT(a.type == cudaMemoryTypeHost, "registered memory: type %d", (int)a.type);
+  ERR(cudaErrorHostMemoryAlreadyRegistered, cudaHostRegister(plain, 4096, cudaHostRegisterDefault));
+  ERR(cudaErrorHostMemoryAlreadyRegistered, cudaHostRegister(plain + 2048, 4096, cudaHostRegisterDefault));
+  OK(cudaHostUnregister(plain));
+  ERR(cudaErrorHostMemoryNotRegistered, cudaHostUnregister(plain));
+  (void)cudaGetLastError();
+
+  /* 2D: a 4x10 host block with pitch 16 into a pitched device block; a memset of a 3x2
+   * window; the device's row padding must be untouched by both. */
+  size_t pitch = 0;
+  unsigned char* d2 = NULL;
+  OK(cudaMallocPitch((void**)&d2, &pitch, 10, 4));
+  EXPECT(pitch >= 10, "pitch %zu", pitch);
+  OK(cudaMemset(d2, 0xEE, pitch * 4));
+  unsigned char src[4 * 16], back[4 * 12];
+  for (int i = 0; i < 4 * 16; ++i) src[i] = (unsigned char)i;
+  OK(cudaMemcpy2D(d2, pitch, src, 16, 10, 4, cudaMemcpyHostToDevice));
+  OK(cudaMemset2D(d2 + 2, pitch, 0x55, 3, 2));
+  memset(back, 0, sizeof back);
+  OK(cudaMemcpy2D(back, 12, d2, pitch, 10, 4, cudaMemcpyDeviceToHost));
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 12; ++c) {
+      int want = c >= 10 ? 0 : (r < 2 && c >= 2 && c < 5) ? 0x55 : r * 16 + c;
+      EXPECT(back[r * 12 + c] == want, "2D row %d col %d: %d, expected %d", r, c, back[r * 12 + c], want);
+    }
+  unsigned char* linear = malloc(pitch * 4);
+  OK(cudaMemcpy(linear, d2, pitch * 4, cudaMemcpyDeviceToHost));
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t c = 10; c < pitch; ++c)
+      EXPECT(linear[r * pitch + c] == 0xEE, "2D copy or set wrote padding at row %zu col %zu", r, c);
+  ERR(cudaErrorInvalidPitchValue, cudaMemcpy2D(d2, 8, src, 16, 10, 4, cudaMemcpyHostToDevice));
+  (void)cudaGetLastError();
+  OK(cudaFree(d2));
+  free(linear);
+
+  /* Stream-ordered allocation: usable at once on its stream, released when the stream
+   * reaches the free. */
+  cudaStream_t s;
+  OK(cudaStreamCreate(&s));
+  size_t before_async = 0;
+  OK(cudaMemGetInfo(&before_async, NULL));
+  void* ad = NULL;
+  OK(cudaMallocAsync(&ad, 1 << 20, s));
+  EXPECT(ad != NULL, "cudaMallocAsync gave NULL");
+  OK(cudaMemsetAsync(ad, 7, 1 << 20, s));
+  OK(cudaMemcpyAsync(h, (char*)ad + 4000, 96, cudaMemcpyDeviceToHost, s));
+  OK(cudaFreeAsync(ad, s));
+  OK(cudaStreamSynchronize(s));
+  for (int i = 0; i < 96; ++i) EXPECT(((unsigned char*)h)[i] == 7, "async memset/copy byte %d: %d", i, ((unsigned char*)h)[i]);
+  size_t after_async = 0;
+  OK(cudaMemGetInfo(&after_async, NULL));
+  EXPECT(after_async == before_async, "cudaFreeAsync did not give the memory back (%zu vs %zu)", after_async,
+         before_async);
+  OK(cudaPointerGetAttributes(&a, ad));
+  EXPECT(a.type == cudaMemoryTypeUnregistered, "freed async memory still has type %d", (int)a.type);
+  OK(cudaStreamDestroy(s));
+
+  OK(cudaFree(d));
+  ERR(cudaErrorInvalidDevicePointer, cudaFree(d));
+  (void)cudaGetLastError();
+  OK(cudaFreeHost(h));
+  OK(cudaFree(m));
+  size_t free2 = 0;
+  OK(cudaMemGetInfo(&free2, NULL));
+  EXPECT(free2 == free0, "free memory %zu after freeing everything, %zu at start", free2, free0);
+  free(plain);
+}
+
+/* A host function records what it saw, so the test knows how often and in which order the
+ * captured work ran. */
+static int host_calls = 0;
+static unsigned char seen[8];
+static void record_host(void* p) {
+  if (host_calls < 8) seen[host_calls] = *(unsigned char*)p;
+  ++host_calls;
+}
+
+static void scenario_graph(void) {
+  cudaStream_t s;
+  OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned char *h = NULL, *d = NULL;
+  OK(cudaMallocHost((void**)&h, 64));
+  OK(cudaMalloc((void**)&d, 64));
+  memset(h, 0, 64);
+
+  ERR(cudaErrorStreamCaptureUnsupported, cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal));
+  (void)cudaGetLastError();
+  OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  OK(cudaStreamIsCapturing(s, &st));
+  EXPECT(st == cudaStreamCaptureStatusActive, "capture status %d", (int)st);
+  OK(cudaMemsetAsync(d, 0x11, 64, s));
+  OK(cudaMemcpyAsync(h, d, 64, cudaMemcpyDeviceToHost, s));
+  OK(cudaLaunchHostFunc(s, record_host, h));
+  cudaGraph_t g = NULL;
+  OK(cudaStreamEndCapture(s, &g));
+  OK(cudaStreamIsCapturing(s, &st));
+  EXPECT(st == cudaStreamCaptureStatusNone, "still capturing after EndCapture: %d", (int)st);
+  OK(cudaStreamSynchronize(s));
+  EXPECT(host_calls == 0 && h[0] == 0, "captured work ran during capture (calls %d, byte %d)", host_calls, h[0]);
+
+  size_t nodes = 0;
+  OK(cudaGraphGetNodes(g, NULL, &nodes));
+  EXPECT(nodes == 3, "captured graph has %zu nodes, expected 3", nodes);
+  cudaGraphExec_t exec = NULL;
+  OK(cudaGraphInstantiate(&exec, g, 0));
+  OK(cudaGraphLaunch(exec, s));
+  OK(cudaGraphLaunch(exec, s));
+  OK(cudaStreamSynchronize(s));
+  EXPECT(host_calls == 2, "two graph launches ran the host function %d times", host_calls);
+  EXPECT(seen[0] == 0x11 && seen[1] == 0x11, "host function ran before the copy: saw %d, %d", seen[0], seen[1]);
+  for (int i = 0; i < 64; ++i) EXPECT(h[i] == 0x11, "replayed copy byte %d: %d", i, h[i]);
+  OK(cudaGraphExecDestroy(exec));
+  OK(cudaGraphDestroy(g));
+
+  /* Synchronising a capturing stream is an error and invalidates the capture. */
+  OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  ERR(cudaErrorStreamCaptureUnsupported, cudaStreamSynchronize(s));
+  cudaGraph_t bad = (cudaGraph_t)1;
+  ERR(cudaErrorStreamCaptureInvalidated, cudaStreamEndCapture(s, &bad));
+  EXPECT(bad == NULL, "an invalidated capture returned a graph");
+  (void)cudaGetLastError();
+  OK(cudaStreamSynchronize(s));  /* not capturing any more */
+  OK(cudaStreamDestroy(s));
+  OK(cudaFree(d));
+  OK(cudaFreeHost(h));
+}
+
+/* Host functions for the timing scenario: one takes wall time and no modeled time; the other
+ * takes modeled time and no wall time, reporting it as fakegpu's NCCL reports a collective's
+ * (through the runtime's fakegpu_cuda_add_modeled_time hook). */
+static void sleep_30ms(void* unused) {
+  (void)unused;
+  usleep(30000);
+}
+static void (*add_modeled_time)(double us);
+static void modeled_40ms(void* unused) {
+  (void)unused;
+  add_modeled_time(40000.0);
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static float elapsed(cudaEvent_t a, cudaEvent_t b) {
+  float ms = -1;
+  OK(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+/* Events report the stream's modeled clock by default: a 64 MiB copy over an H100's PCIe
+ * takes a fraction of a millisecond to a few, three copies three times that, and a host
+ * function's wall time counts for nothing. Paced mode also makes modeled time pass in wall
+ * time. Wall mode reports real time instead. */
+static void scenario_timing(void) {
+  const char* mode_env = getenv("FAKEGPU_TIME_MODE");
+  const char* mode = mode_env && *mode_env ? mode_env : "modeled";
+  *(void**)&add_modeled_time = dlsym(RTLD_DEFAULT, "fakegpu_cuda_add_modeled_time");
+  EXPECT(add_modeled_time != NULL, "fakegpu_cuda_add_modeled_time is not exported");
+  if (!add_modeled_time) return;
+  const size_t bytes = 64u << 20;
+  void *h = NULL, *d = NULL;
+  OK(cudaMallocHost(&h, bytes));
+  OK(cudaMalloc(&d, bytes));
+  memset(h, 1, bytes);
+  cudaStream_t s;
+  cudaEvent_t e[5];
+  OK(cudaStreamCreate(&s));
+  for (int i = 0; i < 5; ++i) OK(cudaEventCreate(&e[i]));
+  double wall0 = now_ms();
+  OK(cudaEventRecord(e[0], s));
+  OK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
+  OK(cudaEventRecord(e[1], s));
+  OK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
+  OK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
+  OK(cudaEventRecord(e[2], s));
+  OK(cudaLaunchHostFunc(s, sleep_30ms, NULL));
+  OK(cudaEventRecord(e[3], s));
+  OK(cudaStreamSynchronize(s));
+  double wall_copies = now_ms() - wall0, wall1 = now_ms();
+  OK(cudaLaunchHostFunc(s, modeled_40ms, NULL));
+  OK(cudaEventRecord(e[4], s));
+  OK(cudaEventSynchronize(e[4]));
+  double wall_model = now_ms() - wall1, wall_all = now_ms() - wall0;
+  float one = elapsed(e[0], e[1]), three = elapsed(e[0], e[2]), slept = elapsed(e[2], e[3]);
+  float model = elapsed(e[3], e[4]), all = elapsed(e[0], e[4]);
+  printf("%s: 64 MiB H2D %.4f ms, 3 copies %.4f ms (wall %.1f), 30 ms sleep %.4f ms, 40 ms modeled %.4f ms (wall %.1f)\n",
+         mode, one, three, wall_copies, slept, model, wall_model);
+  if (strcmp(mode, "wall") == 0) {
+    EXPECT(one > 0 && three >= one, "copies took %f and %f ms", one, three);
+    EXPECT(slept >= 29.0f, "a 30 ms host function took %f ms of wall time", slept);
+    EXPECT(model < 20.0f, "wall mode reported %f ms of modeled time", model);
+    EXPECT(all <= wall_all + 0.5, "event time %f ms exceeds the wall time around it (%f ms)", all, wall_all);
+  } else {
+    EXPECT(one > 0.1f && one < 100.0f, "64 MiB copy took %f ms", one);
+    EXPECT(three > 2.9f * one && three < 3.1f * one, "three copies %f ms vs one %f ms", three, one);
+    EXPECT(slept >= 0 && slept < 0.01f, "a host function's wall time counted as %f modeled ms", slept);
+    EXPECT(model > 39.9f && model < 40.1f, "40 ms of reported modeled time measured %f ms", model);
+    if (strcmp(mode, "paced") == 0)
+      EXPECT(wall_model >= 39.0, "paced: 40 modeled ms passed in %f wall ms", wall_model);
+  }
+  for (int i = 0; i < 5; ++i) OK(cudaEventDestroy(e[i]));
+  OK(cudaStreamDestroy(s));
+  OK(cudaFree(d));
+  OK(cudaFreeHost(h));
+}
+
+/* What nvcc's generated code calls at start-up, declared here (no header has them for C), so
+ * kernels can be checked without nvcc: a "kernel" is any host address registered this way. */
+void** __cudaRegisterFatBinary(void* fat_cubin);
+void __cudaRegisterFatBinaryEnd(void** handle);
+void __cudaRegisterFunction(void** handle, const char* host_fun, char* device_fun, const char* device_name,
+                            int thread_limit, void* tid, void* bid, void* block, void* grid, int* warp_size);
+static void fake_kernel(void) {}
+static void unregistered_kernel(void) {}
+
+static void scenario_kernels(void) {
+  typedef unsigned long long (*Counter)(void);
+  Counter launches;
+  *(void**)&launches = dlsym(RTLD_DEFAULT, "fakegpu_cuda_kernel_launches");
+  EXPECT(launches != NULL, "fakegpu_cuda_kernel_launches is not exported");
+  if (!launches) return;
+  static const int fatbin = 0;
+  void** module = __cudaRegisterFatBinary((void*)&fatbin);
+  __cudaRegisterFunction(module, (const char*)fake_kernel, "fake_kernel", "fake_kernel", -1, NULL, NULL, NULL, NULL,
+                         NULL);
+  __cudaRegisterFatBinaryEnd(module);
+  const void* k = (const void*)fake_kernel;
+  cudaStream_t s;
+  OK(cudaStreamCreate(&s));
+  dim3 grid = {4, 1, 1}, block = {256, 1, 1};
+  const unsigned long long before = launches();
+  OK(cudaLaunchKernel(k, grid, block, NULL, 0, s));
+  OK(cudaLaunchKernel(k, grid, block, NULL, 1024, 0));
+  EXPECT(launches() - before == 2, "2 launches counted as %llu", launches() - before);
+  /* Invalid launches fail as CUDA's do, become the last error, and are not counted. */
+  dim3 too_many = {2048, 1, 1}, too_deep = {1, 1, 65}, tall_grid = {1, 65536, 1};
+  ERR(cudaErrorInvalidConfiguration, cudaLaunchKernel(k, grid, too_many, NULL, 0, s));
+  ERR(cudaErrorInvalidConfiguration, cudaGetLastError());
+  ERR(cudaErrorInvalidConfiguration, cudaLaunchKernel(k, grid, too_deep, NULL, 0, s));
+  ERR(cudaErrorInvalidConfiguration, cudaLaunchKernel(k, tall_grid, block, NULL, 0, s));
+  ERR(cudaErrorInvalidValue, cudaLaunchKernel(k, grid, block, NULL, 1u << 30, s));
+  ERR(cudaErrorInvalidDeviceFunction, cudaLaunchKernel((const void*)unregistered_kernel, grid, block, NULL, 0, s));
+  (void)cudaGetLastError();
+  EXPECT(launches() - before == 2, "invalid launches were counted (%llu)", launches() - before);
+  OK(cudaStreamSynchronize(s));
+
+  struct cudaFuncAttributes fa;
+  memset(&fa, 0, sizeof fa);
+  OK(cudaFuncGetAttributes(&fa, k));
+  EXPECT(fa.maxThreadsPerBlock == 1024, "maxThreadsPerBlock %d", fa.maxThreadsPerBlock);
+  ERR(cudaErrorInvalidDeviceFunction, cudaFuncGetAttributes(&fa, (const void*)unregistered_kernel));
+  (void)cudaGetLastError();
+  /* An H100 SM holds 2048 threads: eight 256-thread blocks. */
+  int blocks = -1;
+  OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, 256, 0));
+  EXPECT(blocks == 8, "occupancy of 256-thread blocks: %d", blocks);
+  OK(cudaStreamDestroy(s));
+}
+
+/* An unimplemented API returns cudaErrorNotSupported, records it, and logs one line naming
+ * itself on stderr (captured here through a temporary file). */
+static void scenario_unsupported(void) {
+  int v = 0;
+  OK(cudaRuntimeGetVersion(&v));
+  EXPECT(v == 13000, "cudaRuntimeGetVersion gave %d", v);
+  fflush(stderr);
+  FILE* log = tmpfile();
+  int saved = dup(2);
+  dup2(fileno(log), 2);
+  cudaError_t e1 = cudaArrayGetInfo(NULL, NULL, NULL, NULL);
+  cudaError_t e2 = cudaArrayGetInfo(NULL, NULL, NULL, NULL);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  EXPECT((int)e1 == 801 && (int)e2 == 801, "cudaArrayGetInfo returned %d, %d", (int)e1, (int)e2);
+  EXPECT((int)cudaGetLastError() == 801, "the unsupported call is the last error");
+  EXPECT(cudaGetLastError() == cudaSuccess, "cudaGetLastError clears the error");
+  char text[512] = "";
+  rewind(log);
+  size_t got = fread(text, 1, sizeof text - 1, log);
+  text[got] = '\0';
+  fclose(log);
+  EXPECT(strstr(text, "cudaArrayGetInfo") != NULL, "no log line names the API: \"%s\"", text);
+  EXPECT(strchr(text, '\n') == text + strlen(text) - 1, "expected exactly one log line, got \"%s\"", text);
+  const char* name = cudaGetErrorName((cudaError_t)801);
+  EXPECT(name && strcmp(name, "cudaErrorNotSupported") == 0, "cudaGetErrorName(801) = %s", name ? name : "NULL");
+  const char* desc = cudaGetErrorString((cudaError_t)801);
+  EXPECT(desc && *desc, "cudaGetErrorString(801) is empty");
+}
+
+int main(int argc, char** argv) {
+  const char* what = argc > 1 ? argv[1] : "";
+  if (strcmp(what, "count") == 0 && argc > 2)
+    scenario_count(atoi(argv[2]));
+  else if (strcmp(what, "nodevice") == 0)
+    scenario_nodevice();
+  else if (strcmp(what, "cluster") == 0)
+    scenario_cluster();
+  else if (strcmp(what, "props") == 0)
+    scenario_props();
+  else if (strcmp(what, "memory") == 0)
+    scenario_memory();
+  else if (strcmp(what, "graph") == 0)
+    scenario_graph();
+  else if (strcmp(what, "kernels") == 0)
+    scenario_kernels();
+  else if (strcmp(what, "timing") == 0)
+    scenario_timing();
+  else if (strcmp(what, "unsupported") == 0)
+    scenario_unsupported();
+  else {
+    fprintf(stderr, "usage: %s count N|nodevice|cluster|props|memory|graph|kernels|timing|unsupported\n", argv[0]);
+    return 2;
+  }
+  if (failures) {
+    fprintf(stderr, "%s: %d check(s) failed\n", what, failures);
+    return 1;
+  }
+  printf("%s: OK\n", what);
+  return 0;
+}

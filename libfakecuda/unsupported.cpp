@@ -18,9 +18,9 @@
     X(cudaEGLStreamConsumerAcquireFrame) X(cudaEGLStreamConsumerConnect) X(cudaEGLStreamConsumerConnectWithFlags) \
     X(cudaEGLStreamConsumerDisconnect) X(cudaEGLStreamConsumerReleaseFrame) X(cudaEGLStreamProducerConnect) \
     X(cudaEGLStreamProducerDisconnect) X(cudaEGLStreamProducerPresentFrame) X(cudaEGLStreamProducerReturnFrame) \
-    X(cudaEventCreateFromEGLSync) X(cudaEventRecordWithFlags_ptsz) X(cudaEventRecord_ptsz) \
+    X(cudaEventCreateFromEGLSync) \
     X(cudaExternalMemoryGetMappedBuffer) X(cudaExternalMemoryGetMappedMipmappedArray) X(cudaFreeArray) \
-    X(cudaFreeAsync_ptsz) X(cudaFreeMipmappedArray) X(cudaFuncGetName) X(cudaFuncGetParamInfo) \
+    X(cudaFreeMipmappedArray) X(cudaFuncGetName) X(cudaFuncGetParamInfo) \
     X(cudaFuncSetSharedMemConfig) X(cudaGLGetDevices) X(cudaGLMapBufferObject) X(cudaGLMapBufferObjectAsync) \
     X(cudaGLRegisterBufferObject) X(cudaGLSetBufferObjectMapFlags) X(cudaGLSetGLDevice) X(cudaGLUnmapBufferObject) \
     X(cudaGLUnmapBufferObjectAsync) X(cudaGLUnregisterBufferObject) X(cudaGetChannelDesc) X(cudaGetDriverEntryPoint) \
@@ -46,7 +46,7 @@
     X(cudaGraphGetEdges) X(cudaGraphGetRootNodes) X(cudaGraphHostNodeGetParams) X(cudaGraphHostNodeSetParams) \
     X(cudaGraphInstantiateWithParams) X(cudaGraphInstantiateWithParams_ptsz) X(cudaGraphKernelNodeCopyAttributes) \
     X(cudaGraphKernelNodeGetAttribute) X(cudaGraphKernelNodeGetParams) X(cudaGraphKernelNodeSetAttribute) \
-    X(cudaGraphKernelNodeSetParams) X(cudaGraphLaunch_ptsz) X(cudaGraphMemAllocNodeGetParams) \
+    X(cudaGraphKernelNodeSetParams) X(cudaGraphMemAllocNodeGetParams) \
     X(cudaGraphMemFreeNodeGetParams) X(cudaGraphMemcpyNodeGetParams) X(cudaGraphMemcpyNodeSetParams) \
     X(cudaGraphMemcpyNodeSetParams1D) X(cudaGraphMemcpyNodeSetParamsFromSymbol) \
     X(cudaGraphMemcpyNodeSetParamsToSymbol) X(cudaGraphMemsetNodeGetParams) X(cudaGraphMemsetNodeSetParams) \
@@ -60,12 +60,12 @@
     X(cudaGraphicsUnregisterResource) X(cudaGraphicsVDPAURegisterOutputSurface) \
     X(cudaGraphicsVDPAURegisterVideoSurface) X(cudaHostGetFlags) X(cudaImportExternalMemory) \
     X(cudaImportExternalSemaphore) X(cudaIpcGetEventHandle) X(cudaIpcOpenEventHandle) \
-    X(cudaKernelSetAttributeForDevice) X(cudaLaunchCooperativeKernel_ptsz) X(cudaLaunchHostFunc_ptsz) \
+    X(cudaKernelSetAttributeForDevice) \
     X(cudaLaunchKernelExC_ptsz) X(cudaLibraryEnumerateKernels) X(cudaLibraryGetGlobal) X(cudaLibraryGetKernel) \
     X(cudaLibraryGetKernelCount) X(cudaLibraryGetManaged) X(cudaLibraryGetUnifiedFunction) X(cudaLibraryLoadData) \
     X(cudaLibraryLoadFromFile) X(cudaLibraryUnload) X(cudaLogsCurrent) X(cudaLogsDumpToFile) X(cudaLogsDumpToMemory) \
     X(cudaLogsRegisterCallback) X(cudaLogsUnregisterCallback) X(cudaMalloc3D) X(cudaMalloc3DArray) X(cudaMallocArray) \
-    X(cudaMallocAsync_ptsz) X(cudaMallocFromPoolAsync) X(cudaMallocFromPoolAsync_ptsz) X(cudaMallocMipmappedArray) \
+    X(cudaMallocFromPoolAsync) X(cudaMallocFromPoolAsync_ptsz) X(cudaMallocMipmappedArray) \
     X(cudaMemAdvise) X(cudaMemDiscardAndPrefetchBatchAsync) X(cudaMemDiscardAndPrefetchBatchAsync_ptsz) \
     X(cudaMemDiscardBatchAsync) X(cudaMemDiscardBatchAsync_ptsz) X(cudaMemGetDefaultMemPool) X(cudaMemGetMemPool) \
     X(cudaMemPoolCreate) X(cudaMemPoolDestroy) X(cudaMemPoolExportPointer) X(cudaMemPoolExportToShareableHandle) \
@@ -73,30 +73,30 @@
     X(cudaMemPoolImportPointer) X(cudaMemPoolSetAccess) X(cudaMemPoolSetAttribute) X(cudaMemPoolTrimTo) \
     X(cudaMemPrefetchAsync) X(cudaMemPrefetchAsync_ptsz) X(cudaMemPrefetchBatchAsync) \
     X(cudaMemPrefetchBatchAsync_ptsz) X(cudaMemRangeGetAttribute) X(cudaMemRangeGetAttributes) X(cudaMemSetMemPool) \
-    X(cudaMemcpy2DArrayToArray) X(cudaMemcpy2DArrayToArray_ptds) X(cudaMemcpy2DAsync_ptsz) X(cudaMemcpy2DFromArray) \
+    X(cudaMemcpy2DArrayToArray) X(cudaMemcpy2DArrayToArray_ptds) X(cudaMemcpy2DFromArray) \
     X(cudaMemcpy2DFromArrayAsync) X(cudaMemcpy2DFromArrayAsync_ptsz) X(cudaMemcpy2DFromArray_ptds) \
     X(cudaMemcpy2DToArray) X(cudaMemcpy2DToArrayAsync) X(cudaMemcpy2DToArrayAsync_ptsz) X(cudaMemcpy2DToArray_ptds) \
-    X(cudaMemcpy2D_ptds) X(cudaMemcpy3D) X(cudaMemcpy3DAsync) X(cudaMemcpy3DAsync_ptsz) X(cudaMemcpy3DBatchAsync) \
+    X(cudaMemcpy3D) X(cudaMemcpy3DAsync) X(cudaMemcpy3DAsync_ptsz) X(cudaMemcpy3DBatchAsync) \
     X(cudaMemcpy3DBatchAsync_ptsz) X(cudaMemcpy3DPeer) X(cudaMemcpy3DPeerAsync) X(cudaMemcpy3DPeerAsync_ptsz) \
     X(cudaMemcpy3DPeer_ptds) X(cudaMemcpy3D_ptds) X(cudaMemcpyArrayToArray) X(cudaMemcpyArrayToArray_ptds) \
-    X(cudaMemcpyAsync_ptsz) X(cudaMemcpyBatchAsync) X(cudaMemcpyBatchAsync_ptsz) X(cudaMemcpyFromArray) \
+    X(cudaMemcpyBatchAsync) X(cudaMemcpyBatchAsync_ptsz) X(cudaMemcpyFromArray) \
     X(cudaMemcpyFromArrayAsync) X(cudaMemcpyFromArrayAsync_ptsz) X(cudaMemcpyFromArray_ptds) \
-    X(cudaMemcpyFromSymbolAsync_ptsz) X(cudaMemcpyFromSymbol_ptds) X(cudaMemcpyToArray) X(cudaMemcpyToArrayAsync) \
-    X(cudaMemcpyToArrayAsync_ptsz) X(cudaMemcpyToArray_ptds) X(cudaMemcpyToSymbolAsync_ptsz) \
-    X(cudaMemcpyToSymbol_ptds) X(cudaMemcpy_ptds) X(cudaMemset2DAsync_ptsz) X(cudaMemset2D_ptds) X(cudaMemset3D) \
-    X(cudaMemset3DAsync) X(cudaMemset3DAsync_ptsz) X(cudaMemset3D_ptds) X(cudaMemsetAsync_ptsz) X(cudaMemset_ptds) \
+    X(cudaMemcpyToArray) X(cudaMemcpyToArrayAsync) \
+    X(cudaMemcpyToArrayAsync_ptsz) X(cudaMemcpyToArray_ptds) \
+    X(cudaMemset3D) \
+    X(cudaMemset3DAsync) X(cudaMemset3DAsync_ptsz) X(cudaMemset3D_ptds) \
     X(cudaMipmappedArrayGetMemoryRequirements) X(cudaMipmappedArrayGetSparseProperties) \
     X(cudaOccupancyAvailableDynamicSMemPerBlock) X(cudaOccupancyMaxActiveClusters) \
     X(cudaOccupancyMaxPotentialClusterSize) X(cudaProfilerStart) X(cudaProfilerStop) X(cudaSetValidDevices) \
-    X(cudaSignalExternalSemaphoresAsync) X(cudaSignalExternalSemaphoresAsync_ptsz) X(cudaStreamAddCallback_ptsz) \
+    X(cudaSignalExternalSemaphoresAsync) X(cudaSignalExternalSemaphoresAsync_ptsz) \
     X(cudaStreamAttachMemAsync) X(cudaStreamAttachMemAsync_ptsz) X(cudaStreamBeginCaptureToGraph) \
-    X(cudaStreamBeginCaptureToGraph_ptsz) X(cudaStreamBeginCapture_ptsz) X(cudaStreamCopyAttributes) \
-    X(cudaStreamCopyAttributes_ptsz) X(cudaStreamEndCapture_ptsz) X(cudaStreamGetAttribute) \
-    X(cudaStreamGetAttribute_ptsz) X(cudaStreamGetCaptureInfo_ptsz) X(cudaStreamGetDevice_ptsz) \
-    X(cudaStreamGetFlags_ptsz) X(cudaStreamGetId) X(cudaStreamGetId_ptsz) X(cudaStreamGetPriority_ptsz) \
-    X(cudaStreamIsCapturing_ptsz) X(cudaStreamQuery_ptsz) X(cudaStreamSetAttribute) X(cudaStreamSetAttribute_ptsz) \
-    X(cudaStreamSynchronize_ptsz) X(cudaStreamUpdateCaptureDependencies) X(cudaStreamUpdateCaptureDependencies_ptsz) \
-    X(cudaStreamWaitEvent_ptsz) X(cudaUserObjectCreate) X(cudaUserObjectRelease) X(cudaUserObjectRetain) \
+    X(cudaStreamBeginCaptureToGraph_ptsz) X(cudaStreamCopyAttributes) \
+    X(cudaStreamCopyAttributes_ptsz) X(cudaStreamGetAttribute) \
+    X(cudaStreamGetAttribute_ptsz) X(cudaStreamGetCaptureInfo_ptsz) \
+    X(cudaStreamGetId) X(cudaStreamGetId_ptsz) \
+    X(cudaStreamSetAttribute) X(cudaStreamSetAttribute_ptsz) \
+    X(cudaStreamUpdateCaptureDependencies) X(cudaStreamUpdateCaptureDependencies_ptsz) \
+    X(cudaUserObjectCreate) X(cudaUserObjectRelease) X(cudaUserObjectRetain) \
     X(cudaVDPAUGetDevice) X(cudaVDPAUSetVDPAUDevice) X(cudaWaitExternalSemaphoresAsync) \
     X(cudaWaitExternalSemaphoresAsync_ptsz)
 

@@ -98,8 +98,9 @@ int main(int argc, char** argv) {
   const uint64_t before = launches();
   scale<<<4, 256, 0, s>>>(d, 1000, 2);
   scale<<<dim3(2, 2), dim3(32, 8), 0, s>>>(d, 1000, 3);
-  scale<<<1, 1>>>(d, 1000, 4);  // legacy stream
+  scale<<<1, 1>>>(d, 1000, 4);  // the default stream: legacy, or per-thread with --default-stream per-thread
   OK(cudaGetLastError());
+  OK(cudaDeviceSynchronize());  // launches are counted when their stream runs them
   EXPECT(launches() - before == 3, "3 launches counted as %llu", (unsigned long long)(launches() - before));
   scale<<<1, 2048, 0, s>>>(d, 1000, 5);
   cudaError_t e = cudaGetLastError();

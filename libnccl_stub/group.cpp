@@ -155,7 +155,8 @@ void run_now(const std::vector<CollectiveCall>& calls) {
 // Records calls into the graph a stream is capturing. Each replay of the graph runs them again,
 // as new operations: they take their sequence numbers when they run, not now, and the recorded
 // function (and any staging buffers) live as long as the process, since graphs may be replayed
-// at any time.
+// at any time. (Giving the numbers back assumes the captured calls took the newest ones: a group
+// that mixes captured and uncaptured streams on one communicator is not supported.)
 void enqueue_captured(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   const CudaBridge& cu = cuda();
   release_sequence_numbers(batch);

@@ -104,28 +104,22 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
   RankData data;
   data.scalar = msg.scalar;
   if (payload_free(msg)) {
-    skipped_bytes_ += send_bytes + recv_bytes;
-    ++client.collectives;
-    client.last_comm = msg.comm_id, client.last_seq = msg.seq, client.last_coll = msg.coll;
-    if (is_point_to_point(msg.coll))
-      handle_p2p(*comm, id, msg, std::move(data), request_id);
-    else
-      handle_collective_arrival(*comm, id, msg, std::move(data), request_id);
-    return;
+    skipped_bytes_ += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
+  } else {
+    try {
+      if (msg.send.shared() && send_bytes) data.in = resolve(client, msg.send, send_bytes);
+      if (msg.recv.shared() && recv_bytes) data.out = resolve(client, msg.recv, recv_bytes);
+    } catch (const RefError& e) {
+      reply_error(id, request_id, Status::kInvalidArgument, fmt::format("{}: {}", describe_call(msg), e.what()));
+      return;
+    }
+    if (!msg.send.shared() && send_bytes) {
+      data.body = std::make_shared<std::vector<uint8_t>>(std::move(body));
+      data.in = data.body->data() + bulk_offset;
+    }
+    (msg.send.shared() ? shared_bytes_ : socket_bytes_) += send_bytes;
+    (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
   }
-  try {
-    if (msg.send.shared() && send_bytes) data.in = resolve(client, msg.send, send_bytes);
-    if (msg.recv.shared() && recv_bytes) data.out = resolve(client, msg.recv, recv_bytes);
-  } catch (const RefError& e) {
-    reply_error(id, request_id, Status::kInvalidArgument, fmt::format("{}: {}", describe_call(msg), e.what()));
-    return;
-  }
-  if (!msg.send.shared() && send_bytes) {
-    data.body = std::make_shared<std::vector<uint8_t>>(std::move(body));
-    data.in = data.body->data() + bulk_offset;
-  }
-  (msg.send.shared() ? shared_bytes_ : socket_bytes_) += send_bytes;
-  (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
   ++client.collectives;
   client.last_comm = msg.comm_id, client.last_seq = msg.seq, client.last_coll = msg.coll;
   if (is_point_to_point(msg.coll))

@@ -254,13 +254,12 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     const uint64_t bytes = p.send.count * dtype_size(p.send.dtype);
     const double modeled_us = count_completed(p.send, bytes, comm);
     std::vector<Bulk> bulk;
-    if (payload_free(p.send)) {
-      // nothing moves
-    } else if (p.receiver.out) {
+    // A payload-free message has no buffers on either side: nothing below moves.
+    if (p.receiver.out) {
       copy_parallel(p.receiver.out, p.sender.in, bytes, executor_);
     } else if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
       bulk.push_back({p.sender.body, static_cast<size_t>(p.sender.in - p.sender.body->data()), bytes});
-    } else if (bytes) {
+    } else if (bytes && !payload_free(p.send)) {
       auto copy = std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes);
       bulk.push_back({copy, 0, bytes});
     }

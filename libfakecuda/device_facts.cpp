@@ -366,7 +366,7 @@ struct DeviceProp12 {
   int unifiedFunctionPointers;
   int reserved[63];
 };
-static_assert(sizeof(DeviceProp12) == 1032, "CUDA 12 cudaDeviceProp is 1032 bytes");
+static_assert(sizeof(DeviceProp12) == kCuda12PropertiesBytes, "CUDA 12 cudaDeviceProp is 1032 bytes");
 static_assert(offsetof(DeviceProp12, multiProcessorCount) == 388, "CUDA 12 layout");
 static_assert(offsetof(DeviceProp12, pciBusID) == 584, "CUDA 12 layout");
 static_assert(offsetof(DeviceProp12, reservedSharedMemPerBlock) == 720, "CUDA 12 layout");
@@ -376,7 +376,7 @@ static_assert(offsetof(cudaDeviceProp, pciBusID) == 568, "CUDA 13 layout");
 
 }  // namespace
 
-void fill_properties(const VirtualDevice& d, int /*ordinal*/, cudaDeviceProp* out) {
+void fill_properties(const VirtualDevice& d, cudaDeviceProp* out) {
   fill_common(d, out);
   out->deviceNumaConfig = *device_attribute(d, cudaDevAttrNumaConfig);
   out->deviceNumaId = *device_attribute(d, cudaDevAttrNumaId);
@@ -384,7 +384,7 @@ void fill_properties(const VirtualDevice& d, int /*ordinal*/, cudaDeviceProp* ou
   out->hostNumaId = *device_attribute(d, cudaDevAttrHostNumaId);
 }
 
-void fill_properties_cuda12(const VirtualDevice& d, int /*ordinal*/, void* out, size_t bytes) {
+void fill_properties_cuda12(const VirtualDevice& d, void* out, size_t bytes) {
   DeviceProp12 p;
   fill_common(d, &p);
   auto a = [&](int attr) { return *device_attribute(d, attr); };
@@ -398,7 +398,5 @@ void fill_properties_cuda12(const VirtualDevice& d, int /*ordinal*/, void* out, 
   p.cooperativeMultiDeviceLaunch = 0;
   std::memcpy(out, &p, std::min(bytes, sizeof p));
 }
-
-size_t properties_size() { return FAKEGPU_CUDART_MAJOR >= 13 ? sizeof(cudaDeviceProp) : sizeof(DeviceProp12); }
 
 }  // namespace fakegpu::cuda

@@ -40,12 +40,16 @@ thread_local std::vector<CallConfiguration> t_configurations;
 
 void launch(const void* func, dim3 grid, dim3 block, size_t shared_mem, cudaStream_t stream) {
   if (!registered_function(func)) throw cudaErrorInvalidDeviceFunction;
+  // The limits the device reports are the ones a launch is held to.
   const VirtualDevice& d = current();
+  auto limit = [&](cudaDeviceAttr attr) { return static_cast<uint64_t>(*device_attribute(d, attr)); };
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
-  if (!grid.x || !grid.y || !grid.z || !threads || threads > 1024 || block.x > 1024 || block.y > 1024 ||
-      block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > 2147483647u)
+  if (!grid.x || !grid.y || !grid.z || !threads || threads > limit(cudaDevAttrMaxThreadsPerBlock) ||
+      block.x > limit(cudaDevAttrMaxBlockDimX) || block.y > limit(cudaDevAttrMaxBlockDimY) ||
+      block.z > limit(cudaDevAttrMaxBlockDimZ) || grid.x > limit(cudaDevAttrMaxGridDimX) ||
+      grid.y > limit(cudaDevAttrMaxGridDimY) || grid.z > limit(cudaDevAttrMaxGridDimZ))
     throw cudaErrorInvalidConfiguration;
-  if (shared_mem > static_cast<size_t>(d.profile->smem_optin_kib) << 10) throw cudaErrorInvalidValue;
+  if (shared_mem > limit(cudaDevAttrMaxSharedMemoryPerBlockOptin)) throw cudaErrorInvalidValue;
   submit(stream, [] { ++launches; });  // counted when it runs: graph replays count too
 }
 
@@ -186,12 +190,13 @@ FAKECUDA_API cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const v
   return guarded([&] {
     if (!attr) throw cudaErrorInvalidValue;
     if (!registered_function(func)) throw cudaErrorInvalidDeviceFunction;
-    const fakegpu::GpuProfile& p = *current().profile;
+    const VirtualDevice& d = current();
+    const fakegpu::GpuProfile& p = *d.profile;
     std::memset(attr, 0, sizeof *attr);
-    attr->maxThreadsPerBlock = 1024;
+    attr->maxThreadsPerBlock = *device_attribute(d, cudaDevAttrMaxThreadsPerBlock);
     attr->numRegs = 32;
     attr->ptxVersion = attr->binaryVersion = p.cc_major * 10 + p.cc_minor;
-    attr->maxDynamicSharedSizeBytes = 48 << 10;
+    attr->maxDynamicSharedSizeBytes = *device_attribute(d, cudaDevAttrMaxSharedMemoryPerBlock);
     attr->preferredShmemCarveout = -1;
   });
 }

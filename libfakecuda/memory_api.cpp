@@ -42,22 +42,26 @@ bool on_device(const void* ptr) {
   return memory().lookup(ptr, &a) && a.kind != MemoryKind::kHost;
 }
 
-// Modeled copy time: over PCIe between host and device, at HBM speed (read plus write)
-// within a device.
+// Device memory bandwidth: double data rate over the memory bus.
+double hbm_gbytes_per_s(const fakegpu::GpuProfile& p) { return 2.0 * p.memory_clock_mhz * 1e6 * p.memory_bus_bits / 8 / 1e9; }
+
+// Modeled copy time: over PCIe between host and device; within a device at HBM speed, where
+// every byte is read and written.
 int64_t copy_cost_ns(size_t bytes, const void* dst, const void* src) {
   const VirtualDevice* d = device_at(current_device());
   if (!d || bytes == 0) return 0;
   const bool from_device = on_device(src), to_device = on_device(dst);
   if (!from_device && !to_device) return 0;
-  const fakegpu::GpuProfile& p = *d->profile;
-  double gbytes_per_s;
-  if (from_device && to_device) {
-    double hbm = 2.0 * p.memory_clock_mhz * 1e6 * p.memory_bus_bits / 8 / 1e9;
-    gbytes_per_s = hbm / 2;  // every byte is read and written
-  } else {
-    gbytes_per_s = 3.0 * (1 << p.pcie_gen);  // x16, after protocol overhead: gen4 ~24 GB/s
-  }
+  const double gbytes_per_s = from_device && to_device ? hbm_gbytes_per_s(*d->profile) / 2
+                                                       : 3.0 * (1 << d->profile->pcie_gen);  // x16 after overhead
   return static_cast<int64_t>(bytes / gbytes_per_s);  // bytes / (GB/s) = ns
+}
+
+// Modeled memset time: every byte written once at HBM speed.
+int64_t set_cost_ns(size_t bytes, const void* ptr) {
+  const VirtualDevice* d = device_at(current_device());
+  if (!d || bytes == 0 || !on_device(ptr)) return 0;
+  return static_cast<int64_t>(bytes / hbm_gbytes_per_s(*d->profile));
 }
 
 void check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
@@ -82,7 +86,7 @@ void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t wi
 
 void set(void* ptr, int value, size_t count, cudaStream_t stream) {
   if (count && !ptr) throw cudaErrorInvalidValue;
-  submit(stream, [=] { std::memset(ptr, value, count); }, copy_cost_ns(count / 2, ptr, ptr));
+  submit(stream, [=] { std::memset(ptr, value, count); }, set_cost_ns(count, ptr));
 }
 
 void set_2d(void* ptr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
@@ -90,7 +94,7 @@ void set_2d(void* ptr, size_t pitch, int value, size_t width, size_t height, cud
   if (width && height && !ptr) throw cudaErrorInvalidValue;
   submit(stream, [=] {
     for (size_t row = 0; row < height; ++row) std::memset(static_cast<char*>(ptr) + row * pitch, value, width);
-  }, copy_cost_ns(width * height / 2, ptr, ptr));
+  }, set_cost_ns(width * height, ptr));
 }
 
 // A __device__ variable's storage is its host shadow, registered by __cudaRegisterVar.

@@ -23,11 +23,13 @@ int& current_device() {
   return device;
 }
 
-const VirtualDevice& current() {
-  const VirtualDevice* d = device_at(current_device());
+const VirtualDevice& device_or_throw(int ordinal) {
+  const VirtualDevice* d = device_at(ordinal);
   if (!d) throw device_count() ? cudaErrorInvalidDevice : cudaErrorNoDevice;
   return *d;
 }
+
+const VirtualDevice& current() { return device_or_throw(current_device()); }
 
 cudaError_t fail(cudaError_t e) {
   t_last_error = e;
@@ -46,12 +48,6 @@ void log_once(const char* api, const char* what) {
 namespace {
 
 using namespace fakegpu::cuda;
-
-const VirtualDevice& device_or_throw(int ordinal) {
-  const VirtualDevice* d = device_at(ordinal);
-  if (!d) throw device_count() ? cudaErrorInvalidDevice : cudaErrorNoDevice;
-  return *d;
-}
 
 // Peer access enabled from (current device) to (peer), per process as in CUDA.
 std::mutex peer_mu;
@@ -116,30 +112,31 @@ FAKECUDA_API cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr,
 // CUDA 13 exports cudaGetDeviceProperties, filling the 13 layout. CUDA 12's header maps the
 // name to cudaGetDeviceProperties_v2 (the 12 layout); its unversioned export keeps the CUDA 11
 // layout for old binaries.
-namespace {
-cudaError_t get_properties(void* prop, int device, size_t cuda12_bytes) {
+#if FAKEGPU_CUDART_MAJOR >= 13
+FAKECUDA_API cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return guarded([&] {
     if (!prop) throw cudaErrorInvalidValue;
-    const VirtualDevice& d = device_or_throw(device);
-#if FAKEGPU_CUDART_MAJOR >= 13
-    (void)cuda12_bytes;
-    fill_properties(d, device, static_cast<cudaDeviceProp*>(prop));
+    fill_properties(device_or_throw(device), prop);
+  });
+}
 #else
-    fill_properties_cuda12(d, device, prop, cuda12_bytes);
-#endif
+namespace {
+cudaError_t get_properties_cuda12(void* prop, int device, size_t bytes) {
+  return guarded([&] {
+    if (!prop) throw cudaErrorInvalidValue;
+    fill_properties_cuda12(device_or_throw(device), prop, bytes);
   });
 }
 }  // namespace
 
-#if FAKEGPU_CUDART_MAJOR < 13
 FAKECUDA_API cudaError_t cudaGetDeviceProperties_v2(cudaDeviceProp* prop, int device) {
-  return get_properties(prop, device, properties_size());
+  return get_properties_cuda12(prop, device, kCuda12PropertiesBytes);
 }
-#endif
 
 FAKECUDA_API cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  return get_properties(prop, device, FAKEGPU_CUDART_MAJOR >= 13 ? properties_size() : kCuda11PropertiesBytes);
+  return get_properties_cuda12(prop, device, kCuda11PropertiesBytes);
 }
+#endif
 
 FAKECUDA_API cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
   return guarded([&] {

@@ -13,7 +13,10 @@ struct VirtualDevice;
 
 int device_count();
 int& current_device();  // per thread, as in CUDA
-// The calling thread's current device; throws cudaErrorNoDevice when there are none.
+// The device with this ordinal; throws cudaErrorInvalidDevice, or cudaErrorNoDevice when there
+// are none.
+const VirtualDevice& device_or_throw(int ordinal);
+// The calling thread's current device, likewise.
 const VirtualDevice& current();
 // Records an error for cudaGetLastError, as the real runtime does, and returns it.
 cudaError_t fail(cudaError_t e);

@@ -399,16 +399,6 @@ FAKECUDA_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* 
   });
 }
 
-FAKECUDA_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
-  return guarded([&] {
-    if (!status) throw cudaErrorInvalidValue;
-    Stream* s = resolve(stream);
-    Graph* g = s ? capture_of(s) : nullptr;
-    *status = !g ? cudaStreamCaptureStatusNone
-                 : g->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
-  });
-}
-
 namespace {
 // What cudaStreamGetCaptureInfo reports. fakegpu's graphs are sequences, so a capture has no
 // dependency set to hand out: the dependency list is empty.
@@ -429,6 +419,10 @@ cudaError_t capture_info(cudaStream_t stream, cudaStreamCaptureStatus* status, u
   });
 }
 }  // namespace
+
+FAKECUDA_API cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  return capture_info(stream, status, nullptr, nullptr, nullptr, nullptr, nullptr);
+}
 
 #if FAKEGPU_CUDART_MAJOR >= 13
 FAKECUDA_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,

@@ -149,18 +149,26 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
 
 bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {
   if (!can_share_) return false;
-  // Held until the segment is on the wire: another thread finding it shared must not post a
-  // collective naming it ahead of the ShareSegment frame.
+  auto already_shared = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
+    return shared_segments_.count(segment) > 0;
+  };
+  if (already_shared()) return true;  // the common case: no further locking
+  // A segment counts as shared only once its frame is on the wire, so another thread never
+  // posts a collective naming it ahead of the ShareSegment frame; share_mu_ makes one thread
+  // send it while the others wait.
   std::lock_guard<std::mutex> sharing(share_mu_);
+  if (already_shared()) return true;
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
-    if (!shared_segments_.insert(segment).second) return true;
     id = next_request_++;
   }
   // No reply: the coordinator reports a segment it could not map on the collectives using it.
   write_frame(wire::MsgType::kShareSegment, id, wire::encode_fields(wire::ShareSegment{segment, size}), nullptr, 0, fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  shared_segments_.insert(segment);
   return true;
 }
 

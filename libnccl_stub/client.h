@@ -86,7 +86,7 @@ class Client {
   std::shared_ptr<Request> submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
                                       size_t bulk_bytes, void* reply_dst, size_t reply_capacity);
   // Writes one frame; fd, when not -1, travels with it as SCM_RIGHTS ancillary data.
-  std::mutex share_mu_;  // orders ShareSegment frames before frames that name the segment
+  std::mutex share_mu_;  // one thread at a time sends a ShareSegment frame
   void write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
                    size_t bulk_bytes, int fd);
   void read_exact(void* dst, size_t n);

@@ -152,6 +152,31 @@ void run_now(const std::vector<CollectiveCall>& calls) {
   unstage_outputs(calls, staging, std::nullopt);
 }
 
+// Operations queued but not yet over, per communicator: finalize and destroy wait for zero.
+void begin_inflight(const std::vector<CollectiveCall>& calls) {
+  for (const auto& c : calls) {
+    std::lock_guard<std::mutex> lock(c.comm->mu);
+    ++c.comm->inflight;
+  }
+}
+
+void end_inflight(const std::vector<CollectiveCall>& calls) {
+  for (const auto& c : calls) {
+    std::lock_guard<std::mutex> lock(c.comm->mu);
+    if (--c.comm->inflight == 0) c.comm->idle.notify_all();
+  }
+}
+
+// Runs queued calls from their stream: a failure becomes the communicators' asynchronous error.
+void run_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
+  try {
+    run_batch(calls, staging);
+  } catch (const NcclError& e) {
+    warn(e.what());
+    for (const auto& c : calls) set_async_error(c.comm, e.code(), e.what());
+  }
+}
+
 // Records calls into the graph a stream is capturing. Each replay of the graph runs them again,
 // as new operations: they take their sequence numbers when they run, not now, and the recorded
 // function (and any staging buffers) live as long as the process, since graphs may be replayed
@@ -168,21 +193,10 @@ void enqueue_captured(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   }
   cu.enqueue(stream, [calls, staging] {
     std::vector<CollectiveCall> run = *calls;
-    for (auto& c : run) {
-      take_sequence_number(c);
-      std::lock_guard<std::mutex> lock(c.comm->mu);
-      ++c.comm->inflight;
-    }
-    try {
-      run_batch(run, staging.get());
-    } catch (const NcclError& e) {
-      warn(e.what());
-      for (const auto& c : run) set_async_error(c.comm, e.code(), e.what());
-    }
-    for (const auto& c : run) {
-      std::lock_guard<std::mutex> lock(c.comm->mu);
-      if (--c.comm->inflight == 0) c.comm->idle.notify_all();
-    }
+    for (auto& c : run) take_sequence_number(c);
+    begin_inflight(run);
+    run_queued(run, staging.get());
+    end_inflight(run);
   }, /*persistent=*/true);
   if (staging) unstage_outputs(*calls, *staging, stream);
 }
@@ -196,10 +210,7 @@ void enqueue(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   if (cu.capturing(stream)) return enqueue_captured(stream, std::move(batch));
   // Shared by the queued functions below, so the calls are not copied for each of them.
   auto calls = std::make_shared<const std::vector<CollectiveCall>>(std::move(batch));
-  for (const auto& c : *calls) {
-    std::lock_guard<std::mutex> lock(c.comm->mu);
-    ++c.comm->inflight;
-  }
+  begin_inflight(*calls);
   std::shared_ptr<StagingSet> staging;
   if (staging_needed()) {
     staging = std::make_shared<StagingSet>(make_staging(*calls));
@@ -207,24 +218,13 @@ void enqueue(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   }
   // The operation is over once its results are in the caller's buffers: after the collective,
   // or after the copies back when staging.
-  auto finished = [calls] {
-    for (const auto& c : *calls) {
-      std::lock_guard<std::mutex> lock(c.comm->mu);
-      if (--c.comm->inflight == 0) c.comm->idle.notify_all();
-    }
-  };
-  cu.enqueue(stream, [calls, staging, finished] {
-    try {
-      run_batch(*calls, staging.get());
-    } catch (const NcclError& e) {
-      warn(e.what());
-      for (const auto& c : *calls) set_async_error(c.comm, e.code(), e.what());
-    }
-    if (!staging) finished();
+  cu.enqueue(stream, [calls, staging] {
+    run_queued(*calls, staging.get());
+    if (!staging) end_inflight(*calls);
   });
   if (staging) {
     unstage_outputs(*calls, *staging, stream);
-    cu.enqueue(stream, [staging, finished] { finished(); });  // the host buffers live until here
+    cu.enqueue(stream, [calls, staging] { end_inflight(*calls); });  // the host buffers live until here
   }
 }
 

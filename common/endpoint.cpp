@@ -1,7 +1,12 @@
 #include "endpoint.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -86,6 +91,49 @@ UniqueIdContents unpack_unique_id(const char in[kUniqueIdBytes]) {
   if (c.endpoint.address.find('\0') != std::string::npos)
     throw EndpointError("the ncclUniqueId carries a corrupt coordinator address");
   return c;
+}
+
+int connect_endpoint(const Endpoint& ep) {
+  if (ep.transport == Transport::kUnix) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, ep.address.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return -1;
+  }
+  TcpAddress tcp = parse_tcp_address(ep.address);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string host = tcp.host.empty() ? "127.0.0.1" : tcp.host;
+  if (getaddrinfo(host.c_str(), std::to_string(tcp.port).c_str(), &hints, &res) != 0) {
+    errno = EHOSTUNREACH;
+    return -1;
+  }
+  int fd = -1, saved = ECONNREFUSED;
+  for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
+    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      saved = errno;
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0) {
+    errno = saved;
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
 }
 
 wire::CommKey random_comm_key() {

@@ -45,6 +45,9 @@ void pack_unique_id(const UniqueIdContents& contents, char out[kUniqueIdBytes]);
 // Throws EndpointError when the bytes are not a fakegpu unique id.
 UniqueIdContents unpack_unique_id(const char in[kUniqueIdBytes]);
 
+// One connection attempt, TCP_NODELAY set on tcp; returns the socket or -1 with errno set.
+int connect_endpoint(const Endpoint& ep);
+
 // Fills a key from the kernel's random source, so ids cannot be guessed.
 wire::CommKey random_comm_key();
 

@@ -22,6 +22,8 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kCommInfoReply: return "CommInfoReply";
     case MsgType::kSimulate: return "Simulate";
     case MsgType::kSimulateDone: return "SimulateDone";
+    case MsgType::kStatusQuery: return "StatusQuery";
+    case MsgType::kStatusReply: return "StatusReply";
   }
   return "Unknown";
 }
@@ -62,7 +64,7 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]) {
   r.u32();  // reserved
   header.request_id = r.u64();
   header.body_bytes = r.u64();
-  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(MsgType::kSimulateDone))
+  if (type < static_cast<uint32_t>(MsgType::kHello) || type > static_cast<uint32_t>(kLastMsgType))
     throw WireError("unknown message type " + std::to_string(type));
   if (header.body_bytes > kMaxBodyBytes)
     throw WireError("frame body of " + std::to_string(header.body_bytes) + " bytes exceeds the limit of " +
@@ -123,6 +125,8 @@ void Hello::encode(Writer& w) const {
   w.i32(env_world_size);
   w.u32(pid);
   w.str(hostname);
+  w.u8(static_cast<uint8_t>(role));
+  w.str(token);
 }
 Hello Hello::decode(Reader& r) {
   Hello m;
@@ -134,6 +138,10 @@ Hello Hello::decode(Reader& r) {
   m.env_world_size = r.i32();
   m.pid = r.u32();
   m.hostname = r.str();
+  uint8_t role = r.u8();
+  if (role > static_cast<uint8_t>(ClientRole::kObserver)) throw WireError("Hello names unknown role " + std::to_string(role));
+  m.role = static_cast<ClientRole>(role);
+  m.token = r.str();
   return m;
 }
 

@@ -16,7 +16,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 4;
+constexpr uint32_t kProtocolVersion = 5;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -47,7 +47,10 @@ enum class MsgType : uint16_t {
   kCommInfoReply = 16,
   kSimulate = 17,
   kSimulateDone = 18,
+  kStatusQuery = 19,
+  kStatusReply = 20,
 };
+constexpr MsgType kLastMsgType = MsgType::kStatusReply;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -125,6 +128,12 @@ class Reader {
 // Each has kType, encode() for its fixed fields and decode(). Bulk data, where a message has
 // any, is the rest of the body after the fixed fields.
 
+// Who is on the other end of a connection.
+enum class ClientRole : uint8_t {
+  kRank = 0,      // a process of the job (the libnccl stub)
+  kObserver = 1,  // `fakegpu-coordinator status`: may only ask for the job's state
+};
+
 // First frame on every connection, client to coordinator.
 struct Hello {
   static constexpr MsgType kType = MsgType::kHello;
@@ -133,6 +142,8 @@ struct Hello {
   int32_t env_world_size = -1;  // WORLD_SIZE / OMPI_COMM_WORLD_SIZE / ... when set
   uint32_t pid = 0;
   std::string hostname;
+  ClientRole role = ClientRole::kRank;
+  std::string token;  // FAKEGPU_COORDINATOR_TOKEN; required when the coordinator has one
   void encode(Writer& w) const;
   static Hello decode(Reader& r);
 };
@@ -387,6 +398,20 @@ struct SimulateDone {
   double time_us = 0;
   void encode(Writer& w) const;
   static SimulateDone decode(Reader& r);
+};
+
+// An observer's request for the job's live state: who waits where (the wavefront).
+struct StatusQuery {
+  static constexpr MsgType kType = MsgType::kStatusQuery;
+  void encode(Writer&) const {}
+  static StatusQuery decode(Reader&) { return {}; }
+};
+
+// The state as JSON text, carried as the bulk so a large job is not bound by the fields limit.
+struct StatusReply {
+  static constexpr MsgType kType = MsgType::kStatusReply;
+  void encode(Writer&) const {}
+  static StatusReply decode(Reader&) { return {}; }
 };
 
 // Encodes a message's fixed fields.

@@ -37,16 +37,24 @@ uint64_t default_max_buffer_bytes() {
   return uint64_t{1} << 30;
 }
 
-// FAKEGPU_COORDINATOR_TIMEOUT_MS: how long ranks wait for a peer that never posts. Generous
-// by default, like torch's, so a slow but healthy job never trips it.
-std::chrono::milliseconds rendezvous_timeout_from_env() {
-  const char* v = std::getenv("FAKEGPU_COORDINATOR_TIMEOUT_MS");
-  if (!v || !*v) return std::chrono::minutes(10);
+// A positive number of milliseconds from the environment, or the default when unset.
+std::chrono::milliseconds milliseconds_from_env(const char* name, std::chrono::milliseconds fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
   char* end = nullptr;
   long long ms = std::strtoll(v, &end, 10);
   if (*end != '\0' || ms <= 0)
-    throw std::invalid_argument(fmt::format("FAKEGPU_COORDINATOR_TIMEOUT_MS={}: expected a positive number of milliseconds", v));
+    throw std::invalid_argument(fmt::format("{}={}: expected a positive number of milliseconds", name, v));
   return std::chrono::milliseconds(ms);
+}
+
+// Compares in time that does not depend on where the strings differ, so the token cannot be
+// found a byte at a time.
+bool same_secret(const std::string& given, const std::string& expected) {
+  if (given.size() != expected.size()) return false;  // the length is not the secret
+  unsigned diff = 0;
+  for (size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  return diff == 0;
 }
 
 }  // namespace
@@ -59,7 +67,13 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
       started_(std::chrono::system_clock::now()),
       timeline_(topology_),
       max_buffer_bytes_(default_max_buffer_bytes()),
-      rendezvous_timeout_(rendezvous_timeout_from_env()) {
+      // FAKEGPU_COORDINATOR_TIMEOUT_MS: how long ranks wait for a peer that never posts. Generous
+      // by default, like torch's, so a slow but healthy job never trips it.
+      rendezvous_timeout_(milliseconds_from_env("FAKEGPU_COORDINATOR_TIMEOUT_MS", std::chrono::minutes(10))),
+      // FAKEGPU_DEADLOCK_TIMEOUT_MS: how long ranks that wait only for each other must stay quiet
+      // before they are declared deadlocked.
+      deadlock_timeout_(std::min<std::chrono::milliseconds>(
+          milliseconds_from_env("FAKEGPU_DEADLOCK_TIMEOUT_MS", std::chrono::seconds(5)), rendezvous_timeout_)) {
   // The coordinator models with the NCCL_* overrides of the environment it was started in,
   // which fgpu passes on from the job's.
   try {
@@ -114,11 +128,16 @@ std::string Job::describe_client(ClientId id) const {
   auto it = clients_.find(id);
   if (it == clients_.end()) return fmt::format("client {}", id);
   const Client& c = it->second;
-  std::string who = c.global_rank >= 0 ? fmt::format("global rank {} ", c.global_rank) : "";
-  return who + fmt::format("(pid {} on {})", c.hello.pid, c.hello.hostname);
+  if (c.global_rank < 0) return fmt::format("pid {} on {}", c.hello.pid, c.hello.hostname);
+  return fmt::format("global rank {} (pid {} on {})", c.global_rank, c.hello.pid, c.hello.hostname);
 }
 
 void Job::on_connect(ClientId client) { clients_[client]; }
+
+bool Job::greeted(ClientId client) const {
+  auto it = clients_.find(client);
+  return it != clients_.end() && it->second.greeted;
+}
 
 void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd) {
   Client& client = clients_[id];
@@ -138,6 +157,13 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       if (header.type != wire::MsgType::kHello)
         throw wire::WireError(fmt::format("expected Hello as the first frame, got {}", wire::msg_type_name(header.type)));
       handle_hello(id, client, fields(wire::Hello{}), header.request_id);
+      return;
+    }
+    if (client.observer) {
+      if (header.type != wire::MsgType::kStatusQuery)
+        throw wire::WireError(fmt::format("an observer may not send {}", wire::msg_type_name(header.type)));
+      fields(wire::StatusQuery{});
+      handle_status_query(id, header.request_id);
       return;
     }
     switch (header.type) {
@@ -177,7 +203,17 @@ void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, ui
     out_.disconnect(id);
     return;
   }
+  if (!server_.token.empty() && !same_secret(hello.token, server_.token)) {
+    fmt::print(stderr, "fakegpu-coordinator: refused pid {} on {}: {} FAKEGPU_COORDINATOR_TOKEN\n", hello.pid,
+               hello.hostname, hello.token.empty() ? "no" : "a wrong");
+    reply_error(id, request_id, Status::kInvalidUsage,
+                hello.token.empty() ? "this coordinator requires a token: set FAKEGPU_COORDINATOR_TOKEN to its value"
+                                    : "FAKEGPU_COORDINATOR_TOKEN does not match the coordinator's token");
+    out_.disconnect(id);
+    return;
+  }
   client.greeted = true;
+  client.observer = hello.role == wire::ClientRole::kObserver;
   client.hello = hello;
   if (hello.env_rank >= 0 && hello.env_rank < cluster_.world_size()) client.global_rank = hello.env_rank;
   wire::Welcome w;
@@ -358,8 +394,12 @@ void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_
                             msg.comm_id));
     return;
   }
-  it->second.members[msg.rank].destroyed = true;
+  Comm& comm = it->second;
+  comm.members[msg.rank].destroyed = true;
   reply(id, request_id, wire::Ack{});
+  // Operations its peers already posted can never complete: tell them now rather than at the timeout.
+  for (auto& [seq, op] : comm.ops)
+    if (op.failure.empty() && !op.request_ids[msg.rank]) fail_departed(comm, seq, op, msg.rank);
 }
 
 void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
@@ -467,6 +507,11 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
 void Job::on_disconnect(ClientId id) {
   auto cit = clients_.find(id);
   if (cit == clients_.end()) return;
+  if (!cit->second.greeted || cit->second.observer) {  // nothing of it belongs in the report
+    clients_.erase(cit);
+    return;
+  }
+  cit->second.disconnected = true;
   cit->second.segments.clear();  // unmapped: failing its operations below lets no kernel touch them
   // Any communicator this client still belonged to can no longer complete an operation:
   // fail what is pending so its peers get an error instead of waiting forever.
@@ -512,7 +557,8 @@ nlohmann::json channels_json(const planner::CommModel& model) {
 }  // namespace
 
 size_t Job::ranks_seen() const {
-  return std::count_if(clients_.begin(), clients_.end(), [](const auto& c) { return c.second.greeted; });
+  return std::count_if(clients_.begin(), clients_.end(),
+                       [](const auto& c) { return c.second.greeted && !c.second.observer; });
 }
 
 nlohmann::json Job::report() const {
@@ -583,7 +629,7 @@ nlohmann::json Job::report() const {
 
   json ranks = json::array();
   for (const auto& [id, c] : clients_) {
-    if (!c.greeted) continue;
+    if (!c.greeted || c.observer) continue;
     ranks.push_back({{"global_rank", c.global_rank},
                      {"pid", c.hello.pid},
                      {"host", c.hello.hostname},
@@ -613,6 +659,9 @@ nlohmann::json Job::report() const {
   }
   j["communicators"] = comms;
   j["errors"] = errors_;
+  uint64_t timeouts = 0;
+  for (const auto& [id, c] : clients_) timeouts += c.timeouts;
+  j["diagnoses"] = {{"mismatches", mismatches_}, {"deadlocks", deadlocks_}, {"rank_timeouts", timeouts}};
   return j;
 }
 

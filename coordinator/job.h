@@ -51,6 +51,7 @@ struct ServerInfo {
   std::string transport;
   std::string address;
   std::string cluster_config_path;
+  std::string token;  // FAKEGPU_COORDINATOR_TOKEN: when set, every client must present it
 };
 
 class Job {
@@ -67,6 +68,8 @@ class Job {
   // start, or FAKEGPU_COORDINATOR_MAX_BUFFER.
   uint64_t max_buffer_bytes() const { return max_buffer_bytes_; }
   void on_disconnect(ClientId client);
+  // Until a client has said a valid Hello it may only send small frames.
+  bool greeted(ClientId client) const;
 
   uint64_t completed_operations() const { return completed_ops_; }
   size_t ranks_seen() const;
@@ -79,6 +82,11 @@ class Job {
   // missing rank was last seen. The server calls it periodically.
   void check_timeouts(std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds rendezvous_timeout() const { return rendezvous_timeout_; }
+  // How often check_timeouts should run: a few times per the shorter of the two timeouts.
+  std::chrono::milliseconds watch_period() const;
+  // The live picture `fakegpu-coordinator status` prints: per communicator, which ranks wait in
+  // which operation and for whom; per rank, what it is doing; any deadlock found.
+  nlohmann::json status(std::chrono::steady_clock::time_point now) const;
 
  private:
   // A rank's device-memory segment, mapped into the coordinator once.
@@ -99,6 +107,8 @@ class Job {
     std::map<uint64_t, std::unique_ptr<Mapping>> segments;
     std::map<uint64_t, std::string> segment_errors;  // why a segment could not be mapped
     bool greeted = false;
+    bool observer = false;  // a status query, not a rank: left out of the report
+    bool disconnected = false;
     wire::Hello hello;
     int global_rank = -1;  // learned from the environment or the first world-spanning comm
     uint64_t comm_inits = 0;
@@ -109,6 +119,7 @@ class Job {
     // The last operation it posted, for "where is the missing rank" diagnoses.
     uint64_t last_comm = 0, last_seq = 0;
     wire::CollType last_coll{};
+    std::chrono::steady_clock::time_point last_post_at;
   };
   struct Member {
     ClientId client = 0;
@@ -205,6 +216,15 @@ class Job {
     planner::Estimate estimate;  // of one call
   };
   static constexpr size_t kMaxOpKinds = 256;  // the report lists at most this many kinds
+  // One operation a rank has joined and that still waits for others.
+  struct Wait {
+    uint64_t comm = 0;
+    uint64_t seq = 0;
+    bool p2p = false;
+    std::string call;
+    std::vector<int> missing;  // comm ranks not there yet
+    std::chrono::steady_clock::time_point since;
+  };
 
   // Handlers get the decoded fixed fields; a collective also gets the whole body, whose bulk
   // part (after bulk_offset) holds the rank's data.
@@ -234,6 +254,8 @@ class Job {
   const planner::CommModel* model_of(Comm& comm);
   std::string too_big(uint64_t bytes, const std::string& what) const;
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
+  // Fails an operation that `rank`, which destroyed the communicator, will never join.
+  void fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank);
   // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
   // and returns nullptr otherwise. op_seq names the collective being joined, if any.
   Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
@@ -242,8 +264,25 @@ class Job {
   void fail_pending(Comm& comm, wire::Status code, const std::string& why);
   // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
   void fail_regrouping(Comm& comm, int rank, const std::string& why);
-  // Where a rank that did not arrive was last seen.
-  std::string whereabouts(const Comm& comm, int rank) const;
+  // Where a rank that did not arrive was last seen, and what it is doing now.
+  std::string whereabouts(const Comm& comm, int rank, const std::map<ClientId, std::vector<Wait>>& waits,
+                          std::chrono::steady_clock::time_point now) const;
+  // Every rank's unfinished operations, by client.
+  std::map<ClientId, std::vector<Wait>> waits() const;
+  // What a client is doing: waiting in operations (and for whom), idle since its last post, or gone.
+  std::string doing(ClientId id, const std::map<ClientId, std::vector<Wait>>& waits,
+                    std::chrono::steady_clock::time_point now) const;
+  // The ranks that all wait only for each other and have been quiet for the deadlock timeout;
+  // empty when there are none. Such ranks can never be released.
+  std::vector<ClientId> deadlocked(const std::map<ClientId, std::vector<Wait>>& waits,
+                                   std::chrono::steady_clock::time_point now) const;
+  // Names a deadlock, fails every operation its ranks wait in, and records it for the report.
+  void break_deadlock(const std::vector<ClientId>& ranks, const std::map<ClientId, std::vector<Wait>>& waits,
+                      std::chrono::steady_clock::time_point now);
+  // Prints the status as text on the coordinator's stderr (on a timeout or a deadlock).
+  void print_wavefront(std::chrono::steady_clock::time_point now) const;
+  void handle_status_query(ClientId id, uint64_t request_id);
+  void count_mismatch(const char* kind);
 
   template <typename Msg>
   void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
@@ -275,10 +314,19 @@ class Job {
   uint64_t skipped_bytes_ = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
   uint64_t segments_mapped_ = 0;
   std::vector<std::string> errors_;  // the first few, for the report
+  std::map<std::string, uint64_t> mismatches_;  // by flight recorder class
+  std::vector<std::string> deadlocks_;          // each one's diagnosis
   Executor executor_;
   uint64_t max_buffer_bytes_;
   std::chrono::milliseconds rendezvous_timeout_;
+  std::chrono::milliseconds deadlock_timeout_;
 };
+
+// "AllReduce(count=4, int32, sum)": a call as mismatch and timeout messages name it.
+std::string describe_call(const wire::Collective& c);
+
+// The status as the lines an operator reads.
+std::string format_status(const nlohmann::json& status);
 
 template <typename Msg>
 void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk) {

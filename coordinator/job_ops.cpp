@@ -25,6 +25,20 @@ class RefError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How two calls of one operation differ, named as PyTorch's flight recorder names it; null when
+// they match. Whether data moves at all (FAKEGPU_PAYLOAD) is the ranks' state.
+const char* mismatch_class(const wire::Collective& a, const wire::Collective& b) {
+  if (a.coll != b.coll) return "COLLECTIVE_TYPE_MISMATCH";
+  if (a.dtype != b.dtype) return "COLLECTIVE_DTYPE_MISMATCH";
+  if (a.count != b.count || a.op != b.op || a.root != b.root) return "SIZE_OR_SYNTAX_MISMATCH";
+  if (a.flags != b.flags) return "COLLECTIVE_STATE_MISMATCH";
+  return nullptr;
+}
+
+bool payload_free(const wire::Collective& c) { return c.flags & wire::kNoPayload; }
+
+}  // namespace
+
 std::string describe_call(const wire::Collective& c) {
   std::string s = fmt::format("{}(count={}, {}", wire::coll_type_name(c.coll), c.count, dtype_name(c.dtype));
   if (is_reduction(c.coll)) s += fmt::format(", {}", redop_name(c.op));
@@ -33,14 +47,7 @@ std::string describe_call(const wire::Collective& c) {
   return s + ")";
 }
 
-bool same_call(const wire::Collective& a, const wire::Collective& b) {
-  return a.coll == b.coll && a.dtype == b.dtype && a.op == b.op && a.count == b.count && a.root == b.root &&
-         a.flags == b.flags;
-}
-
-bool payload_free(const wire::Collective& c) { return c.flags & wire::kNoPayload; }
-
-}  // namespace
+void Job::count_mismatch(const char* kind) { ++mismatches_[kind]; }
 
 Job::Mapping::~Mapping() { munmap(base_, size_); }
 
@@ -122,6 +129,7 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
   }
   ++client.collectives;
   client.last_comm = msg.comm_id, client.last_seq = msg.seq, client.last_coll = msg.coll;
+  client.last_post_at = std::chrono::steady_clock::now();
   if (is_point_to_point(msg.coll))
     handle_p2p(*comm, id, msg, std::move(data), request_id);
   else
@@ -139,6 +147,11 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.ranks.resize(nranks);
     op.arrived_at.resize(nranks);
     op.first_at = std::chrono::steady_clock::now();
+    for (int r = 0; r < nranks; ++r)
+      if (comm.members[r].destroyed) {
+        fail_departed(comm, msg.seq, op, r);
+        break;
+      }
   }
   if (op.request_ids[msg.rank] != 0) {
     reply_error(id, request_id, Status::kInvalidUsage,
@@ -152,8 +165,9 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
 
   if (!op.failure.empty()) {
     reply_error(id, request_id, op.failure_code, op.failure);
-  } else if (!same_call(op.first, msg)) {
-    std::string why = fmt::format("collective mismatch on communicator {} at operation {}:", comm.id, msg.seq);
+  } else if (const char* kind = mismatch_class(op.first, msg)) {
+    count_mismatch(kind);
+    std::string why = fmt::format("{}: collective mismatch on communicator {} at operation {}:", kind, comm.id, msg.seq);
     for (int r = 0; r < nranks; ++r)
       if (op.request_ids[r]) why += fmt::format(" rank {} called {};", r, op.calls[r]);
     why.pop_back();
@@ -243,10 +257,15 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p.first_at).count();
 
   const ClientId sender = comm.members[src].client, receiver = comm.members[dst].client;
-  if (p.send.count != p.recv.count || p.send.dtype != p.recv.dtype || p.send.flags != p.recv.flags) {
-    std::string why = fmt::format("send/recv mismatch on communicator {}, message {} from rank {} to rank {}: "
+  const char* kind = p.send.dtype != p.recv.dtype   ? "COLLECTIVE_DTYPE_MISMATCH"
+                     : p.send.count != p.recv.count ? "SIZE_OR_SYNTAX_MISMATCH"
+                     : p.send.flags != p.recv.flags ? "COLLECTIVE_STATE_MISMATCH"
+                                                    : nullptr;
+  if (kind) {
+    count_mismatch(kind);
+    std::string why = fmt::format("{}: send/recv mismatch on communicator {}, message {} from rank {} to rank {}: "
                                   "rank {} called {}, rank {} called {}",
-                                  comm.id, msg.seq, src, dst, src, describe_call(p.send), dst, describe_call(p.recv));
+                                  kind, comm.id, msg.seq, src, dst, src, describe_call(p.send), dst, describe_call(p.recv));
     ++comm.refused;
     reply_error(sender, p.send_request, Status::kInvalidUsage, why);
     reply_error(receiver, p.recv_request, Status::kInvalidUsage, why);
@@ -269,6 +288,14 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
   comm.p2p.erase(key);
 }
 
+void Job::fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank) {
+  count_mismatch("COLLECTIVE_STATE_MISMATCH");
+  fail_op(comm, op, Status::kInvalidUsage,
+          fmt::format("COLLECTIVE_STATE_MISMATCH on communicator {} at operation {} ({}): rank {} ({}) destroyed the "
+                      "communicator instead of joining it",
+                      comm.id, seq, describe_call(op.first), rank, describe_client(comm.members[rank].client)));
+}
+
 void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why) {
   ++comm.refused;
   op.failure = why;
@@ -276,59 +303,6 @@ void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why
   op.ranks.assign(op.ranks.size(), RankData{});
   for (size_t r = 0; r < op.request_ids.size(); ++r)
     if (op.request_ids[r]) reply_error(comm.members[r].client, op.request_ids[r], code, why);
-}
-
-std::string Job::whereabouts(const Comm& comm, int rank) const {
-  const Member& m = comm.members[rank];
-  auto it = clients_.find(m.client);
-  std::string who = fmt::format("rank {} ({})", rank, describe_client(m.client));
-  if (m.destroyed || it == clients_.end()) return who + " has left the communicator";
-  const Client& c = it->second;
-  if (c.collectives == 0) return who + " has posted no operation yet";
-  return who + fmt::format(" last posted {} #{} on communicator {}", wire::coll_type_name(c.last_coll), c.last_seq,
-                           c.last_comm);
-}
-
-void Job::check_timeouts(std::chrono::steady_clock::time_point now) {
-  const auto too_old = now - rendezvous_timeout_;
-  const double seconds = rendezvous_timeout_.count() / 1000.0;
-  for (auto& [id, comm] : comms_) {
-    const int nranks = static_cast<int>(comm.members.size());
-    for (auto& [seq, op] : comm.ops) {
-      if (!op.failure.empty() || op.arrived == nranks || op.first_at > too_old) continue;
-      std::string arrived, missing;
-      for (int r = 0; r < nranks; ++r) {
-        if (op.request_ids[r]) arrived += fmt::format(" {}", r);
-        else missing += "; " + whereabouts(comm, r);
-      }
-      std::string why = fmt::format("rendezvous timeout after {:.0f} s on communicator {}, operation {} ({}): ranks{} "
-                                    "waited for the others{}",
-                                    seconds, comm.id, seq, describe_call(op.first), arrived, missing);
-      fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
-      for (int r = 0; r < nranks; ++r)
-        if (op.request_ids[r]) ++clients_[comm.members[r].client].timeouts;
-      fail_op(comm, op, Status::kRemoteError, why);
-    }
-    for (auto it = comm.p2p.begin(); it != comm.p2p.end();) {
-      PendingP2P& p = it->second;
-      if ((p.send_request && p.recv_request) || p.first_at > too_old) {
-        ++it;
-        continue;
-      }
-      const bool sender_waits = p.send_request != 0;
-      const auto& [src, dst, pair_seq] = it->first;
-      const int waiting = sender_waits ? src : dst, absent = sender_waits ? dst : src;
-      std::string why = fmt::format("rendezvous timeout after {:.0f} s on communicator {}: rank {} waited for {} #{} "
-                                    "from rank {} to rank {}; {}",
-                                    seconds, comm.id, waiting, sender_waits ? "the Recv matching its Send" :
-                                    "the Send matching its Recv", pair_seq, src, dst, whereabouts(comm, absent));
-      fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
-      ++clients_[comm.members[waiting].client].timeouts;
-      ++comm.refused;
-      reply_error(comm.members[waiting].client, sender_waits ? p.send_request : p.recv_request, Status::kRemoteError, why);
-      it = comm.p2p.erase(it);  // a late peer starts a fresh wait, and times out naming this rank
-    }
-  }
 }
 
 }  // namespace fakegpu::coord

@@ -13,6 +13,7 @@
 
 #include "report_markdown.h"
 #include "server.h"
+#include "status_client.h"
 
 namespace {
 
@@ -55,9 +56,20 @@ int main(int argc, char** argv) {
   app.add_flag("--check-config", check_only, "validate the cluster config, print a summary and exit");
   app.add_flag("--print-layout", print_layout, "validate the cluster config, print its nodes and ranks as JSON and exit");
   app.set_version_flag("--version", FAKEGPU_VERSION);
+  bool status_json = false;
+  CLI::App* status = app.add_subcommand("status", "ask the coordinator at --address where every rank of its job is");
+  status->fallthrough();
+  status->add_flag("--json", status_json, "print the status as JSON");
   CLI11_PARSE(app, argc, argv);
+  const std::string token = env_or("FAKEGPU_COORDINATOR_TOKEN", "");
 
   try {
+    if (status->parsed()) {
+      if (address.empty()) throw std::runtime_error("status: pass --address (or set FAKEGPU_COORDINATOR_ADDR)");
+      nlohmann::json s = coord::query_status(parse_endpoint(transport, address), token);
+      fmt::print("{}", status_json ? s.dump(2) + "\n" : coord::format_status(s));
+      return 0;
+    }
     if (cluster_path.empty()) throw std::runtime_error("no cluster config: pass --cluster-config or set FAKEGPU_CLUSTER_CONFIG");
     ClusterConfig cluster = load_cluster_config(cluster_path);
     if (print_layout) {
@@ -74,7 +86,7 @@ int main(int argc, char** argv) {
     Endpoint endpoint = parse_endpoint(transport, address);
 
     asio::io_context io;
-    coord::Server server(io, endpoint, cluster, cluster_path);
+    coord::Server server(io, endpoint, cluster, cluster_path, token);
     // Signals first: a launcher may stop us as soon as the ready file appears.
     const bool live = isatty(STDERR_FILENO);
     asio::signal_set signals(io, SIGINT, SIGTERM);

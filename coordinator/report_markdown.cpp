@@ -106,7 +106,15 @@ std::string report_markdown(const json& r) {
       "segments mapped.\n\n",
       bytes_text(plane["shared_memory_bytes"].get<double>()), bytes_text(plane["socket_bytes"].get<double>()),
       bytes_text(plane["payload_free_bytes"].get<double>()), plane["segments_mapped"].dump());
-  md += fmt::format("## Errors\n\n{}\n", r["errors"].empty() ? "None.\n" : "");
+  const json& diag = r["diagnoses"];
+  md += "## Diagnoses\n\n";
+  if (diag["mismatches"].empty() && diag["deadlocks"].empty() && diag["rank_timeouts"].get<uint64_t>() == 0)
+    md += "No mismatch, deadlock or rendezvous timeout.\n";
+  for (const auto& [kind, count] : diag["mismatches"].items()) md += fmt::format("- {}: {}\n", kind, count.dump());
+  if (diag["rank_timeouts"].get<uint64_t>() > 0)
+    md += fmt::format("- rendezvous timeouts (per waiting rank): {}\n", diag["rank_timeouts"].dump());
+  for (const auto& d : diag["deadlocks"]) md += "- " + d.get<std::string>() + "\n";
+  md += fmt::format("\n## Errors\n\n{}\n", r["errors"].empty() ? "None.\n" : "");
   for (const auto& e : r["errors"]) md += "- " + e.get<std::string>() + "\n";
   return md;
 }

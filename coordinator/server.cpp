@@ -123,6 +123,9 @@ class SocketSession : public Server::Session {
       if (in_header) {
         try {
           header_decoded_ = wire::decode_header(header_.data());
+          // A stranger gets no large buffer: only a greeted client may send bulk data.
+          if (!job_.greeted(id_) && header_decoded_.body_bytes > wire::kMaxFieldsBytes)
+            throw wire::WireError(fmt::format("a {}-byte frame before the Hello", header_decoded_.body_bytes));
           if (header_decoded_.body_bytes > job_.max_buffer_bytes()) {
             discard_left_ = header_decoded_.body_bytes - header_decoded_.fields_bytes;
             body_.resize(header_decoded_.fields_bytes);
@@ -246,21 +249,21 @@ bool unix_socket_is_live(const std::string& path) {
 
 }  // namespace
 
-Server::Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig cluster, std::string cluster_path)
+Server::Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig cluster, std::string cluster_path,
+               std::string token)
     : io_(io),
-      job_(std::move(cluster), ServerInfo{transport_name(endpoint.transport), endpoint.address, std::move(cluster_path)}, *this),
+      job_(std::move(cluster),
+           ServerInfo{transport_name(endpoint.transport), endpoint.address, std::move(cluster_path), token}, *this),
       watchdog_(io) {
   if (endpoint.transport == Transport::kUnix)
     listen_unix(endpoint.address);
   else
-    listen_tcp(endpoint.address);
+    listen_tcp(endpoint.address, !token.empty());
   watch();
 }
 
 void Server::watch() {
-  auto period = std::clamp<std::chrono::milliseconds>(job_.rendezvous_timeout() / 4, std::chrono::milliseconds(10),
-                                                      std::chrono::milliseconds(1000));
-  watchdog_.expires_after(period);
+  watchdog_.expires_after(job_.watch_period());
   watchdog_.async_wait([this](asio::error_code ec) {
     if (ec || stopped_) return;
     job_.check_timeouts(std::chrono::steady_clock::now());
@@ -293,12 +296,17 @@ void Server::listen_unix(const std::string& path) {
   accept_loop(*unix_acceptor_);
 }
 
-void Server::listen_tcp(const std::string& address) {
+void Server::listen_tcp(const std::string& address, bool have_token) {
   TcpAddress parsed = parse_tcp_address(address);
   std::string host = parsed.host.empty() || parsed.host == "localhost" ? "127.0.0.1" : parsed.host;
   asio::error_code ec;
   auto ip = asio::ip::make_address(host, ec);
   if (ec) throw ServerError(fmt::format("cannot bind tcp address {}: '{}' is not an IP address", address, host));
+  // Anyone who can reach a non-loopback port could join or read the job: demand a shared secret.
+  if (!ip.is_loopback() && !have_token)
+    throw ServerError(fmt::format("refusing to listen on {} without a token: set FAKEGPU_COORDINATOR_TOKEN to a secret "
+                                  "(the same value in every rank's environment), or bind 127.0.0.1",
+                                  address));
   asio::ip::tcp::endpoint ep(ip, parsed.port);
   tcp_acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(io_);
   tcp_acceptor_->open(ep.protocol(), ec);

@@ -19,8 +19,10 @@ class ServerError : public std::runtime_error {
 
 class Server : public Outbox {
  public:
-  // Binds and listens at once; throws ServerError when the address cannot be used.
-  Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig cluster, std::string cluster_path);
+  // Binds and listens at once; throws ServerError when the address cannot be used, or when it
+  // is a tcp address other than loopback and there is no token to require of clients.
+  Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig cluster, std::string cluster_path,
+         std::string token);
   ~Server() override;
 
   Job& job() { return job_; }
@@ -36,7 +38,7 @@ class Server : public Outbox {
 
  private:
   void listen_unix(const std::string& path);
-  void listen_tcp(const std::string& address);
+  void listen_tcp(const std::string& address, bool have_token);
   template <typename Acceptor>
   void accept_loop(Acceptor& acceptor);
   void on_session_closed(ClientId id);

@@ -11,7 +11,7 @@ from pathlib import Path
 from . import __version__
 from .configs import launcher_world_size, write_single_node_config
 from .coordinator import Coordinator, answers
-from .daemon import cmd_coordinator
+from .daemon import cmd_coordinator, register_job
 from .launch import rank_environment, run_ranks
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
@@ -76,9 +76,11 @@ def run_job(args, quiet_summary=False) -> int:
     report = str(Path(args.report).resolve())
     owned = None
     address = args.coordinator_addr
+    registration = None
     if not (address and answers(args.coordinator_transport, address)):
         owned = Coordinator(config, args.coordinator_transport, address, report).start()
         address = owned.address
+        registration = register_job(owned, args.command)
     env = rank_environment(os.environ, args.coordinator_transport, address, str(Path(config).resolve()),
                            args.device_count)
     try:
@@ -93,6 +95,8 @@ def run_job(args, quiet_summary=False) -> int:
     except OSError as e:  # the command does not exist or cannot be run
         raise SetupError(f"cannot run {args.command[0]}: {e.strerror}") from e
     finally:
+        if registration:
+            registration.unlink(missing_ok=True)
         if owned:
             stop_code = owned.stop()
             if stop_code != 0:

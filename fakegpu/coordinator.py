@@ -30,8 +30,12 @@ def answers(transport: str, address: str) -> bool:
 class Coordinator:
     """A coordinator process owned by this launcher. Use as a context manager."""
 
-    def __init__(self, cluster_config, transport="unix", address=None, report=None, quiet=True):
+    def __init__(self, cluster_config, transport="unix", address=None, report=None, quiet=True, prefix=(), env=None):
+        """prefix runs before the coordinator's command line and must exec it, keeping its pid (for
+        example `ip netns exec NS`); env replaces the inherited environment."""
         self.cluster_config = str(cluster_config)
+        self.prefix = list(prefix)
+        self.env = env
         self.transport = transport
         self.report = str(report) if report else None
         self.quiet = quiet
@@ -44,15 +48,17 @@ class Coordinator:
 
     def start(self, timeout=30.0):
         ready = Path(self._private_dir) / "ready"
-        cmd = [str(built("fakegpu-coordinator")), "--transport", self.transport, "--address", self.address,
-               "--cluster-config", self.cluster_config, "--ready-file", str(ready)]
+        cmd = [*self.prefix, str(built("fakegpu-coordinator")), "--transport", self.transport,
+               "--address", self.address, "--cluster-config", self.cluster_config, "--ready-file", str(ready)]
         if self.report:
             cmd += ["--report", self.report]
         self._log = open(self.log_path, "w")
-        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                        env=self.env)
         deadline = time.monotonic() + timeout
         while not ready.exists():
             if self.process.poll() is not None:
+                self._log.close()
                 raise SetupError("the coordinator failed to start:\n" + self.log_path.read_text().strip())
             if time.monotonic() > deadline:
                 self.stop()
@@ -64,6 +70,8 @@ class Coordinator:
     def stop(self, timeout=30.0):
         """SIGTERM, which makes the coordinator write its report; returns its exit code."""
         if self.process is None or self.process.poll() is not None:
+            if self.process:
+                self._log.close()
             return self.process.returncode if self.process else None
         self.process.send_signal(signal.SIGTERM)
         try:

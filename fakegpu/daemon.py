@@ -1,21 +1,59 @@
 """fgpu coordinator start|stop|status: a coordinator that outlives one command, shared by
-several jobs or shells. Its address, pid and report path are kept in a small state file."""
+several jobs or shells. Its address, pid and report path are kept in a small state file.
+Coordinators that `fgpu COMMAND` starts for one job register beside it while the job runs, so
+`fgpu coordinator status` can show where every rank of a running (or hung) job is."""
 
 import argparse
 import json
 import os
 import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from .configs import write_single_node_config
 from .coordinator import Coordinator, answers
+from .paths import built
 
 
 def default_state_file() -> str:
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     return str(Path(base) / f"fakegpu-{os.getuid()}" / "coordinator.json")
+
+
+def job_state_file(pid: int) -> Path:
+    """Where `fgpu COMMAND` (process pid) registers the coordinator it started."""
+    return Path(default_state_file()).parent / "jobs" / f"{pid}.json"
+
+
+def register_job(coord, command) -> Path:
+    path = job_state_file(os.getpid())
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state = {"pid": coord.process.pid, "transport": coord.transport, "address": coord.address,
+             "command": " ".join(command)}
+    path.write_text(json.dumps(state) + "\n")
+    return path
+
+
+def running_jobs(state_file: str):
+    """States of the per-job coordinators registered beside state_file and still running; stale
+    registrations are removed."""
+    jobs = []
+    for path in sorted((Path(state_file).parent / "jobs").glob("*.json")):
+        state = read_state(str(path))
+        if running(state):
+            jobs.append(state)
+        else:
+            path.unlink(missing_ok=True)
+    return jobs
+
+
+def live_status(transport: str, address: str) -> str:
+    """The coordinator's own account of who waits where (fakegpu-coordinator status)."""
+    out = subprocess.run([str(built("fakegpu-coordinator")), "status", "--transport", transport, "--address", address],
+                         capture_output=True, text=True, timeout=60)
+    return out.stdout if out.returncode == 0 else out.stderr
 
 
 def alive(pid: int) -> bool:
@@ -59,12 +97,24 @@ def start(a) -> int:
 
 
 def status(a) -> int:
+    if a.coordinator_addr:  # any coordinator, named explicitly
+        if not answers(a.coordinator_transport, a.coordinator_addr):
+            print(f"fgpu coordinator: nothing answers at {a.coordinator_addr}")
+            return 3
+        print(live_status(a.coordinator_transport, a.coordinator_addr), end="")
+        return 0
     state = read_state(a.state_file)
-    if not running(state):
+    jobs = running_jobs(a.state_file)
+    if not running(state) and not jobs:
         print("fgpu coordinator: not running")
         return 3
-    print(f"fgpu coordinator: running at {state['address']} (pid {state['pid']}, {state['transport']}), "
-          f"cluster {state['cluster_config']}, report {state['report']}")
+    if running(state):
+        print(f"fgpu coordinator: running at {state['address']} (pid {state['pid']}, {state['transport']}), "
+              f"cluster {state['cluster_config']}, report {state['report']}")
+        print(live_status(state["transport"], state["address"]), end="")
+    for job in jobs:
+        print(f"fgpu job coordinator at {job['address']} (pid {job['pid']}) for: {job['command']}")
+        print(live_status(job["transport"], job["address"]), end="")
     return 0
 
 
@@ -98,7 +148,8 @@ def cmd_coordinator(argv) -> int:
     p.add_argument("--coordinator-transport", default=os.environ.get("FAKEGPU_COORDINATOR_TRANSPORT", "unix"),
                    choices=("unix", "tcp"))
     p.add_argument("--coordinator-addr", default=os.environ.get("FAKEGPU_COORDINATOR_ADDR"),
-                   help="socket path or host:port; default: a private socket (unix) or a free port (tcp)")
+                   help="socket path or host:port; default: a private socket (unix) or a free port (tcp). "
+                        "With status: ask the coordinator at this address")
     p.add_argument("--report", default=os.environ.get("FAKEGPU_CLUSTER_REPORT_PATH", "fakegpu-cluster-report.json"),
                    help="where the coordinator writes its report when stopped [FAKEGPU_CLUSTER_REPORT_PATH]")
     p.add_argument("--state-file", default=default_state_file(), help="where start records the running coordinator")

@@ -39,6 +39,12 @@ def summarize(report: dict) -> str:
                      f"{human_bytes(plane['socket_bytes'])} over the socket"
                      + (f", {human_bytes(plane['payload_free_bytes'])} not moved (FAKEGPU_PAYLOAD=none)"
                         if plane.get("payload_free_bytes") else ""))
+    diag = report.get("diagnoses", {})
+    found = [f"{kind} x{n}" for kind, n in diag.get("mismatches", {}).items()]
+    found += [f"{len(diag['deadlocks'])} deadlock(s)"] if diag.get("deadlocks") else []
+    found += [f"{diag['rank_timeouts']} rendezvous timeout(s)"] if diag.get("rank_timeouts") else []
+    if found:
+        lines.append("diagnoses: " + ", ".join(found))
     errors = report.get("errors", [])
     lines.append(f"errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
     return "\n".join("  " + line for line in lines)

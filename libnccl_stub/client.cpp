@@ -1,15 +1,12 @@
 #include "client.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -24,50 +21,6 @@ int connect_timeout_ms() {
   const char* v = std::getenv("FAKEGPU_CONNECT_TIMEOUT_MS");
   int ms = v ? std::atoi(v) : 0;
   return ms > 0 ? ms : 20000;
-}
-
-// One connection attempt; returns the socket or -1 with errno set.
-int try_connect(const Endpoint& ep) {
-  if (ep.transport == Transport::kUnix) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, ep.address.c_str(), sizeof(addr.sun_path) - 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
-    int saved = errno;
-    ::close(fd);
-    errno = saved;
-    return -1;
-  }
-  TcpAddress tcp = parse_tcp_address(ep.address);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  std::string host = tcp.host.empty() ? "127.0.0.1" : tcp.host;
-  if (getaddrinfo(host.c_str(), std::to_string(tcp.port).c_str(), &hints, &res) != 0) {
-    errno = EHOSTUNREACH;
-    return -1;
-  }
-  int fd = -1, saved = ECONNREFUSED;
-  for (addrinfo* ai = res; ai && fd < 0; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      saved = errno;
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(res);
-  if (fd < 0) {
-    errno = saved;
-    return -1;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
 }
 
 }  // namespace
@@ -110,7 +63,7 @@ void Client::connect_with_retry() {
   // The coordinator may still be starting when the ranks are launched: retry for a while.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_timeout_ms());
   for (;;) {
-    fd_ = try_connect(endpoint_);
+    fd_ = connect_endpoint(endpoint_);
     if (fd_ >= 0) return;
     int err = errno;
     if (std::chrono::steady_clock::now() >= deadline)
@@ -127,6 +80,7 @@ void Client::handshake() {
   hello.env_world_size = id.world_size;
   hello.pid = static_cast<uint32_t>(getpid());
   hello.hostname = id.hostname;
+  if (const char* token = std::getenv("FAKEGPU_COORDINATOR_TOKEN")) hello.token = token;
   submit(hello)->reply<wire::Welcome>();  // throws the coordinator's refusal, if any
 }
 

@@ -80,13 +80,35 @@ class Nccl:
         view[:] = values
         return ptr, view
 
-    def all_reduce(self, send, recv, count, dtype, op, comm):
-        self.check(self.lib.ncclAllReduce(send, recv, ctypes.c_size_t(count), DTYPES[dtype][0], OPS[op], comm, None),
+    def stream(self):
+        """A new stream: NCCL calls on it are queued and their failures become the communicator's
+        asynchronous error. Calls on the legacy stream (None) run at once and return their error."""
+        stream = ctypes.c_void_p()
+        if self.cuda.cudaStreamCreate(ctypes.byref(stream)) != 0:
+            raise NcclError("cudaStreamCreate failed")
+        return stream
+
+    def synchronize(self, stream):
+        if self.cuda.cudaStreamSynchronize(stream) != 0:
+            raise NcclError("cudaStreamSynchronize failed")
+
+    def all_reduce(self, send, recv, count, dtype, op, comm, stream=None):
+        self.check(self.lib.ncclAllReduce(send, recv, ctypes.c_size_t(count), DTYPES[dtype][0], OPS[op], comm, stream),
                    "ncclAllReduce")
 
     def all_gather(self, send, recv, count, dtype, comm):
         self.check(self.lib.ncclAllGather(send, recv, ctypes.c_size_t(count), DTYPES[dtype][0], comm, None),
                    "ncclAllGather")
+
+    def broadcast(self, send, recv, count, dtype, root, comm):
+        self.check(self.lib.ncclBroadcast(send, recv, ctypes.c_size_t(count), DTYPES[dtype][0], root, comm, None),
+                   "ncclBroadcast")
+
+    def async_error(self, comm) -> int:
+        """The communicator's ncclResult_t as ncclCommGetAsyncError reports it (0: healthy)."""
+        result = ctypes.c_int()
+        self.check(self.lib.ncclCommGetAsyncError(comm, ctypes.byref(result)), "ncclCommGetAsyncError")
+        return result.value
 
     def send(self, buf, count, dtype, peer, comm):
         self.check(self.lib.ncclSend(buf, ctypes.c_size_t(count), DTYPES[dtype][0], peer, comm, None), "ncclSend")

@@ -192,6 +192,19 @@ class FgpuCli(unittest.TestCase):
         self.assertGreaterEqual(data["collectives"]["AllReduce"]["calls"], 2 * 4)
         self.assertTrue(report.with_suffix(".md").exists())
 
+    def test_status_shows_a_running_jobs_ranks(self):
+        # While the job runs, its command asks for the status: first of its own coordinator (named
+        # in its environment), then, as another shell would, of the jobs running.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp))
+        script = f"{FGPU} coordinator status && env -u FAKEGPU_COORDINATOR_ADDR {FGPU} coordinator status"
+        r = fgpu("--report", tmp / "r.json", "--", "sh", "-c", script, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("0 of 8 ranks connected, 0 operations completed"), 2, r.stdout)
+        self.assertIn("fgpu job coordinator at", r.stdout)
+        self.assertIn(f"for: sh -c {script}", r.stdout)
+        self.assertEqual(fgpu("coordinator", "status", env=env).returncode, 3, "the job has ended")
+
     def test_unsupported_mode_is_a_clear_error(self):
         r = fgpu("--mode", "hybrid", "true")
         self.assertEqual(r.returncode, 2)

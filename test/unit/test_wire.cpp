@@ -46,12 +46,16 @@ TEST(Wire, MessagesRoundTrip) {
   hello.env_world_size = 8;
   hello.pid = 4242;
   hello.hostname = "node-a";
+  hello.role = ClientRole::kObserver;
+  hello.token = "s3cret";
   Hello h2 = round_trip(hello);
   EXPECT_EQ(h2.protocol_version, kProtocolVersion);
   EXPECT_EQ(h2.env_rank, 3);
   EXPECT_EQ(h2.env_world_size, 8);
   EXPECT_EQ(h2.pid, 4242u);
   EXPECT_EQ(h2.hostname, "node-a");
+  EXPECT_EQ(h2.role, ClientRole::kObserver);
+  EXPECT_EQ(h2.token, "s3cret");
 
   Welcome w{kProtocolVersion, 16, 7, "dev-cluster"};
   Welcome w2 = round_trip(w);
@@ -190,6 +194,14 @@ TEST(Wire, TruncatedAndTrailingFieldsAreErrors) {
   Writer w;
   w.u32(1000);
   EXPECT_THROW(decode_fields<ErrorReply>(w.bytes().data(), w.bytes().size()), WireError);
+}
+
+TEST(Wire, HelloWithUnknownRoleIsRejected) {
+  Hello hello;
+  auto bytes = encode_fields(hello);
+  // The role byte follows the hostname, which is empty here: version, rank, world, pid, length.
+  bytes[4 + 4 + 4 + 4 + 4] = 7;
+  EXPECT_THROW(decode_fields<Hello>(bytes.data(), bytes.size()), WireError);
 }
 
 TEST(Wire, ForeignHelloStopsAtVersion) {

@@ -133,7 +133,18 @@ int connect_endpoint(const Endpoint& ep) {
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  detect_dead_peer(fd);
   return fd;
+}
+
+void detect_dead_peer(int fd) {
+  int on = 1, idle_s = 5, interval_s = 1, probes = 5;
+  unsigned user_timeout_ms = 15000;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
 wire::CommKey random_comm_key() {

@@ -48,6 +48,11 @@ UniqueIdContents unpack_unique_id(const char in[kUniqueIdBytes]);
 // One connection attempt, TCP_NODELAY set on tcp; returns the socket or -1 with errno set.
 int connect_endpoint(const Endpoint& ep);
 
+// A host that vanishes from the network closes nothing: probe an idle tcp connection after 5 s
+// and give up after 5 unanswered probes a second apart, or when sent data stays unacknowledged
+// for 15 s, so both ends see the connection fail instead of waiting forever.
+void detect_dead_peer(int fd);
+
 // Fills a key from the kernel's random source, so ids cannot be guessed.
 wire::CommKey random_comm_key();
 

@@ -324,8 +324,10 @@ void Server::accept_loop(Acceptor& acceptor) {
   acceptor.async_accept([this, &acceptor](asio::error_code ec, typename Acceptor::protocol_type::socket socket) {
     if (stopped_) return;
     if (!ec) {
-      if constexpr (std::is_same_v<typename Acceptor::protocol_type, asio::ip::tcp>)
+      if constexpr (std::is_same_v<typename Acceptor::protocol_type, asio::ip::tcp>) {
         socket.set_option(asio::ip::tcp::no_delay(true), ec);
+        detect_dead_peer(socket.native_handle());
+      }
       ClientId id = next_client_++;
       auto session = std::make_shared<SocketSession<typename Acceptor::protocol_type::socket>>(
           std::move(socket), id, job_, [this](ClientId closed) { on_session_closed(closed); });

@@ -195,6 +195,8 @@ void destroy_comm(ncclComm* comm, bool abort) {
     wait_idle(comm);
   }
   if (comm->id == 0) return;  // never joined: nothing to tell the coordinator
+  // With the coordinator gone there is nobody to tell; the local state is freed all the same.
+  if (comm->client->connection_lost()) return;
   auto request = comm->client->submit(wire::CommDestroy{comm->id, comm->rank});
   if (!abort) request->reply<wire::Ack>();
 }

@@ -142,14 +142,20 @@ void unstage_outputs(const std::vector<CollectiveCall>& calls, StagingSet& stagi
 }
 
 // Runs calls now, from the calling thread: for the legacy stream, or without a runtime that can
-// queue work.
+// queue work. A failure is returned by the call and, as on a queued stream, also becomes the
+// communicators' asynchronous error, which watchdogs such as torch's poll.
 void run_now(const std::vector<CollectiveCall>& calls) {
   for (const auto& c : calls) cuda().sync_stream(c.stream);  // their inputs are complete once this is done
-  if (!staging_needed()) return run_batch(calls, nullptr);
-  StagingSet staging = make_staging(calls);
-  stage_inputs(calls, staging, std::nullopt);
-  run_batch(calls, &staging);
-  unstage_outputs(calls, staging, std::nullopt);
+  try {
+    if (!staging_needed()) return run_batch(calls, nullptr);
+    StagingSet staging = make_staging(calls);
+    stage_inputs(calls, staging, std::nullopt);
+    run_batch(calls, &staging);
+    unstage_outputs(calls, staging, std::nullopt);
+  } catch (const NcclError& e) {
+    for (const auto& c : calls) set_async_error(c.comm, e.code(), e.what());
+    throw;
+  }
 }
 
 // Operations queued but not yet over, per communicator: finalize and destroy wait for zero.

@@ -297,8 +297,13 @@ class MultiHostOverNamespaces(unittest.TestCase):
                 waited = result["failed_at"] - unplugged_at
                 self.assertGreater(waited, RENDEZVOUS_TIMEOUT_S * 0.9)
                 self.assertLess(waited, RENDEZVOUS_TIMEOUT_S + 2.0)
-        for r in lost:  # nothing told them: they wait on a connection that no longer leads anywhere
+        for r in lost:  # nothing closed their connections: they cannot know yet
             self.assertIsNone(procs[r].poll(), f"unplugged rank {r} should still be waiting")
+        # TCP keepalive probes (or the unacknowledged-data timeout) find the dead link within about
+        # 15 s, on both ends: the unplugged ranks hear that they lost the coordinator.
+        for rank, result in self.finish(procs, lost, timeout=40).items():
+            with self.subTest(rank=rank):
+                self.assertIn("lost connection to the fakegpu coordinator", result["error"] or "")
         report = self.stop_and_read_report()
         timeouts = {e["global_rank"]: e["timeouts"] for e in report["ranks"]}
         self.assertTrue(all(timeouts[r] > 0 for r in survivors), timeouts)

@@ -1,0 +1,112 @@
+"""Failure rows that need a process to die: a rank killed with SIGKILL, and the coordinator
+killed under waiting ranks. Either way the others get an error promptly, never a hang."""
+
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verification"))
+from pynccl import DTYPES, NcclError, rank_main  # noqa: E402
+from fakegpu.configs import write_single_node_config  # noqa: E402
+from fakegpu.coordinator import Coordinator  # noqa: E402
+from rank_jobs import run_rank_processes  # noqa: E402
+
+I32 = DTYPES["int32"][1]
+PROMPT_S = 1.0  # how soon the survivors must hear of it
+
+
+def killed_rank_body(nccl, comm, rank, world):
+    stream = nccl.stream()
+    buf, _ = nccl.device_array(I32, [rank] * 4)
+    nccl.all_reduce(buf, buf, 4, "int32", "sum", comm, stream)
+    nccl.synchronize(stream)
+    if rank == world - 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # no destroy, no goodbye
+    # The survivors queue the next reduction and watch the communicator, as torch's watchdog does.
+    nccl.all_reduce(buf, buf, 4, "int32", "sum", comm, stream)
+    start = time.monotonic()
+    while nccl.async_error(comm) == 0 and time.monotonic() - start < 30:
+        time.sleep(0.001)
+    result = {"async_error": nccl.async_error(comm), "after_s": time.monotonic() - start}
+    try:
+        nccl.all_reduce(buf, buf, 4, "int32", "sum", comm)
+        result["later"] = None
+    except NcclError as e:
+        result["later"] = str(e)
+    return result
+
+
+def coordinator_killed_body(nccl, comm, rank, world):
+    buf, _ = nccl.device_array(I32, [rank] * 4)
+    nccl.all_reduce(buf, buf, 4, "int32", "sum", comm)
+    if rank == world - 1:  # never joins: the others wait until the coordinator is killed under them
+        marker = Path(os.environ["KILLED_MARKER"])
+        while not marker.exists():
+            time.sleep(0.01)
+    try:
+        nccl.all_reduce(buf, buf, 4, "int32", "sum", comm)
+        return {"error": None}
+    except NcclError as e:
+        return {"error": str(e), "at": time.time()}
+
+
+BODIES = {"killed_rank": killed_rank_body, "coordinator_killed": coordinator_killed_body}
+
+
+def run(body, world, during=None):
+    """Runs BODIES[body] as ranks against a new coordinator; during(coord, tmp) runs in a thread
+    meanwhile. Returns the rank processes and the results of those that finished."""
+    tmp = Path(tempfile.mkdtemp(prefix="fakegpu-failure-"))
+    with Coordinator(write_single_node_config(world, name=body), "unix") as coord:
+        if during:
+            threading.Thread(target=during, args=(coord, tmp), daemon=True).start()
+        procs = run_rank_processes(sys.executable, [__file__, "--rank", tmp], coord, world, timeout=90,
+                                   extra_env={"LD_PRELOAD": "", "FAILURE_BODY": body,
+                                              "KILLED_MARKER": str(tmp / "killed")})
+        output = coord.output()
+    results = {r: pickle.loads((tmp / f"result.{r}").read_bytes()) for r in range(world)
+               if (tmp / f"result.{r}").exists()}
+    return procs, results, output
+
+
+class FailureMatrix(unittest.TestCase):
+    def test_killed_rank_fails_the_survivors_within_a_second(self):
+        procs, results, output = run("killed_rank", 3)
+        self.assertEqual(procs[2].returncode, -signal.SIGKILL)
+        for rank in (0, 1):
+            self.assertEqual(procs[rank].returncode, 0, procs[rank].stderr)
+            r = results[rank]
+            self.assertEqual(r["async_error"], 6, "ncclRemoteError through ncclCommGetAsyncError")
+            self.assertLess(r["after_s"], PROMPT_S)
+            self.assertIn("rank 2 of communicator", r["later"])
+            self.assertIn("disconnected without destroying it", r["later"])
+
+    def test_coordinator_killed_under_waiting_ranks(self):
+        killed_at = []
+
+        def kill_when_waiting(coord, tmp):
+            time.sleep(1.0)  # ranks 0 and 1 wait in their second AllReduce by now
+            killed_at.append(time.time())
+            coord.process.send_signal(signal.SIGKILL)
+            (tmp / "killed").touch()
+
+        procs, results, _ = run("coordinator_killed", 3, kill_when_waiting)
+        for rank in range(3):
+            self.assertEqual(procs[rank].returncode, 0, procs[rank].stderr)
+            error = results[rank]["error"]
+            self.assertIsNotNone(error)
+            self.assertIn("fakegpu coordinator", error)
+            self.assertLess(results[rank]["at"] - killed_at[0], PROMPT_S if rank < 2 else 5)
+
+
+if __name__ == "__main__":
+    if "--rank" in sys.argv:
+        rank_main(BODIES[os.environ["FAILURE_BODY"]])
+    else:
+        unittest.main()

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -59,11 +60,17 @@ class Parser {
   }
 
   void only_keys(const YAML::Node& map, const std::string& key, const std::vector<std::string>& allowed) const {
+    std::set<std::string> seen;
     for (const auto& kv : map) {
-      auto name = kv.first.as<std::string>();
+      // YAML allows a list or a mapping as a key ("? [a, b]"); no schema key is one.
+      if (!kv.first.IsScalar()) fail(kv.first, key.empty() ? "(document)" : key, "expected a key name, not a list or mapping");
+      auto name = kv.first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
         fail(kv.first, key.empty() ? name : key + "." + name,
              "unknown key (allowed: " + join(allowed) + ")" + did_you_mean(name, allowed));
+      // yaml-cpp keeps both copies of a repeated key and lookups see only the first, so the
+      // second would be silently ignored.
+      if (!seen.insert(name).second) fail(kv.first, key.empty() ? name : key + "." + name, "key given twice");
     }
   }
 
@@ -83,8 +90,12 @@ class Parser {
     }
   }
 
+  // YAML's .inf and .nan read as doubles, but no bandwidth or latency can be either.
   double number(const YAML::Node& map, const char* name, const std::string& key) const {
-    return scalar<double>(required(map, name, key), key + "." + name, "a number");
+    YAML::Node node = required(map, name, key);
+    double v = scalar<double>(node, key + "." + name, "a number");
+    if (!std::isfinite(v)) fail(node, key + "." + name, "expected a finite number, got '" + node.Scalar() + "'");
+    return v;
   }
 
   ClusterConfig parse(const YAML::Node& root) {
@@ -205,6 +216,10 @@ class Parser {
     node.topology_xml = path.lexically_normal().string();
     std::shared_ptr<const NodeXml>& xml = topologies_[node.topology_xml];
     if (!xml) {
+      // Only a regular file: /dev/zero or a pipe would never end.
+      std::error_code ec;
+      if (std::filesystem::exists(node.topology_xml, ec) && !std::filesystem::is_regular_file(node.topology_xml, ec))
+        fail(at, key, "'" + written + "' is not a regular file");
       std::ifstream in(node.topology_xml);
       if (!in) fail(at, key, "cannot open '" + written + "'" + (written == node.topology_xml ? "" : " (as " + node.topology_xml + ")"));
       std::stringstream text;

@@ -107,7 +107,11 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"oversubscription_below_one", seed_with("oversubscription: 1.5", "oversubscription: 0.5"), "oversubscription: must be >= 1"},
         InvalidCase{"unknown_link_type", seed_with("type: infiniband", "type: infiniband2"), "did you mean 'infiniband'"},
         InvalidCase{"missing_inter_node", seed_with("  inter_node: {type: infiniband, bandwidth_gbps: 200, latency_us: 15, oversubscription: 1.5}\n", ""), "fabric.inter_node: required key is missing"},
-        InvalidCase{"missing_fabric", seed_with("fabric:", "fabricx:"), "did you mean 'fabric'"}),
+        InvalidCase{"missing_fabric", seed_with("fabric:", "fabricx:"), "did you mean 'fabric'"},
+        InvalidCase{"list_as_key", seed_with("version: 1", "version: 1\n? [cluster]\n: x"), "expected a key name, not a list"},
+        InvalidCase{"repeated_key", seed_with("latency_us: 3", "latency_us: 3, latency_us: 5"), "intra_node.latency_us: key given twice"},
+        InvalidCase{"infinite_bandwidth", seed_with("bandwidth_gbps: 300", "bandwidth_gbps: .inf"), "expected a finite number, got '.inf'"},
+        InvalidCase{"nan_latency", seed_with("latency_us: 3", "latency_us: .nan"), "expected a finite number"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ClusterConfig, MissingFileIsAClearError) {

@@ -179,3 +179,26 @@ TEST_F(JobTest, SendSendCycleIsADeadlock) {
     EXPECT_NE(why.find("waits in Send(count=1, float32"), std::string::npos) << why;
   }
 }
+
+// Two jobs share one coordinator. A rank of the second knows only its own unique id: with it
+// it neither joins the first job's communicator nor reaches it by number.
+TEST_F(JobTest, AnotherJobCannotJoinOrReadACommunicator) {
+  for (ClientId c = 1; c <= 3; ++c) connect(c);
+  uint64_t comm = init_comm(2);  // the first job: clients 1 and 2
+  CommKey other = {};
+  other.bytes[0] = 0xee;
+  post(3, CommInit{other, 2, 1, 0, ""});
+  EXPECT_TRUE(out.take(3).empty()) << "a different key starts a different communicator, still waiting";
+  post(3, allreduce(comm, 1, 1, 1), floats({1}));
+  EXPECT_NE(error_text(out.take(3).at(0)).find("is not rank 1 of communicator"), std::string::npos);
+  post(3, CommInfo{comm, 0, kInfoLines});
+  EXPECT_NE(error_text(out.take(3).at(0)).find("is not rank 0 of communicator"), std::string::npos);
+  post(3, CommSplit{comm, 0, 0, 0, 0});
+  EXPECT_NE(error_text(out.take(3).at(0)).find("is not rank 0 of communicator"), std::string::npos);
+  post(3, CommDestroy{comm, 1});
+  EXPECT_NE(error_text(out.take(3).at(0)).find("is not rank 1 of communicator"), std::string::npos);
+  // The first job is untouched.
+  post(1, allreduce(comm, 0, 1, 1), floats({2}));
+  post(2, allreduce(comm, 1, 1, 1), floats({3}));
+  EXPECT_EQ(result_of(out.take(1).at(0)), std::vector<float>{5});
+}

@@ -233,6 +233,8 @@ TEST(TopoXml, ClusterYamlValidatesTheKey) {
             std::string::npos) << e;
   e = yaml_error(head + "    topology_xml: " + kSource + "/configs/topo/missing.xml\n" + fabric);
   EXPECT_NE(e.find("cluster.yaml:7:19: nodes[0].topology_xml: cannot open"), std::string::npos) << e;
+  e = yaml_error(head + "    topology_xml: /dev/zero\n" + fabric);  // would be read forever
+  EXPECT_NE(e.find("cluster.yaml:7:19: nodes[0].topology_xml: '/dev/zero' is not a regular file"), std::string::npos) << e;
   e = yaml_error(head + "    topology_xml: [a, b]\n" + fabric);
   EXPECT_NE(e.find("cluster.yaml:7:19: nodes[0].topology_xml: expected a file path"), std::string::npos) << e;
 

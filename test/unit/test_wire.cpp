@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "endpoint.h"
 #include "wire.h"
 
@@ -223,6 +225,25 @@ TEST(UniqueId, PackUnpack) {
   EXPECT_EQ(back.endpoint.transport, Transport::kTcp);
   EXPECT_EQ(back.endpoint.address, "127.0.0.1:29591");
   EXPECT_TRUE(back.key == c.key);
+}
+
+// The 128-bit key is all that admits a rank to a communicator: it must come from a real random
+// source, every bit of it. With 512 keys each bit is set in 256 +- 11 of them; a counter, a
+// clock or a constant leaves bits far outside 160..352 (over 8 standard deviations).
+TEST(UniqueId, KeysAreUnguessable) {
+  constexpr int kKeys = 512;
+  std::set<std::string> seen;
+  int ones[kCommKeyBytes * 8] = {};
+  for (int i = 0; i < kKeys; ++i) {
+    CommKey key = random_comm_key();
+    seen.insert(std::string(reinterpret_cast<const char*>(key.bytes), kCommKeyBytes));
+    for (size_t bit = 0; bit < kCommKeyBytes * 8; ++bit) ones[bit] += (key.bytes[bit / 8] >> (bit % 8)) & 1;
+  }
+  EXPECT_EQ(seen.size(), size_t{kKeys});
+  for (size_t bit = 0; bit < kCommKeyBytes * 8; ++bit) {
+    EXPECT_GT(ones[bit], 160) << "bit " << bit;
+    EXPECT_LT(ones[bit], 352) << "bit " << bit;
+  }
 }
 
 TEST(UniqueId, KeysAreRandomAndForeignIdsRejected) {

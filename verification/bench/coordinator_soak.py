@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs many small AllReduces through one coordinator and prints its resident memory as it goes.
 
-The target is flat memory: after warm-up, growth over the whole run stays under 5%.
+The target is flat memory: over the second half of a long run (once the timeline trace's
+bounded buffer is full) growth stays under 5%.
 Usage: verification/bench/coordinator_soak.py [--ops 1000000] [--ranks 2]
 """
 
@@ -56,10 +57,14 @@ def main():
         print(f"soak failed: the ranks exited with {code}")
         return 1
     warm = samples[min(10, len(samples) - 1)]  # after a second: connections, comm and buffers exist
-    growth = (samples[-1] - warm) / warm * 100
+    half = samples[len(samples) // 2]
     print(f"{a.ops} allreduces on {a.ranks} ranks in {elapsed:.1f} s ({elapsed / a.ops * 1e6:.1f} us each)")
-    print(f"coordinator RSS: start {samples[0]} KiB, after warm-up {warm} KiB, end {samples[-1]} KiB, "
-          f"peak {max(samples)} KiB, growth after warm-up {growth:+.2f}%")
+    print(f"coordinator RSS: start {samples[0]} KiB, after warm-up {warm} KiB, half-way {half} KiB, "
+          f"end {samples[-1]} KiB, peak {max(samples)} KiB")
+    # The timeline trace keeps its first 100,000 operations (a few MB), so memory rises until
+    # they are in; a leak shows as growth after that, over the second half of a long run.
+    print(f"growth after warm-up {(samples[-1] - warm) / warm * 100:+.2f}%, "
+          f"over the second half {(samples[-1] - half) / half * 100:+.2f}%")
     return 0
 
 

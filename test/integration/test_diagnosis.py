@@ -3,7 +3,8 @@
   what the missing rank is doing;
 - a cross-communicator deadlock is named and broken: both ranks get an error, not a hang;
 - over tcp a token is required off loopback, and a client without it is refused;
-- a stranger's oversized first frame closes only its own connection."""
+- a stranger's oversized first frame closes only its own connection, and a client that stalls
+  in the middle of a frame holds up nobody else."""
 
 import json
 import os
@@ -137,6 +138,19 @@ class Lockdown(unittest.TestCase):
             self.assertEqual(s.recv(1), b"", "the coordinator should close the connection")
             self.assertEqual(status("unix", coord.address).returncode, 0, "and still serve others")
             self.assertIn("before the Hello", coord.output())
+
+    def test_a_stalled_client_blocks_nobody(self):
+        with Coordinator(self.config, "unix") as coord, socket.socket(socket.AF_UNIX) as half_header, \
+                socket.socket(socket.AF_UNIX) as half_body:
+            half_header.connect(coord.address)
+            half_header.sendall(b"FGP")  # three bytes of a header, then nothing
+            half_body.connect(coord.address)
+            # A whole header announcing a 64-byte Hello, then half of it, then nothing.
+            half_body.sendall(struct.pack("<IIIIQQ", 0x55504746, 1, 64, 0, 1, 64) + bytes(32))
+            for _ in range(3):
+                out = status("unix", coord.address)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                self.assertIn("0 of 2 ranks connected", out.stdout)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Failure rows that need a process to die: a rank killed with SIGKILL, and the coordinator
 killed under waiting ranks. Either way the others get an error promptly, never a hang."""
 
+import json
 import os
 import pickle
 import signal
@@ -61,23 +62,24 @@ BODIES = {"killed_rank": killed_rank_body, "coordinator_killed": coordinator_kil
 
 def run(body, world, during=None):
     """Runs BODIES[body] as ranks against a new coordinator; during(coord, tmp) runs in a thread
-    meanwhile. Returns the rank processes and the results of those that finished."""
+    meanwhile. Returns the rank processes, the results of those that finished, and the report
+    (None when the coordinator did not live to write one)."""
     tmp = Path(tempfile.mkdtemp(prefix="fakegpu-failure-"))
-    with Coordinator(write_single_node_config(world, name=body), "unix") as coord:
+    with Coordinator(write_single_node_config(world, name=body), "unix", report=tmp / "report.json") as coord:
         if during:
             threading.Thread(target=during, args=(coord, tmp), daemon=True).start()
         procs = run_rank_processes(sys.executable, [__file__, "--rank", tmp], coord, world, timeout=90,
                                    extra_env={"LD_PRELOAD": "", "FAILURE_BODY": body,
                                               "KILLED_MARKER": str(tmp / "killed")})
-        output = coord.output()
     results = {r: pickle.loads((tmp / f"result.{r}").read_bytes()) for r in range(world)
                if (tmp / f"result.{r}").exists()}
-    return procs, results, output
+    report = json.loads((tmp / "report.json").read_text()) if (tmp / "report.json").exists() else None
+    return procs, results, report
 
 
 class FailureMatrix(unittest.TestCase):
     def test_killed_rank_fails_the_survivors_within_a_second(self):
-        procs, results, output = run("killed_rank", 3)
+        procs, results, report = run("killed_rank", 3)
         self.assertEqual(procs[2].returncode, -signal.SIGKILL)
         for rank in (0, 1):
             self.assertEqual(procs[rank].returncode, 0, procs[rank].stderr)
@@ -86,6 +88,9 @@ class FailureMatrix(unittest.TestCase):
             self.assertLess(r["after_s"], PROMPT_S)
             self.assertIn("rank 2 of communicator", r["later"])
             self.assertIn("disconnected without destroying it", r["later"])
+        failures = [c.get("failure", "") for c in report["communicators"]]
+        self.assertTrue(any("rank 2 of communicator" in f for f in failures), failures)
+        self.assertTrue(any("disconnected without destroying it" in e for e in report["errors"]))
 
     def test_coordinator_killed_under_waiting_ranks(self):
         killed_at = []

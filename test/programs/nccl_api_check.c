@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,8 @@ static void check_bad_calls(void) {
   EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat, (ncclRedOp_t)9, comm, NULL) == ncclInvalidArgument, "bad op");
   EXPECT(ncclAllReduce(NULL, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidArgument, "NULL buffer");
   EXPECT(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, comm, NULL) == ncclSuccess, "count 0 is legal");
+  EXPECT(ncclAllReduce(&x, &x, SIZE_MAX / 2, ncclFloat, ncclSum, comm, NULL) == ncclInvalidArgument, "count overflow");
+  EXPECT(strstr(ncclGetLastError(NULL), "overflows the addressable size") != NULL, "last error: %s", ncclGetLastError(NULL));
   EXPECT(ncclDevCommCreate(comm, NULL, NULL) == ncclInvalidUsage, "an unsupported call fails cleanly");
   EXPECT(ncclCommRevoke(comm, 5) == ncclInvalidArgument, "revoke flags must be 0");
 

@@ -13,11 +13,11 @@ from .configs import launcher_world_size, write_single_node_config
 from .coordinator import Coordinator, answers
 from .daemon import cmd_coordinator, register_job
 from .launch import rank_environment, run_ranks
+from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
 
 SUBCOMMANDS = ("demo", "validate", "report", "model", "coordinator")
-SUPPORTED_MODES = ("simulate",)
 
 
 def env_default(name, fallback=None):
@@ -63,9 +63,7 @@ def node_layout(cluster_config: str):
 
 
 def run_job(args, quiet_summary=False) -> int:
-    if args.mode not in SUPPORTED_MODES or args.dist_mode not in SUPPORTED_MODES:
-        raise SetupError(f"--mode {args.mode} --dist-mode {args.dist_mode} is not available yet: "
-                         "only simulate/simulate is implemented")
+    check_modes(args.mode, args.dist_mode)
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
     if not args.command:

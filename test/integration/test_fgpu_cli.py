@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 
 from rank_jobs import CONFIGS, REPO, built
+from fakegpu.modes import local_gpus
 
 FGPU = str(REPO / "fgpu")
 
@@ -205,10 +206,22 @@ class FgpuCli(unittest.TestCase):
         self.assertIn(f"for: sh -c {script}", r.stdout)
         self.assertEqual(fgpu("coordinator", "status", env=env).returncode, 3, "the job has ended")
 
-    def test_unsupported_mode_is_a_clear_error(self):
-        r = fgpu("--mode", "hybrid", "true")
+    def test_gpu_modes_say_what_is_missing(self):
+        gpus, _ = local_gpus()
+        env = {k: v for k, v in os.environ.items() if k != "FAKEGPU_REAL_NCCL_PATH"}
+        for pair in (["--mode", "hybrid"], ["--dist-mode", "proxy"], ["--mode", "passthrough", "--dist-mode", "passthrough"]):
+            r = fgpu(*pair, "true", env=env)
+            self.assertEqual(r.returncode, 2, pair)
+            self.assertNotIn("Traceback", r.stderr)
+            if gpus == 0:
+                self.assertIn("runs on a real GPU, and this machine has none: ", r.stderr)
+            elif "--dist-mode" in pair:
+                self.assertIn("set FAKEGPU_REAL_NCCL_PATH", r.stderr)
+            else:
+                self.assertIn("does not implement this mode yet", r.stderr)
+        r = fgpu("--mode", "bogus", "true")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("only simulate/simulate is implemented", r.stderr)
+        self.assertIn("invalid choice: 'bogus'", r.stderr)
 
     def test_missing_coordinator_address_is_named(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))

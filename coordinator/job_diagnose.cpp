@@ -99,7 +99,8 @@ std::string Job::whereabouts(const Comm& comm, int rank, const std::map<ClientId
 
 std::vector<ClientId> Job::deadlocked(const std::map<ClientId, std::vector<Wait>>& waits, Clock::time_point now) const {
   // The largest set of waiting ranks whose every operation waits only for ranks of the set:
-  // nobody outside can release them, and inside everyone is waiting.
+  // nobody outside can release them, and inside everyone is waiting. A process that owns several
+  // ranks and waits for one of its own is left out: another of its threads may post for it.
   std::set<ClientId> stuck;
   for (const auto& [id, list] : waits) stuck.insert(id);
   for (bool changed = true; changed;) {
@@ -109,7 +110,7 @@ std::vector<ClientId> Job::deadlocked(const std::map<ClientId, std::vector<Wait>
       for (const Wait& w : waits.at(*it))
         for (int r : w.missing) {
           const Member& m = comms_.at(w.comm).members[r];
-          closed = closed && !m.destroyed && stuck.count(m.client);
+          closed = closed && !m.destroyed && m.client != *it && stuck.count(m.client);
         }
       if (closed) {
         ++it;

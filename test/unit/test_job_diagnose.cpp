@@ -202,3 +202,19 @@ TEST_F(JobTest, AnotherJobCannotJoinOrReadACommunicator) {
   post(2, allreduce(comm, 1, 1, 1), floats({3}));
   EXPECT_EQ(result_of(out.take(1).at(0)), std::vector<float>{5});
 }
+
+// One process owning two ranks (one thread each) may have posted for one and not yet for the
+// other: that is no deadlock, however long the other thread computes.
+TEST_F(JobTest, AProcessWaitingForItsOwnOtherRankIsNoDeadlock) {
+  connect(1);
+  CommKey key = {};
+  key.bytes[0] = 0x42;
+  post(1, CommInit{key, 2, 0, 0, ""});
+  post(1, CommInit{key, 2, 1, 1, ""});
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 2u);
+  auto done = decode_fields<CommInitDone>(frames[0].fields.data(), frames[0].fields.size());
+  post(1, allreduce(done.comm_id, 0, 1, 1), floats({1}));
+  job.check_timeouts(std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  EXPECT_TRUE(out.sent.empty());
+}

@@ -25,6 +25,11 @@ Identity identity_from_environment() {
   Identity id;
   id.rank = first_int({"FAKEGPU_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   id.world_size = first_int({"FAKEGPU_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  // FAKEGPU_HOSTNAME names the virtual node a rank runs on, when one machine plays several.
+  if (const char* v = std::getenv("FAKEGPU_HOSTNAME"); v && *v) {
+    id.hostname = v;
+    return id;
+  }
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   id.hostname = host;

@@ -54,12 +54,13 @@ def main_parser():
 
 
 def node_layout(cluster_config: str):
-    """Rank lists per node, as the coordinator's own validating parser reads them."""
+    """(node ids, rank lists per node), as the coordinator's own validating parser reads them."""
     result = subprocess.run([str(built("fakegpu-coordinator")), "--print-layout", "--cluster-config", cluster_config],
                             capture_output=True, text=True)
     if result.returncode != 0:
         raise SetupError(result.stderr.strip() or result.stdout.strip())
-    return [node["ranks"] for node in json.loads(result.stdout)["nodes"]]
+    nodes = json.loads(result.stdout)["nodes"]
+    return [node["id"] for node in nodes], [node["ranks"] for node in nodes]
 
 
 def run_job(args, quiet_summary=False) -> int:
@@ -83,11 +84,11 @@ def run_job(args, quiet_summary=False) -> int:
                            args.device_count)
     try:
         if args.nproc:
-            nodes = node_layout(config)
+            names, nodes = node_layout(config)
             world = sum(len(n) for n in nodes)
             if args.nproc != world:
                 raise SetupError(f"--nproc {args.nproc} does not match the world size {world} of {config}")
-            code = run_ranks(args.command, nodes, env)
+            code = run_ranks(args.command, nodes, env, names if len(nodes) > 1 else None)
         else:
             code = subprocess.call(args.command, env=env)
     except OSError as e:  # the command does not exist or cannot be run

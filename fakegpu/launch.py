@@ -29,10 +29,12 @@ def rank_environment(base: dict, transport: str, address: str, cluster_config: s
     return env
 
 
-def run_ranks(command, nodes, env, grace_seconds=10.0):
+def run_ranks(command, nodes, env, node_names=None, grace_seconds=10.0):
     """Starts one process per rank with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set.
 
-    nodes is a list of rank lists, one per node. Returns the first non-zero exit code, or 0.
+    nodes is a list of rank lists, one per node. With node_names (virtual nodes on this one
+    machine) each rank also gets its node's name as FAKEGPU_HOSTNAME, the host it reports.
+    Returns the first non-zero exit code, or 0.
     When a rank fails, the others get grace_seconds to notice (the coordinator tells them)
     before they are stopped.
     """
@@ -43,6 +45,8 @@ def run_ranks(command, nodes, env, grace_seconds=10.0):
             # FAKEGPU_NODE gives each rank its node's devices and PCI domain in the fake runtime.
             rank_env = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local),
                             LOCAL_WORLD_SIZE=str(len(ranks)), GROUP_RANK=str(node_index), FAKEGPU_NODE=str(node_index))
+            if node_names:
+                rank_env["FAKEGPU_HOSTNAME"] = node_names[node_index]
             procs.append(subprocess.Popen(command, env=rank_env))
     try:
         first_failure = 0

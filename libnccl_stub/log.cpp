@@ -9,6 +9,7 @@
 
 #include "cuda_bridge.h"
 #include "errors.h"
+#include "identity.h"
 #include "wire.h"
 
 namespace fakegpu::stub {
@@ -66,9 +67,8 @@ std::mutex g_mu;
 std::string g_last_error;
 
 void emit(const char* level, const std::string& message) {
-  char host[64] = "?";
-  gethostname(host, sizeof host - 1);
-  std::fprintf(stderr, "%s:%d:%ld [%d] NCCL %s %s\n", host, static_cast<int>(getpid()),
+  static const std::string host = identity_from_environment().hostname;
+  std::fprintf(stderr, "%s:%d:%ld [%d] NCCL %s %s\n", host.c_str(), static_cast<int>(getpid()),
                static_cast<long>(syscall(SYS_gettid)), cuda().current_device(), level, message.c_str());
 }
 

@@ -73,6 +73,9 @@ class FgpuCli(unittest.TestCase):
         self.assertEqual(sorted(tp), [list(range(8)), list(range(8, 16))])
         dp = [c["global_ranks"] for c in report["communicators"] if c["nranks"] == 2]
         self.assertEqual(sorted(dp), [[g, g + 8] for g in range(8)])
+        # One machine plays both nodes: each rank reports its virtual node as its host.
+        hosts = {r["global_rank"]: r["host"] for r in report["ranks"]}
+        self.assertEqual(hosts, {g: "node0" if g < 8 else "node1" for g in range(16)})
         # Every allreduce is priced by the cost model on the communicator's own GPUs.
         allreduce = report["collectives"]["AllReduce"]
         self.assertGreater(allreduce["modeled_time_us"], 0)

@@ -1,0 +1,118 @@
+"""Every command the README and docs/ show (their ```sh blocks) is exercised: run here, or by
+a named test of the suite, or, for the few that need what CI lacks (a GPU cluster's tools, a
+long sanitizer build), listed with the reason. A command added to the docs without a line in
+COVERAGE fails this test, and so does a line naming a test that no longer exists."""
+
+import re
+import shlex
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from rank_jobs import REPO
+from fakegpu.paths import build_dir
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+# (pattern matching the command, how it is exercised, detail)
+#   run:    run here from the repository root; {report} stands for a report this test writes
+#   test:   the named test (a ctest name, or a test function) runs it, or the same with a
+#           program of its own where the docs say ./my_nccl_program
+#   manual: not run by the suite, for the reason given
+COVERAGE = [
+    (r"^\./scripts/setup && \./fgpu demo$", "test", "test_demo_runs_the_tp_dp_job"),
+    (r"^\./scripts/test$", "manual", "it is the suite itself; CI runs it through .ci/run"),
+    (r"^\./fgpu --nproc 4 --cluster-config configs/cluster_valid\.yaml \./my_nccl_program$", "test",
+     "test_runs_n_ranks_and_summarises"),
+    (r"^\./fgpu --cluster-config configs/cluster_valid\.yaml \./launch_my_job\.sh$", "test",
+     "test_command_sees_the_coordinator_environment"),
+    (r"^\./fgpu validate configs/\S+\.yaml$", "run", None),
+    (r"^\./fgpu report fakegpu-cluster-report\.json$", "run", None),
+    (r"^\./fgpu model ", "run", None),
+    (r"^\./fgpu coordinator status$", "test", "test_status_shows_a_running_jobs_ranks"),
+    (r"^cmake |^cd build-|^(\./)?scripts/test-sanitizers", "manual",
+     "sanitizer builds take tens of minutes on two cores; docs/development.md records their results"),
+    (r"^verification/fuzz\.sh", "manual",
+     "needs clang; the suite replays the same fuzz targets over their corpora (fuzz_wire_corpus)"),
+    (r"^git clone https://github\.com/NVIDIA/nccl-tests$|^cd nccl-tests$|^make -j CUDA_HOME", "manual",
+     "fetches and builds NVIDIA's nccl-tests with nvcc"),
+    (r"all_reduce_perf|^verification/nccl_tests_matrix\.sh|^verification/nccl_examples\.sh", "manual",
+     "needs nccl-tests or NCCL's examples built; docs/nccl-tests.md records the results"),
+    (r"^python3 verification/bench/allreduce_latency\.py", "test", "bench_runs"),
+    (r"^python3 verification/bench/coordinator_soak\.py", "test", "soak_runs"),
+    (r"^build/model_speed \d+$", "test", "model_speed_runs"),
+    (r"^\./build/fakegpu-coordinator --transport (unix|tcp) --address (/tmp/fakegpu\.sock|127\.0\.0\.1:29591) "
+     r"--cluster-config configs/cluster_valid\.yaml --report /tmp/fakegpu-report\.json$", "test", "coordinator_smoke"),
+    (r"^export (LD_PRELOAD|FAKEGPU_)", "test", "allreduce_end_to_end"),
+    (r"^mpirun -np 4 \./my_nccl_program$", "manual", "needs OpenMPI; docs/nccl-tests.md runs MPI programs this way"),
+    (r"^\./build/fakegpu-coordinator --transport tcp --address 10\.77\.0\.1|^RANK=2 WORLD_SIZE=4|^ip |"
+     r"^export FAKEGPU_COORDINATOR_TOKEN", "test", "netns_multihost"),
+    (r"^python3 verification/test_coordinator_smoke\.py$", "test", "coordinator_smoke"),
+    (r"^python3 test/test_allreduce_correctness\.py$", "test", "allreduce_correctness"),
+    (r"^python3 verification/test_allgather_correctness\.py$", "test", "allgather_correctness"),
+    (r"^python3 verification/test_group_semantics\.py$", "test", "group_semantics"),
+    (r"^\./test/run_(multinode_sim|ddp_multinode|hybrid_multinode)\.sh \d$", "test", "run_multinode_sim_2"),
+]
+
+
+def doc_commands():
+    """(file, command) for every command line of every ```sh block, continuations joined and
+    comments dropped."""
+    found = []
+    for doc in DOCS:
+        for block in re.findall(r"^```sh\n(.*?)^```", doc.read_text(), re.S | re.M):
+            for line in block.replace("\\\n", " ").splitlines():
+                command = re.sub(r"\s+#.*$", "", line).strip()
+                command = re.sub(r"\s+", " ", command)
+                if command and not command.startswith("#"):
+                    found.append((doc.relative_to(REPO), command))
+    return found
+
+
+def coverage_of(command):
+    for pattern, how, detail in COVERAGE:
+        if re.search(pattern, command):
+            return how, detail
+    return None, None
+
+
+class DocsCommands(unittest.TestCase):
+    def test_every_command_is_covered(self):
+        commands = doc_commands()
+        self.assertGreater(len(commands), 30)
+        missing = [f"{doc}: {command}" for doc, command in commands if coverage_of(command)[0] is None]
+        self.assertEqual(missing, [], "commands in the docs that no test exercises")
+
+    def test_named_tests_exist(self):
+        listed = subprocess.run(["ctest", "-N", "--test-dir", str(build_dir())], capture_output=True, text=True)
+        ctest_names = set(re.findall(r"Test\s+#\d+: (\S+)", listed.stdout))
+        self.assertIn("docs_commands", ctest_names, listed.stdout + listed.stderr)
+        functions = set()
+        for source in (REPO / "test").rglob("test_*.py"):
+            functions.update(re.findall(r"def (test_\w+)", source.read_text()))
+        for pattern, how, detail in COVERAGE:
+            if how == "test":
+                with self.subTest(test=detail):
+                    self.assertIn(detail, ctest_names | functions)
+
+    def test_runnable_commands_succeed(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-docs-"))
+        report = tmp / "fakegpu-cluster-report.json"
+        made = subprocess.run([str(REPO / "fgpu"), "--report", str(report), "true"], capture_output=True, text=True)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        ran = 0
+        for doc, command in doc_commands():
+            if coverage_of(command)[0] != "run":
+                continue
+            argv = [str(report) if a == "fakegpu-cluster-report.json" else a for a in shlex.split(command)]
+            with self.subTest(doc=str(doc), command=command):
+                r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+                self.assertEqual(r.returncode, 0, f"{command}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+                self.assertTrue(r.stdout.strip(), f"{command} printed nothing")
+            ran += 1
+        self.assertGreaterEqual(ran, 8)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -12,10 +12,11 @@ from . import __version__
 from .configs import launcher_world_size, write_single_node_config
 from .coordinator import Coordinator, answers
 from .daemon import cmd_coordinator, register_job
-from .launch import rank_environment, run_ranks
+from .launch import rank_environment, run_all, run_ranks
 from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
+from .torchrun import per_node_launches
 
 SUBCOMMANDS = ("demo", "validate", "report", "model", "coordinator")
 
@@ -63,6 +64,12 @@ def node_layout(cluster_config: str):
     return [node["id"] for node in nodes], [node["ranks"] for node in nodes]
 
 
+def torchrun_per_node(command, config, env):
+    """One torchrun per node when command is torchrun and the cluster has several nodes."""
+    names, nodes = node_layout(config)
+    return per_node_launches(command, names, nodes, env) if len(nodes) > 1 else None
+
+
 def run_job(args, quiet_summary=False) -> int:
     check_modes(args.mode, args.dist_mode)
     if args.command[:1] == ["--"]:
@@ -89,6 +96,8 @@ def run_job(args, quiet_summary=False) -> int:
             if args.nproc != world:
                 raise SetupError(f"--nproc {args.nproc} does not match the world size {world} of {config}")
             code = run_ranks(args.command, nodes, env, names if len(nodes) > 1 else None)
+        elif args.cluster_config and (launches := torchrun_per_node(args.command, config, env)):
+            code = run_all(launches)
         else:
             code = subprocess.call(args.command, env=env)
     except OSError as e:  # the command does not exist or cannot be run

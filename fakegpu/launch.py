@@ -35,11 +35,9 @@ def run_ranks(command, nodes, env, node_names=None, grace_seconds=10.0):
     nodes is a list of rank lists, one per node. With node_names (virtual nodes on this one
     machine) each rank also gets its node's name as FAKEGPU_HOSTNAME, the host it reports.
     Returns the first non-zero exit code, or 0.
-    When a rank fails, the others get grace_seconds to notice (the coordinator tells them)
-    before they are stopped.
     """
     world = sum(len(n) for n in nodes)
-    procs = []
+    launches = []
     for node_index, ranks in enumerate(nodes):
         for local, rank in enumerate(ranks):
             # FAKEGPU_NODE gives each rank its node's devices and PCI domain in the fake runtime.
@@ -47,7 +45,15 @@ def run_ranks(command, nodes, env, node_names=None, grace_seconds=10.0):
                             LOCAL_WORLD_SIZE=str(len(ranks)), GROUP_RANK=str(node_index), FAKEGPU_NODE=str(node_index))
             if node_names:
                 rank_env["FAKEGPU_HOSTNAME"] = node_names[node_index]
-            procs.append(subprocess.Popen(command, env=rank_env))
+            launches.append((command, rank_env))
+    return run_all(launches, grace_seconds)
+
+
+def run_all(launches, grace_seconds=10.0):
+    """Runs (command, env) pairs side by side. Returns the first non-zero exit code, or 0.
+    When one fails, the others get grace_seconds to notice (the coordinator tells them) before
+    they are stopped."""
+    procs = [subprocess.Popen(command, env=env) for command, env in launches]
     try:
         first_failure = 0
         deadline = None

@@ -21,6 +21,34 @@ def fgpu(*args, env=None):
     return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
 
 
+TWO_BY_TWO = """version: 1
+cluster: {name: two-by-two}
+nodes:
+  - {id: n0, ranks: [0, 1], gpus: [{profile: h100}, {profile: h100}]}
+  - {id: n1, ranks: [2, 3], gpus: [{profile: h100}, {profile: h100}]}
+fabric:
+  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
+  inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}
+"""
+
+# torchrun's static-rendezvous interface, enough to start one node's ranks.
+FAKE_TORCHRUN = """#!/usr/bin/env python3
+import argparse, os, subprocess, sys
+p = argparse.ArgumentParser()
+for flag in ("--nnodes", "--node_rank", "--nproc_per_node", "--master_port"):
+    p.add_argument(flag, type=int, required=True)
+p.add_argument("--master_addr", required=True)
+p.add_argument("script", nargs=argparse.REMAINDER)
+a = p.parse_args()
+procs = []
+for local in range(a.nproc_per_node):
+    env = dict(os.environ, RANK=str(a.node_rank * a.nproc_per_node + local), LOCAL_RANK=str(local),
+               WORLD_SIZE=str(a.nnodes * a.nproc_per_node), MASTER_ADDR=a.master_addr, MASTER_PORT=str(a.master_port))
+    procs.append(subprocess.Popen(a.script, env=env))
+sys.exit(max(p.wait() for p in procs))
+"""
+
+
 class FgpuCli(unittest.TestCase):
     def test_default_cluster_is_sized_by_the_launcher(self):
         from fakegpu.configs import launcher_world_size
@@ -208,6 +236,34 @@ class FgpuCli(unittest.TestCase):
         self.assertIn("fgpu job coordinator at", r.stdout)
         self.assertIn(f"for: sh -c {script}", r.stdout)
         self.assertEqual(fgpu("coordinator", "status", env=env).returncode, 3, "the job has ended")
+
+    def test_torchrun_starts_one_launcher_per_node(self):
+        # torchrun itself is not needed: a stand-in with its interface starts the ranks (RANK,
+        # LOCAL_RANK, WORLD_SIZE from --nnodes/--node_rank/--nproc_per_node) and fgpu must give
+        # it one launch per node of a 2 x 2 cluster.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        (tmp / "torchrun").write_text(FAKE_TORCHRUN)
+        (tmp / "torchrun").chmod(0o755)
+        config = tmp / "cluster.yaml"
+        config.write_text(TWO_BY_TWO)
+        rank = tmp / "rank.sh"  # records what each rank was told, then runs the NCCL check
+        rank.write_text('#!/bin/sh\necho "$RANK $LOCAL_RANK $FAKEGPU_NODE $FAKEGPU_HOSTNAME" > "$0.$RANK"\n'
+                        f'exec {built("nccl_check")} {tmp / "id"} --tp 2 --iters 2 --count 1024\n')
+        rank.chmod(0o755)
+        env = dict(os.environ, PATH=f"{tmp}:{os.environ['PATH']}")
+        r = fgpu("--cluster-config", config, "--report", tmp / "r.json", "torchrun", "--standalone",
+                 "--nproc_per_node=2", rank, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count(": OK ("), 4, r.stdout)
+        for g in range(4):
+            told = (tmp / f"rank.sh.{g}").read_text().split()
+            self.assertEqual(told, [str(g), str(g % 2), str(g // 2), f"n{g // 2}"])
+        hosts = {x["global_rank"]: x["host"] for x in json.loads((tmp / "r.json").read_text())["ranks"]}
+        self.assertEqual(hosts, {0: "n0", 1: "n0", 2: "n1", 3: "n1"})
+        wrong = fgpu("--cluster-config", config, "torchrun", "--nproc_per_node=4", rank, env=env)
+        self.assertEqual(wrong.returncode, 2)
+        self.assertIn("torchrun --nproc_per_node 4 does not match the cluster config, which has 2 nodes of 2 GPUs",
+                      wrong.stderr)
 
     def test_gpu_modes_say_what_is_missing(self):
         gpus, _ = local_gpus()

@@ -1,6 +1,7 @@
 // Fake CUDA runtime: the process's devices and their properties. Devices come from the
 // cluster YAML or a GPU profile (devices.h); memory is in memory_api.cpp, streams and events
 // in stream_api.cpp (graphs too), kernels in kernel_api.cpp.
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -52,7 +53,8 @@ using namespace fakegpu::cuda;
 // Peer access enabled from (current device) to (peer), per process as in CUDA.
 std::mutex peer_mu;
 std::set<std::pair<int, int>> peers_enabled;
-unsigned int device_flags = 0;
+// Atomic, like limits below: any thread may set them while others read them.
+std::atomic<unsigned int> device_flags{0};
 
 bool same_node(int a, int b) { return device_or_throw(a).node == device_or_throw(b).node; }
 
@@ -208,7 +210,7 @@ FAKECUDA_API cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAttr
 }
 
 namespace {
-size_t limits[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 64, 0};
+std::atomic<size_t> limits[7] = {1024, 1 << 20, 8 << 20, 2, 2048, 64, 0};
 }
 
 FAKECUDA_API cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {

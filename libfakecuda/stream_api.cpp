@@ -26,7 +26,9 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::set<Stream*> streams;  // every live stream, per-thread default streams included
-  std::set<Event*> events;
+  // Shared with the work queued on streams (and graphs) that records or waits for an event:
+  // cudaEventDestroy may come while such work is pending, and CUDA allows it.
+  std::map<Event*, std::shared_ptr<Event>> events;
   std::set<Graph*> graphs;
   std::set<Graph*> execs;                  // instantiated graphs
   std::map<Stream*, Graph*> capturing;     // streams capturing, and into which graph
@@ -76,11 +78,11 @@ Stream* resolve(cudaStream_t s) {
   return stream;
 }
 
-Event* resolve(cudaEvent_t e) {
-  auto* event = reinterpret_cast<Event*>(e);
+std::shared_ptr<Event> resolve(cudaEvent_t e) {
   std::lock_guard<std::mutex> lock(registry().mu);
-  if (!event || !registry().events.count(event)) throw cudaErrorInvalidResourceHandle;
-  return event;
+  auto it = registry().events.find(reinterpret_cast<Event*>(e));
+  if (!e || it == registry().events.end()) throw cudaErrorInvalidResourceHandle;
+  return it->second;
 }
 
 template <typename T>
@@ -267,10 +269,10 @@ FAKECUDA_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCa
 FAKECUDA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   return guarded([&] {
     if (!event || (flags & ~0x7u)) throw cudaErrorInvalidValue;
-    auto* e = new Event(!(flags & cudaEventDisableTiming));
+    auto e = std::make_shared<Event>(!(flags & cudaEventDisableTiming));
     std::lock_guard<std::mutex> lock(registry().mu);
-    registry().events.insert(e);
-    *event = reinterpret_cast<cudaEvent_t>(e);
+    registry().events[e.get()] = e;
+    *event = reinterpret_cast<cudaEvent_t>(e.get());
   });
 }
 
@@ -278,28 +280,26 @@ FAKECUDA_API cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventC
 
 FAKECUDA_API cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return guarded([&] {
-    Event* e = resolve(event);
-    e->synchronize();  // a recording still queued on a stream points at it
+    Event* e = resolve(event).get();
     std::lock_guard<std::mutex> lock(registry().mu);
-    registry().events.erase(e);
     registry().recorded_in.erase(e);
-    delete e;
+    registry().events.erase(e);  // freed once no queued work holds it
   });
 }
 
 FAKECUDA_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return guarded([&] {
-    Event* e = resolve(event);
+    std::shared_ptr<Event> e = resolve(event);
     Stream* s = resolve(stream);
     if (Graph* g = s ? capture_of(s) : nullptr) {
       // Inside a capture an event only orders streams of the capture (see cudaStreamWaitEvent).
       std::lock_guard<std::mutex> lock(registry().mu);
-      registry().recorded_in[e] = g;
+      registry().recorded_in[e.get()] = g;
       return;
     }
     {
       std::lock_guard<std::mutex> lock(registry().mu);
-      registry().recorded_in.erase(e);
+      registry().recorded_in.erase(e.get());
     }
     uint64_t generation = e->record();
     submit_impl(stream, [e, generation] { e->complete(generation, fakegpu::cuda::running_clock()->now_ns()); }, 0,
@@ -324,12 +324,12 @@ FAKECUDA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 
 FAKECUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
   return guarded([&] {
-    Event* e = resolve(event);
+    std::shared_ptr<Event> e = resolve(event);
     Stream* s = resolve(stream);
     {
       // Waiting on an event recorded in a capture makes this stream join that capture.
       std::lock_guard<std::mutex> lock(registry().mu);
-      auto it = registry().recorded_in.find(e);
+      auto it = registry().recorded_in.find(e.get());
       if (it != registry().recorded_in.end()) {
         if (!s) throw cudaErrorStreamCaptureImplicit;
         registry().capturing[s] = it->second;
@@ -347,8 +347,8 @@ FAKECUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t ev
 FAKECUDA_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   return guarded([&] {
     if (!ms) throw cudaErrorInvalidValue;
-    Event* a = resolve(start);
-    Event* b = resolve(end);
+    std::shared_ptr<Event> a = resolve(start);
+    std::shared_ptr<Event> b = resolve(end);
     if (!a->query() || !b->query()) throw cudaErrorNotReady;
     if (!a->ever_completed() || !b->ever_completed() || !a->timing() || !b->timing())
       throw cudaErrorInvalidResourceHandle;

@@ -124,12 +124,15 @@ typename R::S reduced(ncclRedOp_t op, size_t i) {
   return acc;
 }
 
+// The call's name and its tag come apart so that nothing is built per element: with millions
+// of elements, a string made for each comparison dominated the run (and timed out under ASan).
 template <typename R>
-void expect_equal(const typename R::S* got, size_t i, typename R::S want, const std::string& what) {
+void expect_equal(const typename R::S* got, size_t i, typename R::S want, const char* call,
+                  const std::string& tag = {}) {
   if (std::memcmp(&got[i], &want, sizeof want) == 0) return;
   if (++g_failures <= 10)
-    std::fprintf(stderr, "rank %d: %s: element %zu is %g, expected %g\n", g_rank, what.c_str(), i,
-                 R::show(got[i]), R::show(want));
+    std::fprintf(stderr, "rank %d: %s%s%s: element %zu is %g, expected %g\n", g_rank, call, tag.empty() ? "" : " ",
+                 tag.c_str(), i, R::show(got[i]), R::show(want));
 }
 
 // Device buffers of count * world elements, refilled before each call.
@@ -184,13 +187,13 @@ void sweep_reductions(ncclComm_t comm, ncclDataType_t dt, const char* tname, siz
       auto* out = in_place ? b.send : b.recv;
       CHECK_NCCL(ncclAllReduce(b.send, out, count, dt, op, comm, s));
       cudaStreamSynchronize(s);
-      for (size_t i = 0; i < count; ++i) expect_equal<R>(out, i, reduced<R>(op, i), "AllReduce " + tag);
+      for (size_t i = 0; i < count; ++i) expect_equal<R>(out, i, reduced<R>(op, i), "AllReduce", tag);
 
       b.fill(op, g_rank);
       CHECK_NCCL(ncclReduce(b.send, out, count, dt, op, root, comm, s));
       cudaStreamSynchronize(s);
       if (g_rank == root)
-        for (size_t i = 0; i < count; ++i) expect_equal<R>(out, i, reduced<R>(op, i), "Reduce " + tag);
+        for (size_t i = 0; i < count; ++i) expect_equal<R>(out, i, reduced<R>(op, i), "Reduce", tag);
 
       // ReduceScatter in place receives into the rank's own slice of the send buffer.
       b.fill(op, g_rank);
@@ -198,7 +201,7 @@ void sweep_reductions(ncclComm_t comm, ncclDataType_t dt, const char* tname, siz
       CHECK_NCCL(ncclReduceScatter(b.send, rs_out, count, dt, op, comm, s));
       cudaStreamSynchronize(s);
       for (size_t i = 0; i < count; ++i)
-        expect_equal<R>(rs_out, i, reduced<R>(op, g_rank * count + i), "ReduceScatter " + tag);
+        expect_equal<R>(rs_out, i, reduced<R>(op, g_rank * count + i), "ReduceScatter", tag);
       if (op >= ncclNumOps) CHECK_NCCL(ncclRedOpDestroy(op, comm));
       cudaFree(device_scalar);
     }
@@ -218,7 +221,7 @@ void sweep_data_movement(ncclComm_t comm, ncclDataType_t dt, const char* tname, 
     T* out = in_place ? b.send : b.recv;
     CHECK_NCCL(ncclBroadcast(b.send, out, count, dt, root, comm, s));
     cudaStreamSynchronize(s);
-    for (size_t i = 0; i < count; ++i) expect_equal<R>(out, i, value<R>(root, i, tag_op), "Broadcast " + tag);
+    for (size_t i = 0; i < count; ++i) expect_equal<R>(out, i, value<R>(root, i, tag_op), "Broadcast", tag);
 
     // AllGather in place sends from the rank's own slice of the receive buffer.
     b.fill(tag_op, g_rank);
@@ -226,7 +229,7 @@ void sweep_data_movement(ncclComm_t comm, ncclDataType_t dt, const char* tname, 
     CHECK_NCCL(ncclAllGather(in_place ? b.recv + g_rank * count : b.send, b.recv, count, dt, comm, s));
     cudaStreamSynchronize(s);
     for (int j = 0; j < g_world; ++j)
-      for (size_t i = 0; i < count; ++i) expect_equal<R>(b.recv, j * count + i, value<R>(j, i, tag_op), "AllGather " + tag);
+      for (size_t i = 0; i < count; ++i) expect_equal<R>(b.recv, j * count + i, value<R>(j, i, tag_op), "AllGather", tag);
 
     b.fill(tag_op, g_rank);
     if (in_place && g_rank == root) std::memcpy(b.recv + g_rank * count, b.send, count * sizeof(T));
@@ -235,14 +238,14 @@ void sweep_data_movement(ncclComm_t comm, ncclDataType_t dt, const char* tname, 
     cudaStreamSynchronize(s);
     if (g_rank == root)
       for (int j = 0; j < g_world; ++j)
-        for (size_t i = 0; i < count; ++i) expect_equal<R>(b.recv, j * count + i, value<R>(j, i, tag_op), "Gather " + tag);
+        for (size_t i = 0; i < count; ++i) expect_equal<R>(b.recv, j * count + i, value<R>(j, i, tag_op), "Gather", tag);
 
     b.fill(tag_op, g_rank);
     T* scatter_dst = in_place && g_rank == root ? b.send + g_rank * count : b.recv;
     CHECK_NCCL(ncclScatter(b.send, scatter_dst, count, dt, root, comm, s));
     cudaStreamSynchronize(s);
     for (size_t i = 0; i < count; ++i)
-      expect_equal<R>(scatter_dst, i, value<R>(root, g_rank * count + i, tag_op), "Scatter " + tag);
+      expect_equal<R>(scatter_dst, i, value<R>(root, g_rank * count + i, tag_op), "Scatter", tag);
 
     if (!in_place) {  // NCCL defines no in-place AlltoAll
       b.fill(tag_op, g_rank);
@@ -250,7 +253,7 @@ void sweep_data_movement(ncclComm_t comm, ncclDataType_t dt, const char* tname, 
       cudaStreamSynchronize(s);
       for (int j = 0; j < g_world; ++j)
         for (size_t i = 0; i < count; ++i)
-          expect_equal<R>(b.recv, j * count + i, value<R>(j, g_rank * count + i, tag_op), "AlltoAll " + tag);
+          expect_equal<R>(b.recv, j * count + i, value<R>(j, g_rank * count + i, tag_op), "AlltoAll", tag);
     }
   }
 }

@@ -336,6 +336,24 @@ static float elapsed(cudaEvent_t a, cudaEvent_t b) {
   return ms;
 }
 
+/* An event may be destroyed while its recording is still queued and another stream waits on
+ * it: CUDA frees it once that work is done. (ThreadSanitizer saw the waiting stream read it
+ * after the runtime had freed it.) */
+static void destroy_pending_event(void) {
+  cudaStream_t recorder, waiter;
+  cudaEvent_t e;
+  OK(cudaStreamCreate(&recorder));
+  OK(cudaStreamCreate(&waiter));
+  OK(cudaEventCreate(&e));
+  OK(cudaLaunchHostFunc(recorder, sleep_30ms, NULL));
+  OK(cudaEventRecord(e, recorder));
+  OK(cudaStreamWaitEvent(waiter, e, 0));
+  OK(cudaEventDestroy(e));
+  OK(cudaStreamSynchronize(waiter));
+  OK(cudaStreamDestroy(waiter));
+  OK(cudaStreamDestroy(recorder));
+}
+
 /* Events report the stream's modeled clock by default: a 64 MiB copy over an H100's PCIe
  * takes a fraction of a millisecond to a few, three copies three times that, and a host
  * function's wall time counts for nothing. Paced mode also makes modeled time pass in wall
@@ -391,6 +409,7 @@ static void scenario_timing(void) {
   OK(cudaStreamDestroy(s));
   OK(cudaFree(d));
   OK(cudaFreeHost(h));
+  destroy_pending_event();
 }
 
 /* What nvcc's generated code calls at start-up, declared here (no header has them for C), so

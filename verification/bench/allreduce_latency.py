@@ -10,6 +10,7 @@ Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,
 """
 
 import argparse
+import os
 import shutil
 import subprocess
 import subprocess
@@ -57,7 +58,10 @@ def main():
     for world in map(int, a.ranks.split(",")):
         config = write_single_node_config(world, name="bench")
         with Coordinator(config, "unix") as coord:
-            env = rank_environment({}, "unix", coord.address, str(config))
+            # A clean environment, but for the sanitizer runtimes' options, which ranks built with
+            # FAKEGPU_SANITIZE need.
+            sanitizer_options = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")}
+            env = rank_environment(sanitizer_options, "unix", coord.address, str(config))
             env["PATH"] = "/usr/bin:/bin"
             for size in map(int, a.sizes.split(",")):
                 iters = 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)

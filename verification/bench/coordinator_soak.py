@@ -7,6 +7,7 @@ Usage: verification/bench/coordinator_soak.py [--ops 1000000] [--ranks 2]
 """
 
 import argparse
+import os
 import sys
 import tempfile
 import threading
@@ -45,7 +46,10 @@ def main():
                 samples.append(rss_kib(pid))
 
         threading.Thread(target=sample, daemon=True).start()
-        env = rank_environment({}, "unix", coord.address, config)
+        # A clean environment, but for the sanitizer runtimes' options, which ranks built with
+        # FAKEGPU_SANITIZE need.
+        sanitizer_options = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")}
+        env = rank_environment(sanitizer_options, "unix", coord.address, config)
         env["PATH"] = "/usr/bin:/bin"
         idf = Path(tempfile.mkdtemp(prefix="fakegpu-soak-")) / "id"
         start = time.monotonic()

@@ -253,7 +253,8 @@ nlohmann::json Job::status(Clock::time_point now) const {
       const auto& [src, dst, pair_seq] = key;
       const bool sender_waits = p.send_request != 0;
       waiting.push_back({{"operation", pair_seq},
-                         {"call", fmt::format("{} from rank {} to rank {}", describe_call(sender_waits ? p.send : p.recv), src, dst)},
+                         {"call", fmt::format("{} from rank {} to rank {}",
+                                              describe_call(sender_waits ? p.send : p.recv), src, dst)},
                          {"waiting_s", seconds_since(p.first_at, now)},
                          {"arrived", fmt::format("{}", sender_waits ? src : dst)},
                          {"missing_count", 1},
@@ -264,19 +265,22 @@ nlohmann::json Job::status(Clock::time_point now) const {
       continue;
     }
     if (comms.size() >= kMaxListedComms) continue;
-    json entry = {{"id", comm.id}, {"name", comm.name}, {"nranks", nranks}, {"completed", comm.collectives}, {"waiting", waiting}};
+    json entry = {{"id", comm.id}, {"name", comm.name}, {"nranks", nranks}, {"completed", comm.collectives},
+                  {"waiting", waiting}};
     if (!comm.failure.empty()) entry["failure"] = comm.failure;
     comms.push_back(entry);
   }
   json ranks = json::array();
+  int64_t connected = 0;
   for (const auto& [id, c] : clients_) {
-    if (!c.greeted || c.observer || ranks.size() >= kMaxListedRanks) continue;
-    ranks.push_back({{"global_rank", c.global_rank}, {"who", describe_client(id)}, {"doing", doing(id, all, now)}});
+    if (!c.greeted || c.observer) continue;
+    connected += !c.disconnected;
+    if (ranks.size() < kMaxListedRanks)
+      ranks.push_back({{"global_rank", c.global_rank}, {"who", describe_client(id)}, {"doing", doing(id, all, now)}});
   }
   return {{"uptime_s", std::chrono::duration<double>(std::chrono::system_clock::now() - started_).count()},
           {"world_size", cluster_.world_size()},
-          {"ranks_connected", std::count_if(clients_.begin(), clients_.end(),
-                                            [](const auto& c) { return c.second.greeted && !c.second.observer && !c.second.disconnected; })},
+          {"ranks_connected", connected},
           {"operations_completed", completed_ops_},
           {"modeled_ms", timeline_.makespan_us() / 1e3},
           {"rendezvous_timeout_s", rendezvous_timeout_.count() / 1000.0},

@@ -17,7 +17,8 @@ namespace {
 
 class Connection {
  public:
-  Connection(const Endpoint& endpoint, int timeout_ms) : where_(fmt::format("{}:{}", transport_name(endpoint.transport), endpoint.address)) {
+  Connection(const Endpoint& endpoint, int timeout_ms)
+      : where_(fmt::format("{}:{}", transport_name(endpoint.transport), endpoint.address)) {
     fd_ = connect_endpoint(endpoint);
     if (fd_ < 0) fail(std::strerror(errno));
     timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};

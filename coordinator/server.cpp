@@ -93,7 +93,7 @@ class SocketSession : public Server::Session {
       uint8_t* dst = in_header ? header_.data() + header_got_ : body_.data() + body_got_;
       size_t want = in_header ? header_.size() - header_got_ : body_.size() - body_got_;
       size_t take = std::min(want, rx_end_ - rx_begin_);
-      std::memcpy(dst, rx_.data() + rx_begin_, take);
+      if (take) std::memcpy(dst, rx_.data() + rx_begin_, take);  // an empty body has no data() to copy to
       rx_begin_ += take;
       (in_header ? header_got_ : body_got_) += take;
       want -= take;

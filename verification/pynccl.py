@@ -123,16 +123,20 @@ class Nccl:
         self.check(self.lib.ncclGroupEnd(), "ncclGroupEnd")
 
 
+def rank_preload() -> str:
+    """LD_PRELOAD for Python ranks. They load the libraries themselves, with ctypes: nothing of
+    ours to preload, only, in a sanitizer build, the sanitizer's runtime (test/CMakeLists.txt)."""
+    return os.environ.get("FAKEGPU_SANITIZER_PRELOAD", "")
+
+
 def run_ranks(script: str, world: int, timeout=120):
     """Runs `script --rank` as `world` processes against a new coordinator. Each process must
     call rank_main(); returns the list of results the rank functions returned."""
     tmp = Path(tempfile.mkdtemp(prefix="fakegpu-py-"))
     config = write_single_node_config(world, name=f"py-{world}")
     with Coordinator(config, "unix") as coord:
-        # The Python ranks load the libraries themselves, with ctypes: nothing of ours to preload,
-        # only, in a sanitizer build, the sanitizer's runtime (test/CMakeLists.txt).
         results = run_rank_processes(sys.executable, [script, "--rank", tmp], coord, world, timeout=timeout,
-                                     extra_env={"LD_PRELOAD": os.environ.get("FAKEGPU_SANITIZER_PRELOAD", "")})
+                                     extra_env={"LD_PRELOAD": rank_preload()})
     errors = [f"rank {r} exited with {p.returncode}:\n{p.stderr}" for r, p in enumerate(results) if p.returncode]
     if errors:
         raise AssertionError("\n".join(errors))

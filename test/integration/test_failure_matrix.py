@@ -13,7 +13,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verification"))
-from pynccl import DTYPES, NcclError, rank_main  # noqa: E402
+from pynccl import DTYPES, NcclError, rank_main, rank_preload  # noqa: E402
 from fakegpu.configs import write_single_node_config  # noqa: E402
 from fakegpu.coordinator import Coordinator  # noqa: E402
 from rank_jobs import run_rank_processes  # noqa: E402
@@ -69,7 +69,7 @@ def run(body, world, during=None):
         if during:
             threading.Thread(target=during, args=(coord, tmp), daemon=True).start()
         procs = run_rank_processes(sys.executable, [__file__, "--rank", tmp], coord, world, timeout=90,
-                                   extra_env={"LD_PRELOAD": "", "FAILURE_BODY": body,
+                                   extra_env={"LD_PRELOAD": rank_preload(), "FAILURE_BODY": body,
                                               "KILLED_MARKER": str(tmp / "killed")})
     results = {r: pickle.loads((tmp / f"result.{r}").read_bytes()) for r in range(world)
                if (tmp / f"result.{r}").exists()}

@@ -27,7 +27,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verification"))
-from pynccl import DTYPES, NcclError, rank_main  # noqa: E402
+from pynccl import DTYPES, NcclError, rank_main, rank_preload  # noqa: E402
 from rank_jobs import Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment  # noqa: E402
 from virtual_hosts import COORDINATOR_IP, VirtualHosts, missing_requirements  # noqa: E402
@@ -163,7 +163,7 @@ class MultiHostOverNamespaces(unittest.TestCase):
                                        prefix=self.hosts.exec_prefix(self.hosts.coordinator), env=env).start()
         self.addCleanup(self.coordinator.stop)
         ranks_env = rank_environment(env, "tcp", self.coordinator.address, self.coordinator.cluster_config)
-        ranks_env["LD_PRELOAD"] = ""  # the Python ranks load the libraries themselves
+        ranks_env["LD_PRELOAD"] = rank_preload()
         procs = []
         for rank in range(WORLD):
             node = node_of(rank)

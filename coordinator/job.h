@@ -239,9 +239,11 @@ class Job {
   void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
   void handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
                          uint64_t request_id);
+  // `now` is when the frame arrived, read once for the whole arrival.
   void handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, RankData data,
-                                 uint64_t request_id);
-  void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id);
+                                 uint64_t request_id, std::chrono::steady_clock::time_point now);
+  void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id,
+                  std::chrono::steady_clock::time_point now);
   // Points into one of the client's shared segments; throws RefError when the range is not there.
   uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes);
 

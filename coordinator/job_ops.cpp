@@ -129,15 +129,17 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
   }
   ++client.collectives;
   client.last_comm = msg.comm_id, client.last_seq = msg.seq, client.last_coll = msg.coll;
-  client.last_post_at = std::chrono::steady_clock::now();
+  // One clock reading per arrival: for where-is-it diagnoses, wait times and timeouts.
+  const auto now = std::chrono::steady_clock::now();
+  client.last_post_at = now;
   if (is_point_to_point(msg.coll))
-    handle_p2p(*comm, id, msg, std::move(data), request_id);
+    handle_p2p(*comm, id, msg, std::move(data), request_id, now);
   else
-    handle_collective_arrival(*comm, id, msg, std::move(data), request_id);
+    handle_collective_arrival(*comm, id, msg, std::move(data), request_id, now);
 }
 
 void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, RankData data,
-                                    uint64_t request_id) {
+                                    uint64_t request_id, std::chrono::steady_clock::time_point now) {
   const int nranks = static_cast<int>(comm.members.size());
   PendingOp& op = comm.ops[msg.seq];
   if (op.request_ids.empty()) {
@@ -146,7 +148,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.calls.resize(nranks);
     op.ranks.resize(nranks);
     op.arrived_at.resize(nranks);
-    op.first_at = std::chrono::steady_clock::now();
+    op.first_at = now;
     for (int r = 0; r < nranks; ++r)
       if (comm.members[r].destroyed) {
         fail_departed(comm, msg.seq, op, r);
@@ -160,7 +162,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   }
   op.request_ids[msg.rank] = request_id;
   op.calls[msg.rank] = describe_call(msg);
-  op.arrived_at[msg.rank] = std::chrono::steady_clock::now();
+  op.arrived_at[msg.rank] = now;
   ++op.arrived;
 
   if (!op.failure.empty()) {
@@ -233,7 +235,8 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   op.ranks.clear();  // releases socket-path bodies now
 }
 
-void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id) {
+void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id,
+                     std::chrono::steady_clock::time_point now) {
   const bool sending = msg.coll == CollType::kSend;
   const int src = sending ? msg.rank : msg.root;
   const int dst = sending ? msg.root : msg.rank;
@@ -250,11 +253,11 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
   (sending ? p.send : p.recv) = msg;
   (sending ? p.sender : p.receiver) = std::move(data);
   if (!p.send_request || !p.recv_request) {  // wait for the other side
-    p.first_at = std::chrono::steady_clock::now();
+    p.first_at = now;
     return;
   }
   clients_[comm.members[sending ? dst : src].client].wait_us +=
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p.first_at).count();
+      std::chrono::duration<double, std::micro>(now - p.first_at).count();
 
   const ClientId sender = comm.members[src].client, receiver = comm.members[dst].client;
   const char* kind = p.send.dtype != p.recv.dtype   ? "COLLECTIVE_DTYPE_MISMATCH"

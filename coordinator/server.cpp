@@ -124,7 +124,7 @@ class SocketSession : public Server::Session {
         try {
           header_decoded_ = wire::decode_header(header_.data());
           // A stranger gets no large buffer: only a greeted client may send bulk data.
-          if (!job_.greeted(id_) && header_decoded_.body_bytes > wire::kMaxFieldsBytes)
+          if (header_decoded_.body_bytes > wire::kMaxFieldsBytes && !job_.greeted(id_))
             throw wire::WireError(fmt::format("a {}-byte frame before the Hello", header_decoded_.body_bytes));
           if (header_decoded_.body_bytes > job_.max_buffer_bytes()) {
             discard_left_ = header_decoded_.body_bytes - header_decoded_.fields_bytes;

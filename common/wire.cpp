@@ -24,6 +24,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kSimulateDone: return "SimulateDone";
     case MsgType::kStatusQuery: return "StatusQuery";
     case MsgType::kStatusReply: return "StatusReply";
+    case MsgType::kOpenControlRing: return "OpenControlRing";
   }
   return "Unknown";
 }
@@ -382,6 +383,14 @@ Collective Collective::decode(Reader& r) {
   m.recv.segment = r.u64();
   m.recv.offset = r.u64();
   m.flags = r.u8();
+  return m;
+}
+
+void OpenControlRing::encode(Writer& w) const { w.u64(capacity); }
+
+OpenControlRing OpenControlRing::decode(Reader& r) {
+  OpenControlRing m;
+  m.capacity = r.u64();
   return m;
 }
 

@@ -16,7 +16,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 5;
+constexpr uint32_t kProtocolVersion = 6;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -49,8 +49,9 @@ enum class MsgType : uint16_t {
   kSimulateDone = 18,
   kStatusQuery = 19,
   kStatusReply = 20,
+  kOpenControlRing = 21,
 };
-constexpr MsgType kLastMsgType = MsgType::kStatusReply;
+constexpr MsgType kLastMsgType = MsgType::kOpenControlRing;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -412,6 +413,17 @@ struct StatusReply {
   static constexpr MsgType kType = MsgType::kStatusReply;
   void encode(Writer&) const {}
   static StatusReply decode(Reader&) { return {}; }
+};
+
+// Moves the rest of the conversation onto a control ring (control_ring.h) whose area's
+// descriptor travels with the frame (SCM_RIGHTS, unix sockets only). Answered over the socket
+// with Ack, after which both sides use the ring, or with Error, after which both keep to the
+// socket.
+struct OpenControlRing {
+  static constexpr MsgType kType = MsgType::kOpenControlRing;
+  uint64_t capacity = 0;  // bytes in each of the two rings
+  void encode(Writer& w) const;
+  static OpenControlRing decode(Reader& r);
 };
 
 // Encodes a message's fixed fields.

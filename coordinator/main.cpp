@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
       });
     };
     if (live) asio::post(io, tick);
-    io.run();
+    server.run();
     // Launchers such as timeout(1) signal the whole process group too: a second SIGTERM must
     // not cut the report short, so from here on stop signals are ignored.
     signals.clear();

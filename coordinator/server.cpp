@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+
+#include "control_ring.h"
 
 namespace fakegpu::coord {
 
@@ -23,6 +26,11 @@ class Server::Session : public std::enable_shared_from_this<Server::Session> {
   virtual void send(OutFrame frame) = 0;
   virtual void close_after_flush() = 0;
   virtual void close_now() = 0;
+  // For a client on a control ring: moves whatever frames are waiting in either direction;
+  // true when it moved any bytes.
+  virtual bool service() = 0;
+  virtual ControlArea* control_area() = 0;  // null until the client opens a control ring
+  virtual bool closed() const = 0;
 };
 
 namespace {
@@ -30,8 +38,13 @@ namespace {
 template <typename Socket>
 class SocketSession : public Server::Session {
  public:
-  SocketSession(Socket socket, ClientId id, Job& job, std::function<void(ClientId)> on_closed)
-      : socket_(std::move(socket)), id_(id), job_(job), on_closed_(std::move(on_closed)) {}
+  SocketSession(Socket socket, ClientId id, Job& job, std::function<void(ClientId)> on_closed,
+                std::function<void(std::shared_ptr<Session>)> on_ring_opened)
+      : socket_(std::move(socket)),
+        id_(id),
+        job_(job),
+        on_closed_(std::move(on_closed)),
+        on_ring_opened_(std::move(on_ring_opened)) {}
 
   void start() override {
     asio::error_code ec;
@@ -46,14 +59,32 @@ class SocketSession : public Server::Session {
     wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
                         q.frame.fields.size() + q.frame.bulk_bytes()};
     wire::encode_header(h, q.header.data());
+    if (ring_) {
+      ring_queue_.push_back(std::move(q));
+      flush_ring();
+      return;
+    }
     queue_.push_back(std::move(q));
     if (!writing_) write_next();
   }
 
   void close_after_flush() override {
     closing_ = true;
-    if (!writing_) close_now();
+    if (!writing_ && ring_queue_.empty()) close_now();
   }
+
+  bool service() override {
+    if (closed_ || !ring_) return false;
+    const uint64_t before = ring_bytes_in_;
+    drained_ = false;
+    read_available();
+    bool moved = ring_bytes_in_ != before;
+    if (!closed_) moved |= flush_ring();
+    return moved;
+  }
+
+  ControlArea* control_area() override { return ring_ ? ring_.area() : nullptr; }
+  bool closed() const override { return closed_; }
 
   void close_now() override {
     if (closed_) return;
@@ -64,6 +95,10 @@ class SocketSession : public Server::Session {
     // queue_ stays: a write still in flight points into its front frame until it completes.
     for (int fd : fds_) ::close(fd);
     fds_.clear();
+    if (ring_) {  // a rank asleep on the ring wakes, finds the socket closed and gives up
+      ring_.area()->rank_bell.fetch_add(1);
+      futex_wake_all(&ring_.area()->rank_bell);
+    }
     on_closed_(id_);
   }
 
@@ -73,14 +108,104 @@ class SocketSession : public Server::Session {
     OutFrame frame;
   };
 
+  // On a control ring the socket carries only doorbells, descriptors and the peer's closing.
   void wait_readable() {
     auto self = shared_from_this();
     socket_.async_wait(Socket::wait_read, [this, self](asio::error_code ec) {
       if (closed_) return;
       if (ec) return close_now();
       drained_ = false;
-      read_available();
+      if (!ring_) return read_available();
+      if (!drain_socket()) return;
+      service();
+      if (!closed_) wait_readable();
     });
+  }
+
+  // More bytes are needed than have arrived: on the socket, wait for them; on a ring, the
+  // server's loop calls service() again.
+  void await_more() {
+    if (!ring_) wait_readable();
+  }
+
+  // Reads the doorbell bytes on a ring client's socket, keeping any descriptors that came
+  // with them; false when the socket has closed.
+  bool drain_socket() {
+    uint8_t bells[256];
+    for (;;) {
+      ssize_t n = receive_from_socket(bells, sizeof bells);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) {
+        close_now();
+        return false;
+      }
+      if (static_cast<size_t>(n) < sizeof bells) return true;
+    }
+  }
+
+  // Switches this client onto the control ring whose area came with its OpenControlRing.
+  void open_ring(const wire::FrameHeader& header, const std::vector<uint8_t>& body, int fd) {
+    OutFrame reply;
+    reply.request_id = header.request_id;
+    try {
+      ControlMapping mapping;
+      if (fd >= 0) mapping = ControlMapping::map(std::exchange(fd, -1));
+      if (!job_.greeted(id_)) throw RingError("a control ring before the Hello");
+      if (ring_) throw RingError("a second control ring");
+      if (!mapping) throw RingError("no descriptor came with OpenControlRing");
+      if (rx_begin_ != rx_end_) throw RingError("frames sent behind OpenControlRing, before its answer");
+      auto msg = wire::decode_fields<wire::OpenControlRing>(body.data(), header.fields_bytes);
+      if (msg.capacity != mapping.capacity())
+        throw RingError(fmt::format("rings of {} bytes announced, {} mapped", msg.capacity, mapping.capacity()));
+      reply.type = wire::MsgType::kAck;
+      send(std::move(reply));  // the last frame on the socket
+      ring_ = std::move(mapping);
+      from_rank_ = ring_.to_coord();
+      to_rank_ = ring_.to_rank();
+      on_ring_opened_(shared_from_this());
+    } catch (const std::exception& e) {
+      if (fd >= 0) ::close(fd);
+      reply.type = wire::MsgType::kError;
+      reply.fields = wire::encode_fields(
+          wire::ErrorReply{static_cast<int32_t>(wire::Status::kInvalidUsage), fmt::format("control ring refused: {}", e.what())});
+      send(std::move(reply));
+    }
+  }
+
+  // Writes queued frames into the ring as far as it has room; true when any bytes went in.
+  bool flush_ring() {
+    size_t moved = 0;
+    try {
+      while (!ring_queue_.empty()) {
+        Queued& q = ring_queue_.front();
+        size_t skip = out_sent_;
+        bool full = false;
+        auto put = [&](const uint8_t* data, size_t size) {
+          if (full || skip >= size) {
+            skip -= std::min(skip, size);
+            return;
+          }
+          size_t n = to_rank_.write(data + skip, size - skip);
+          out_sent_ += n;
+          moved += n;
+          full = n < size - skip;
+          skip = 0;
+        };
+        put(q.header.data(), q.header.size());
+        put(q.frame.fields.data(), q.frame.fields.size());
+        for (const Bulk& b : q.frame.bulk) put(b.buffer->data() + b.offset, b.size);
+        if (full) break;
+        ring_queue_.pop_front();
+        out_sent_ = 0;
+      }
+    } catch (const RingError& e) {
+      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
+      close_now();
+      return false;
+    }
+    if (moved) wake_rank(ring_.area());
+    if (closing_ && ring_queue_.empty() && !writing_) close_now();
+    return moved > 0;
   }
 
   // Reads whatever has arrived and hands over every complete frame. Reads go through a buffer,
@@ -99,7 +224,7 @@ class SocketSession : public Server::Session {
       want -= take;
 
       if (want > 0) {
-        if (drained_) return wait_readable();  // the last read emptied the socket
+        if (drained_) return await_more();  // the last read emptied the socket
         const bool direct = !in_header && want >= rx_.size();
         if (!receive(direct ? dst + take : rx_.data(), direct ? want : rx_.size(), direct)) return;
         continue;
@@ -110,7 +235,7 @@ class SocketSession : public Server::Session {
         rx_begin_ += drop;
         discard_left_ -= drop;
         if (discard_left_ > 0) {
-          if (drained_) return wait_readable();
+          if (drained_) return await_more();
           if (!receive(rx_.data(), rx_.size(), false)) return;
           continue;
         }
@@ -142,21 +267,55 @@ class SocketSession : public Server::Session {
         }
         continue;
       }
-      // A whole frame: hand it over, with the descriptor that came with it.
+      // A whole frame: hand it over, with the descriptor that came with it. On a ring the
+      // descriptor went ahead on the socket, so it is there to be read.
+      const wire::MsgType type = header_decoded_.type;
       int fd = -1;
-      if (header_decoded_.type == wire::MsgType::kShareSegment && !fds_.empty()) {
-        fd = fds_.front();
-        fds_.pop_front();
+      if (type == wire::MsgType::kShareSegment || type == wire::MsgType::kOpenControlRing) {
+        if (fds_.empty() && ring_ && !drain_socket()) return;
+        if (!fds_.empty()) {
+          fd = fds_.front();
+          fds_.pop_front();
+        }
       }
       header_got_ = body_got_ = 0;
-      job_.on_frame(id_, header_decoded_, std::move(body_), fd);
-      body_ = {};
+      if (type == wire::MsgType::kOpenControlRing) {
+        open_ring(header_decoded_, body_, fd);
+        body_ = {};
+        if (ring_) return wait_readable();  // from now on the socket only rings the bell
+      } else {
+        job_.on_frame(id_, header_decoded_, std::move(body_), fd);
+        body_ = {};
+      }
       if (closing_ || closed_) return;
     }
   }
 
-  // One recvmsg into dst; false when reading must stop (closed, or nothing there: then it waits).
+  // One read into dst, from the ring or, without one, the socket; false when reading must stop
+  // (closed, or nothing there: then it waits).
   bool receive(uint8_t* dst, size_t len, bool direct) {
+    if (ring_) return receive_from_ring(dst, len, direct);
+    ssize_t n = receive_from_socket(dst, len);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_readable();
+      return false;
+    }
+    if (n <= 0) {
+      close_now();
+      return false;
+    }
+    drained_ = static_cast<size_t>(n) < len;  // a short read: nothing more is waiting
+    if (direct) {
+      body_got_ += static_cast<size_t>(n);
+    } else {
+      rx_begin_ = 0;
+      rx_end_ = static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // One recvmsg; descriptors sent alongside (SCM_RIGHTS, with ShareSegment) go to fds_.
+  ssize_t receive_from_socket(uint8_t* dst, size_t len) {
     iovec iov{dst, len};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
     msghdr msg{};
@@ -168,27 +327,35 @@ class SocketSession : public Server::Session {
     do {
       n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      wait_readable();
-      return false;
-    }
-    if (n <= 0) {
+    if (n > 0)
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+          for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            fds_.push_back(fd);
+          }
+    return n;
+  }
+
+  bool receive_from_ring(uint8_t* dst, size_t len, bool direct) {
+    size_t n;
+    try {
+      n = from_rank_.read(dst, len);
+    } catch (const RingError& e) {
+      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
       close_now();
       return false;
     }
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-          fds_.push_back(fd);
-        }
-    drained_ = static_cast<size_t>(n) < len;  // a short read: nothing more is waiting
+    if (n == 0) return false;
+    ring_bytes_in_ += n;
+    wake_rank(ring_.area());  // a writer of a large frame may wait for the room just made
+    drained_ = n < len;
     if (direct) {
-      body_got_ += static_cast<size_t>(n);
+      body_got_ += n;
     } else {
       rx_begin_ = 0;
-      rx_end_ = static_cast<size_t>(n);
+      rx_end_ = n;
     }
     return true;
   }
@@ -196,7 +363,7 @@ class SocketSession : public Server::Session {
   void write_next() {
     if (queue_.empty()) {
       writing_ = false;
-      if (closing_) close_now();
+      if (closing_ && ring_queue_.empty()) close_now();
       return;
     }
     writing_ = true;
@@ -218,6 +385,12 @@ class SocketSession : public Server::Session {
   ClientId id_;
   Job& job_;
   std::function<void(ClientId)> on_closed_;
+  std::function<void(std::shared_ptr<Session>)> on_ring_opened_;
+  ControlMapping ring_;  // set once the client has moved onto a control ring
+  ByteRing from_rank_, to_rank_;
+  uint64_t ring_bytes_in_ = 0;
+  std::deque<Queued> ring_queue_;  // frames for the ring, once it is open
+  size_t out_sent_ = 0;  // bytes of ring_queue_.front() already in the ring
   std::array<uint8_t, wire::kHeaderBytes> header_{};
   size_t header_got_ = 0;
   wire::FrameHeader header_decoded_;
@@ -330,13 +503,55 @@ void Server::accept_loop(Acceptor& acceptor) {
       }
       ClientId id = next_client_++;
       auto session = std::make_shared<SocketSession<typename Acceptor::protocol_type::socket>>(
-          std::move(socket), id, job_, [this](ClientId closed) { on_session_closed(closed); });
+          std::move(socket), id, job_, [this](ClientId closed) { on_session_closed(closed); },
+          [this](std::shared_ptr<Session> s) { ring_sessions_.push_back(std::move(s)); });
       sessions_[id] = session;
       job_.on_connect(id);
       session->start();
     }
     accept_loop(acceptor);
   });
+}
+
+// Between events the loop keeps polling the control rings for a short while, yielding the core
+// each time, because a rank's next frame usually follows within microseconds; sleeping and
+// being woken costs far more. Then it sleeps until a socket (doorbell included) or timer fires.
+void Server::run() {
+  constexpr auto kSpin = std::chrono::microseconds(100);
+  auto last_work = std::chrono::steady_clock::now();
+  while (!io_.stopped()) {
+    bool worked = io_.poll() > 0;
+    worked |= service_rings();
+    auto now = std::chrono::steady_clock::now();
+    if (worked) {
+      last_work = now;
+      continue;
+    }
+    if (!ring_sessions_.empty() && now - last_work < kSpin) {
+      sched_yield();
+      continue;
+    }
+    set_asleep(true);
+    if (!service_rings()) io_.run_one();
+    set_asleep(false);
+    last_work = std::chrono::steady_clock::now();
+  }
+}
+
+bool Server::service_rings() {
+  ring_sessions_.erase(std::remove_if(ring_sessions_.begin(), ring_sessions_.end(),
+                                      [](const std::shared_ptr<Session>& s) { return s->closed(); }),
+                       ring_sessions_.end());
+  bool moved = false;
+  for (size_t i = 0; i < ring_sessions_.size(); ++i) moved |= ring_sessions_[i]->service();
+  return moved;
+}
+
+void Server::set_asleep(bool asleep) {
+  for (auto& s : ring_sessions_)
+    if (ControlArea* area = s->control_area()) area->coord_asleep.store(asleep ? 1 : 0);
+  // Our store before our next look at the rings, as the ranks publish before they look at it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void Server::on_session_closed(ClientId id) {
@@ -362,6 +577,7 @@ void Server::stop() {
   if (tcp_acceptor_) tcp_acceptor_->close(ignored);
   auto sessions = sessions_;  // close_now() erases from sessions_
   for (auto& [id, s] : sessions) s->close_now();
+  ring_sessions_.clear();
   if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "endpoint.h"
 #include "job.h"
@@ -30,6 +31,8 @@ class Server : public Outbox {
   std::string bound_address() const { return bound_address_; }
   // Stops accepting and closes every connection; the Job keeps its state for the report.
   void stop();
+  // Runs the event loop until it is stopped, serving control-ring clients between events.
+  void run();
 
   void send(ClientId client, OutFrame frame) override;
   void disconnect(ClientId client) override;
@@ -44,6 +47,10 @@ class Server : public Outbox {
   void on_session_closed(ClientId id);
   // Wakes the job's rendezvous timeout check a few times per timeout period.
   void watch();
+  // Moves frames on every control ring; true when any bytes moved.
+  bool service_rings();
+  // Tells the ring clients whether this loop is about to sleep (they then ring the doorbell).
+  void set_asleep(bool asleep);
 
   asio::io_context& io_;
   Job job_;
@@ -52,6 +59,7 @@ class Server : public Outbox {
   std::string unix_path_;
   std::string bound_address_;
   std::map<ClientId, std::shared_ptr<Session>> sessions_;
+  std::vector<std::shared_ptr<Session>> ring_sessions_;  // sessions on a control ring, in opening order
   asio::steady_timer watchdog_;
   ClientId next_client_ = 1;
   bool stopped_ = false;

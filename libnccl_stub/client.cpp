@@ -1,6 +1,7 @@
 #include "client.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ std::shared_ptr<Client> Client::get(const Endpoint& endpoint) {
     std::shared_ptr<Client> client(new Client(endpoint));
     client->connect_with_retry();
     client->handshake();
+    client->open_control_ring();
     slot = client;
   }
   return slot;
@@ -84,8 +86,30 @@ void Client::handshake() {
   submit(hello)->reply<wire::Welcome>();  // throws the coordinator's refusal, if any
 }
 
+void Client::open_control_ring() {
+  const char* use = std::getenv("FAKEGPU_CONTROL_RING");
+  if (!can_share_ || (use && std::string(use) == "0")) return;
+  constexpr uint64_t kRingBytes = 256 * 1024;
+  ControlMapping mapping;
+  try {
+    mapping = ControlMapping::create(kRingBytes);
+  } catch (const RingError&) {
+    return;  // no shared memory here: the socket serves
+  }
+  auto req = submit_raw(wire::MsgType::kOpenControlRing, wire::encode_fields(wire::OpenControlRing{kRingBytes}),
+                        nullptr, 0, nullptr, 0, mapping.fd());
+  req->wait();
+  if (req->status_ != ncclSuccess) {
+    if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
+    return;  // refused (an older or stricter coordinator): the socket serves
+  }
+  ring_ = std::move(mapping);
+  to_coord_ = ring_.to_coord();
+  from_coord_ = ring_.to_rank();
+}
+
 std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
-                                            size_t bulk_bytes, void* reply_dst, size_t reply_capacity) {
+                                            size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd) {
   auto req = std::make_shared<Request>();
   req->owner_ = this;
   req->bulk_dst_ = reply_dst;
@@ -97,7 +121,7 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
     id = next_request_++;
     pending_[id] = req;
   }
-  write_frame(type, id, fields, bulk, bulk_bytes, -1);
+  write_frame(type, id, fields, bulk, bulk_bytes, fd);
   return req;
 }
 
@@ -130,6 +154,22 @@ void Client::write_frame(wire::MsgType type, uint64_t id, const std::vector<uint
                          size_t bulk_bytes, int fd) {
   uint8_t header[wire::kHeaderBytes];
   wire::encode_header({type, id, static_cast<uint32_t>(fields.size()), fields.size() + bulk_bytes}, header);
+  if (ring_) {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    try {
+      // A descriptor goes ahead on the socket, with one byte; the coordinator collects it from
+      // there when it reads this frame from the ring.
+      if (fd >= 0) send_descriptor(fd);
+      ring_write(header, sizeof header);
+      ring_write(fields.data(), fields.size());
+      ring_write(bulk, bulk_bytes);
+    } catch (const std::exception& e) {
+      std::string why = "lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + e.what();
+      fail_all(why);
+      throw NcclError(ncclSystemError, why);
+    }
+    return;
+  }
   iovec iov[3] = {{header, sizeof header},
                   {const_cast<uint8_t*>(fields.data()), fields.size()},
                   {const_cast<void*>(bulk), bulk_bytes}};
@@ -167,10 +207,86 @@ void Client::write_frame(wire::MsgType type, uint64_t id, const std::vector<uint
   }
 }
 
+void Client::send_descriptor(int fd) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) throw wire::WireError(std::string("cannot send a descriptor: ") + std::strerror(errno));
+}
+
+void Client::ring_write(const void* src, size_t n) {
+  auto* p = static_cast<const uint8_t*>(src);
+  while (n > 0) {
+    size_t put = to_coord_.write(p, n);
+    p += put;
+    n -= put;
+    if (put) ring_doorbell();
+    if (n) ring_wait([&] { return to_coord_.writable() > 0; });
+  }
+}
+
+void Client::ring_doorbell() {
+  ControlArea* area = ring_.area();
+  if (area->coord_asleep.load() == 0 || area->coord_asleep.exchange(0) == 0) return;
+  char bell = 0;
+  // A full socket already holds bells enough to wake the coordinator; a closed one shows on
+  // the next wait.
+  (void)::send(fd_, &bell, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+template <typename Ready>
+void Client::ring_wait(Ready ready) {
+  // Spinning pays off because the answer usually comes within microseconds; sched_yield hands
+  // the core to the coordinator or another rank meanwhile.
+  constexpr auto kSpin = std::chrono::microseconds(100);
+  const auto spin_end = std::chrono::steady_clock::now() + kSpin;
+  do {
+    if (ready()) return;
+    sched_yield();
+  } while (std::chrono::steady_clock::now() < spin_end);
+  ControlArea* area = ring_.area();
+  for (;;) {
+    uint32_t bell = area->rank_bell.load();
+    area->rank_asleep.store(1);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // see wake_rank
+    if (ready()) return;
+    futex_wait(&area->rank_bell, bell, std::chrono::milliseconds(100));
+    if (ready()) return;
+    // Woken or timed out with nothing to do: the coordinator may have gone. After the ring
+    // opened it writes nothing on the socket, so anything to read there is its closing.
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) throw wire::WireError("the coordinator closed the connection");
+  }
+}
+
 // Reads through a small buffer, so that a short reply (header and fields) costs one recv;
 // large payloads go from the socket straight to their destination.
 void Client::read_exact(void* dst, size_t n) {
   auto* p = static_cast<uint8_t*>(dst);
+  if (ring_) {
+    while (n > 0) {
+      size_t got = from_coord_.read(p, n);
+      p += got;
+      n -= got;
+      if (got) ring_doorbell();  // the coordinator may wait for this room to write more
+      if (n) ring_wait([&] { return from_coord_.readable() > 0; });
+    }
+    return;
+  }
   while (n > 0) {
     if (rx_begin_ < rx_end_) {
       size_t take = std::min(n, rx_end_ - rx_begin_);
@@ -181,7 +297,14 @@ void Client::read_exact(void* dst, size_t n) {
       continue;
     }
     const bool direct = n >= rx_.size();
-    ssize_t got = ::recv(fd_, direct ? p : rx_.data(), direct ? n : rx_.size(), 0);
+    ssize_t got = ::recv(fd_, direct ? p : rx_.data(), direct ? n : rx_.size(), MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // Sleep in poll, not in recv: a blocked recv is also woken each time the coordinator
+      // reads this socket's requests (write space); poll only when data arrives.
+      pollfd ready{fd_, POLLIN, 0};
+      ::poll(&ready, 1, -1);
+      continue;
+    }
     if (got < 0 && errno == EINTR) continue;
     if (got == 0) throw wire::WireError("the coordinator closed the connection");
     if (got < 0) throw wire::WireError(std::strerror(errno));
@@ -215,8 +338,12 @@ bool Client::poll(Request& req) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (req.done_ || reading_) return req.done_;
-    pollfd p{fd_, POLLIN, 0};
-    if (rx_begin_ == rx_end_ && ::poll(&p, 1, 0) <= 0) return false;  // nothing has arrived
+    if (ring_) {
+      if (from_coord_.readable() == 0) return false;
+    } else {
+      pollfd p{fd_, POLLIN, 0};
+      if (rx_begin_ == rx_end_ && ::poll(&p, 1, 0) <= 0) return false;  // nothing has arrived
+    }
     reading_ = true;
   }
   read_frame();  // a frame has started arriving: the rest follows at once

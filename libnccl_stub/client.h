@@ -1,7 +1,8 @@
 // The rank's persistent connection to the coordinator. Any thread may submit requests. There is
-// no receiver thread: a thread waiting for a reply reads the socket itself, handing frames that
-// answer other requests to their waiters, so a reply costs one wakeup. Bulk data is read
-// straight into the destination buffer the request named.
+// no receiver thread: a thread waiting for a reply reads the connection itself, handing frames
+// that answer other requests to their waiters, so a reply costs at most one wakeup. Bulk data is
+// read straight into the destination buffer the request named. On one host the frames travel
+// through a control ring in shared memory (control_ring.h) once the coordinator accepts one.
 #pragma once
 
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "control_ring.h"
 #include "endpoint.h"
 #include "errors.h"
 #include "wire.h"
@@ -89,12 +91,23 @@ class Client {
   void connect_with_retry();
   void handshake();
   std::shared_ptr<Request> submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
-                                      size_t bulk_bytes, void* reply_dst, size_t reply_capacity);
+                                      size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd = -1);
+  // Offers the coordinator a control ring; on refusal the connection stays on the socket.
+  void open_control_ring();
   // Writes one frame; fd, when not -1, travels with it as SCM_RIGHTS ancillary data.
   std::mutex share_mu_;  // one thread at a time sends a ShareSegment frame
   void write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
                    size_t bulk_bytes, int fd);
   void read_exact(void* dst, size_t n);
+  void ring_write(const void* src, size_t n);
+  // Sends fd over the socket with a single byte, ahead of the ring frame that names it.
+  void send_descriptor(int fd);
+  // Sends the coordinator a byte on the socket if it said it sleeps.
+  void ring_doorbell();
+  // Returns once ready() holds: spins briefly, then sleeps on the area's futex. Throws
+  // WireError when the coordinator has closed the connection meanwhile.
+  template <typename Ready>
+  void ring_wait(Ready ready);
   void fail_all(const std::string& why);
 
   Endpoint endpoint_;
@@ -111,6 +124,8 @@ class Client {
   std::string broken_;  // why the connection is gone, once it is
   std::set<uint64_t> shared_segments_;
   bool can_share_ = false;
+  ControlMapping ring_;  // set once the coordinator has accepted a control ring
+  ByteRing to_coord_, from_coord_;
 };
 
 }  // namespace fakegpu::stub

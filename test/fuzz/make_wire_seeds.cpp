@@ -88,6 +88,7 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
       {"hello_truncated.bin", truncated(frame(hello), 3)},
       {"hello_observer.bin", frame(observer)},
       {"status_query.bin", frame(StatusQuery{})},
+      {"open_control_ring.bin", frame(OpenControlRing{1 << 18})},
       {"status_reply.bin", frame(StatusReply{}, 2, 64)},
       {"welcome.bin", frame(Welcome{kProtocolVersion, 16, 7, "dev-cluster"})},
       {"error.bin", frame(ErrorReply{static_cast<int32_t>(Status::kInvalidUsage), "bad rank"})},

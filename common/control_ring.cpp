@@ -29,6 +29,7 @@ size_t ByteRing::write(const void* src, size_t n) {
   const uint64_t tail = indices_->tail.load(std::memory_order_acquire);
   if (head - tail > capacity_) throw RingError("control ring positions are corrupt");
   n = std::min<uint64_t>(n, capacity_ - (head - tail));
+  if (n == 0) return 0;  // full: leave the shared line alone
   const uint64_t at = head & (capacity_ - 1);
   const size_t first = std::min<uint64_t>(n, capacity_ - at);
   std::memcpy(data_ + at, src, first);
@@ -44,6 +45,7 @@ size_t ByteRing::read(void* dst, size_t n) {
   const uint64_t head = indices_->head.load(std::memory_order_acquire);
   if (head - tail > capacity_) throw RingError("control ring positions are corrupt");
   n = std::min<uint64_t>(n, head - tail);
+  if (n == 0) return 0;  // empty: leave the shared line alone
   const uint64_t at = tail & (capacity_ - 1);
   const size_t first = std::min<uint64_t>(n, capacity_ - at);
   std::memcpy(dst, data_ + at, first);

@@ -68,6 +68,7 @@ FrameHeader decode_header(const uint8_t in[kHeaderBytes]);
 // Little-endian field encoder.
 class Writer {
  public:
+  Writer() { bytes_.reserve(128); }  // every fixed-field message but Hello's strings fits
   void u8(uint8_t v) { bytes_.push_back(v); }
   void u32(uint32_t v) { put(v); }
   void i32(int32_t v) { put(static_cast<uint32_t>(v)); }
@@ -85,7 +86,9 @@ class Writer {
  private:
   template <typename T>
   void put(T v) {
-    for (size_t i = 0; i < sizeof(T); ++i) bytes_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    uint8_t le[sizeof(T)];
+    for (size_t i = 0; i < sizeof(T); ++i) le[i] = static_cast<uint8_t>(v >> (8 * i));
+    bytes_.insert(bytes_.end(), le, le + sizeof(T));
   }
   std::vector<uint8_t> bytes_;
 };

@@ -625,7 +625,8 @@ nlohmann::json Job::report() const {
   j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
                      {"socket_bytes", socket_bytes_},
                      {"payload_free_bytes", skipped_bytes_},
-                     {"segments_mapped", segments_mapped_}};
+                     {"segments_mapped", segments_mapped_},
+                     {"control_ring_clients", control_ring_clients_}};
 
   json ranks = json::array();
   for (const auto& [id, c] : clients_) {

@@ -70,6 +70,8 @@ class Job {
   void on_disconnect(ClientId client);
   // Until a client has said a valid Hello it may only send small frames.
   bool greeted(ClientId client) const;
+  // The transport moved this client's frames onto a control ring in shared memory.
+  void on_control_ring(ClientId) { ++control_ring_clients_; }
 
   uint64_t completed_operations() const { return completed_ops_; }
   size_t ranks_seen() const;
@@ -312,6 +314,7 @@ class Job {
   Trace trace_;
   // How the data moved: read and written in place in shared segments, or carried in frames.
   uint64_t shared_bytes_ = 0;
+  uint64_t control_ring_clients_ = 0;
   uint64_t socket_bytes_ = 0;
   uint64_t skipped_bytes_ = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
   uint64_t segments_mapped_ = 0;

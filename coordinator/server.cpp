@@ -162,6 +162,7 @@ class SocketSession : public Server::Session {
       ring_ = std::move(mapping);
       from_rank_ = ring_.to_coord();
       to_rank_ = ring_.to_rank();
+      job_.on_control_ring(id_);
       on_ring_opened_(shared_from_this());
     } catch (const std::exception& e) {
       if (fd >= 0) ::close(fd);

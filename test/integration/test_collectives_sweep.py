@@ -29,6 +29,8 @@ class CollectivesSweep(unittest.TestCase):
                 # cudaMalloc'd buffers are shared memory: no payload crosses the socket.
                 self.assertEqual(report["data_plane"]["socket_bytes"], 0)
                 self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)
+                # Each rank process exchanged its frames through a control ring.
+                self.assertEqual(report["data_plane"]["control_ring_clients"], world)
 
     def test_trace_links_every_send_to_its_recv(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-sweep-"))
@@ -54,6 +56,15 @@ class CollectivesSweep(unittest.TestCase):
             self.assertEqual(r.returncode, 0, f"rank {rank}:\n{r.stderr}")
         self.assertEqual(report["data_plane"]["shared_memory_bytes"], 0)
         self.assertGreater(report["data_plane"]["socket_bytes"], 0)
+        self.assertEqual(report["data_plane"]["control_ring_clients"], 0)
+
+    def test_frames_on_the_socket_give_the_same_results(self):
+        # FAKEGPU_CONTROL_RING=0: data still in shared memory, frames over the unix socket.
+        results, report = sweep(4, extra_env={"FAKEGPU_CONTROL_RING": "0"})
+        for rank, r in enumerate(results):
+            self.assertEqual(r.returncode, 0, f"rank {rank}:\n{r.stderr}")
+        self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)
+        self.assertEqual(report["data_plane"]["control_ring_clients"], 0)
 
     def test_large_counts(self):
         for rank, r in enumerate(sweep(2, "--big")[0]):

@@ -228,6 +228,7 @@ class MultiHostOverNamespaces(unittest.TestCase):
         self.assertTrue(report["coordinator"]["address"].startswith(COORDINATOR_IP + ":"))
         self.assertEqual(report["data_plane"]["shared_memory_bytes"], 0, "hosts share no memory")
         self.assertGreater(report["data_plane"]["socket_bytes"], 0)
+        self.assertEqual(report["data_plane"]["control_ring_clients"], 0, "rings are for one host")
         crossing = {(p["from"], p["to"]): p["bytes"] for p in report["node_pairs"]}
         self.assertGreater(crossing.get(("node0", "node1"), 0), 0, report["node_pairs"])
         self.assertGreater(crossing.get(("node1", "node0"), 0), 0, report["node_pairs"])

@@ -6,13 +6,15 @@ ratio says how far the data path is from it. Figures vary with machine load: com
 from one run, not absolute numbers across runs.
 With --compare-mpi, and mpicc and mpirun on the PATH, it also times MPI_Allreduce on the same
 machine in the same run (verification/bench/mpi_allreduce.c) and prints fakegpu's time over MPI's.
+With --compare-socket it also times each case with the frames on the unix socket instead of the
+control ring (FAKEGPU_CONTROL_RING=0).
 Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...] [--compare-mpi]
+       [--compare-socket]
 """
 
 import argparse
 import os
 import shutil
-import subprocess
 import subprocess
 import sys
 import tempfile
@@ -43,18 +45,32 @@ def mpi_median_us(binary, world, size, iters):
     return float(r.stdout.split()[2]) if r.returncode == 0 else None
 
 
+def fakegpu_median(env, world, size, iters):
+    """(median us, memcpy GB/s) from one run of the ranks, or None when they failed."""
+    out = Path(tempfile.mkdtemp()) / "out"
+    idf = out.parent / "id"
+    cmd = ["sh", "-c", f'"$0" "$@" > "{out}.$RANK"', str(built("allreduce_bench")), str(idf), str(size), str(iters)]
+    if run_ranks(cmd, [list(range(world))], env) != 0:
+        return None
+    fields = Path(f"{out}.0").read_text().split()
+    return float(fields[2]), float(fields[3])
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ranks", default="2,4,8,16")
     p.add_argument("--sizes", default="4,65536,1048576,16777216,67108864")
     p.add_argument("--compare-mpi", action="store_true")
+    p.add_argument("--compare-socket", action="store_true",
+                   help="also time each size with the frames on the unix socket (FAKEGPU_CONTROL_RING=0)")
     a = p.parse_args()
     failed = False
     mpi = mpi_binary() if a.compare_mpi else None
     if a.compare_mpi and not mpi:
         print("no mpicc/mpirun: MPI comparison skipped")
     print(f"{'ranks':>5} {'bytes':>10} {'median_us':>10} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
-          f"{'x_bound':>8}" + (f" {'mpi_us':>10} {'x_mpi':>6}" if mpi else ""))
+          f"{'x_bound':>8}" + (f" {'socket_us':>10}" if a.compare_socket else "") +
+          (f" {'mpi_us':>10} {'x_mpi':>6}" if mpi else ""))
     for world in map(int, a.ranks.split(",")):
         config = write_single_node_config(world, name="bench")
         with Coordinator(config, "unix") as coord:
@@ -64,20 +80,19 @@ def main():
             env = rank_environment(sanitizer_options, "unix", coord.address, str(config))
             env["PATH"] = "/usr/bin:/bin"
             for size in map(int, a.sizes.split(",")):
-                iters = 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)
-                out = Path(tempfile.mkdtemp()) / "out"
-                idf = out.parent / "id"
-                cmd = ["sh", "-c", f'"$0" "$@" > "{out}.$RANK"', str(built("allreduce_bench")), str(idf), str(size),
-                       str(iters)]
-                if run_ranks(cmd, [list(range(world))], env) != 0:
+                iters = 1000 if size <= 4096 else 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)
+                result = fakegpu_median(env, world, size, iters)
+                if not result:
                     print(f"{world:>5} {size:>10} FAILED")
                     failed = True
                     continue
-                fields = Path(f"{out}.0").read_text().split()
-                median, bw = float(fields[2]), float(fields[3])
+                median, bw = result
                 bound = world * size / (bw * 1e9) * 1e6
                 line = (f"{world:>5} {size:>10} {median:>10.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
                         f"{median / bound:>8.1f}")
+                if a.compare_socket:
+                    on_socket = fakegpu_median({**env, "FAKEGPU_CONTROL_RING": "0"}, world, size, iters)
+                    line += f" {on_socket[0]:>10.1f}" if on_socket else "     failed"
                 if mpi:
                     mpi_us = mpi_median_us(mpi, world, size, iters)
                     line += f" {mpi_us:>10.1f} {median / mpi_us:>6.2f}" if mpi_us else "     failed"

@@ -99,9 +99,11 @@ void Client::open_control_ring() {
   auto req = submit_raw(wire::MsgType::kOpenControlRing, wire::encode_fields(wire::OpenControlRing{kRingBytes}),
                         nullptr, 0, nullptr, 0, mapping.fd());
   req->wait();
-  if (req->status_ != ncclSuccess) {
-    if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
-    return;  // refused (an older or stricter coordinator): the socket serves
+  try {
+    req->check();
+  } catch (const NcclError&) {
+    if (connection_lost()) throw;
+    return;  // refused: the socket serves
   }
   ring_ = std::move(mapping);
   to_coord_ = ring_.to_coord();

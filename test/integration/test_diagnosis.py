@@ -4,10 +4,13 @@
 - a cross-communicator deadlock is named and broken: both ranks get an error, not a hang;
 - over tcp a token is required off loopback, and a client without it is refused;
 - a stranger's oversized first frame closes only its own connection, and a client that stalls
-  in the middle of a frame holds up nobody else."""
+  in the middle of a frame holds up nobody else;
+- a control ring offered without a usable shared-memory area is refused with a reason, and the
+  client stays on its socket."""
 
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -25,6 +28,8 @@ from fakegpu.paths import SetupError, built  # noqa: E402
 I32 = DTYPES["int32"][1]
 COORDINATOR = str(built("fakegpu-coordinator"))
 DEADLOCK_MS = 1000
+PROTOCOL_VERSION = int(re.search(r"kProtocolVersion = (\d+);",
+                                 (Path(__file__).resolve().parents[2] / "common/wire.h").read_text()).group(1))
 
 
 def status(transport, address, *extra, env=None):
@@ -151,6 +156,41 @@ class Lockdown(unittest.TestCase):
                 out = status("unix", coord.address)
                 self.assertEqual(out.returncode, 0, out.stderr)
                 self.assertIn("0 of 2 ranks connected", out.stdout)
+
+    def test_a_bad_control_ring_offer_is_refused_clearly(self):
+        def frame(msg_type, request_id, fields):
+            return struct.pack("<IIIIQQ", 0x55504746, msg_type, len(fields), 0, request_id, len(fields)) + fields
+
+        def read_frame(s):
+            header = s.recv(32, socket.MSG_WAITALL)
+            _, msg_type, fields_bytes, _, request_id, body_bytes = struct.unpack("<IIIIQQ", header)
+            return msg_type, request_id, s.recv(body_bytes, socket.MSG_WAITALL)
+
+        hello = struct.pack("<IiiI", PROTOCOL_VERSION, 0, 2, os.getpid()) + struct.pack("<I", 4) + b"test" + \
+            b"\x00" + struct.pack("<I", 0)
+        offer = struct.pack("<Q", 4096)  # OpenControlRing: the capacity of each ring
+        with Coordinator(self.config, "unix") as coord, socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(10)
+            s.connect(coord.address)
+            s.sendall(frame(1, 1, hello))
+            self.assertEqual(read_frame(s)[0], 2, "Welcome")
+            # No descriptor with the offer.
+            s.sendall(frame(21, 2, offer))
+            msg_type, request_id, body = read_frame(s)
+            self.assertEqual((msg_type, request_id), (3, 2), "an Error answering the offer")
+            self.assertIn(b"control ring refused: no descriptor came with OpenControlRing", body)
+            # A memfd that is not sealed at its size could shrink under the coordinator.
+            fd = os.memfd_create("not-sealed")
+            os.ftruncate(fd, 4096 + 2 * 4096)
+            socket.send_fds(s, [frame(21, 3, offer)], [fd])
+            os.close(fd)
+            msg_type, request_id, body = read_frame(s)
+            self.assertEqual((msg_type, request_id), (3, 3))
+            self.assertIn(b"not sealed at its size", body)
+            # The connection stays on the socket and keeps working.
+            self.assertEqual(status("unix", coord.address).returncode, 0)
+            s.sendall(frame(21, 4, offer))
+            self.assertEqual(read_frame(s)[:2], (3, 4))
 
 
 if __name__ == "__main__":

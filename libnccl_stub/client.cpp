@@ -24,6 +24,17 @@ int connect_timeout_ms() {
   return ms > 0 ? ms : 20000;
 }
 
+// Makes fd travel with msg as SCM_RIGHTS ancillary data; control holds CMSG_SPACE(sizeof(int)).
+void attach_descriptor(msghdr& msg, char* control, int fd) {
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int));
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+}
+
 }  // namespace
 
 void Request::wait() { owner_->wait_for(*this); }
@@ -182,15 +193,7 @@ void Client::write_frame(wire::MsgType type, uint64_t id, const std::vector<uint
     msghdr msg{};
     msg.msg_iov = iov + index;
     msg.msg_iovlen = 3 - index;
-    if (fd >= 0) {  // attached to the first bytes of the frame only
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
+    if (fd >= 0) attach_descriptor(msg, control, fd);  // to the first bytes of the frame only
     ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -216,13 +219,7 @@ void Client::send_descriptor(int fd) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  attach_descriptor(msg, control, fd);
   ssize_t n;
   do {
     n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);

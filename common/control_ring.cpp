@@ -23,12 +23,16 @@ constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 }  // namespace
 
+uint64_t ByteRing::in_use(uint64_t head, uint64_t tail) const {
+  if (head - tail > capacity_) throw RingError("control ring positions are corrupt");
+  return head - tail;
+}
+
 size_t ByteRing::write(const void* src, size_t n) {
   if (n == 0) return 0;
   const uint64_t head = indices_->head.load(std::memory_order_relaxed);
   const uint64_t tail = indices_->tail.load(std::memory_order_acquire);
-  if (head - tail > capacity_) throw RingError("control ring positions are corrupt");
-  n = std::min<uint64_t>(n, capacity_ - (head - tail));
+  n = std::min<uint64_t>(n, capacity_ - in_use(head, tail));
   if (n == 0) return 0;  // full: leave the shared line alone
   const uint64_t at = head & (capacity_ - 1);
   const size_t first = std::min<uint64_t>(n, capacity_ - at);
@@ -43,8 +47,7 @@ size_t ByteRing::read(void* dst, size_t n) {
   if (n == 0) return 0;
   const uint64_t tail = indices_->tail.load(std::memory_order_relaxed);
   const uint64_t head = indices_->head.load(std::memory_order_acquire);
-  if (head - tail > capacity_) throw RingError("control ring positions are corrupt");
-  n = std::min<uint64_t>(n, head - tail);
+  n = std::min<uint64_t>(n, in_use(head, tail));
   if (n == 0) return 0;  // empty: leave the shared line alone
   const uint64_t at = tail & (capacity_ - 1);
   const size_t first = std::min<uint64_t>(n, capacity_ - at);
@@ -55,17 +58,11 @@ size_t ByteRing::read(void* dst, size_t n) {
 }
 
 uint64_t ByteRing::readable() const {
-  const uint64_t head = indices_->head.load(std::memory_order_acquire);
-  const uint64_t tail = indices_->tail.load(std::memory_order_relaxed);
-  if (head - tail > capacity_) throw RingError("control ring positions are corrupt");
-  return head - tail;
+  return in_use(indices_->head.load(std::memory_order_acquire), indices_->tail.load(std::memory_order_relaxed));
 }
 
 uint64_t ByteRing::writable() const {
-  const uint64_t head = indices_->head.load(std::memory_order_relaxed);
-  const uint64_t tail = indices_->tail.load(std::memory_order_acquire);
-  if (head - tail > capacity_) throw RingError("control ring positions are corrupt");
-  return capacity_ - (head - tail);
+  return capacity_ - in_use(indices_->head.load(std::memory_order_relaxed), indices_->tail.load(std::memory_order_acquire));
 }
 
 ControlMapping ControlMapping::create(uint64_t capacity) {

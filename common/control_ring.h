@@ -48,6 +48,9 @@ struct ControlArea {
 static_assert(sizeof(ControlArea) <= ControlArea::kBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
 
+// How long either side keeps polling its ring after its last work before it sleeps.
+constexpr std::chrono::microseconds kRingSpin{100};
+
 // One direction of the exchange, seen from one side. The indices live in shared memory and the
 // peer may be buggy: a position that cannot be right throws RingError.
 class ByteRing {
@@ -63,6 +66,8 @@ class ByteRing {
   uint64_t writable() const;
 
  private:
+  // Bytes between the positions; throws when they cannot be right.
+  uint64_t in_use(uint64_t head, uint64_t tail) const;
   RingIndices* indices_ = nullptr;
   uint8_t* data_ = nullptr;
   uint64_t capacity_ = 0;

@@ -79,6 +79,7 @@ class SocketSession : public Server::Session {
     drained_ = false;
     read_available();
     bool moved = ring_bytes_in_ != before;
+    if (moved && !closed_) wake_rank(ring_.area());  // a writer of a large frame may wait for the room made
     if (!closed_) moved |= flush_ring();
     return moved;
   }
@@ -350,7 +351,6 @@ class SocketSession : public Server::Session {
     }
     if (n == 0) return false;
     ring_bytes_in_ += n;
-    wake_rank(ring_.area());  // a writer of a large frame may wait for the room just made
     drained_ = n < len;
     if (direct) {
       body_got_ += n;
@@ -518,7 +518,6 @@ void Server::accept_loop(Acceptor& acceptor) {
 // each time, because a rank's next frame usually follows within microseconds; sleeping and
 // being woken costs far more. Then it sleeps until a socket (doorbell included) or timer fires.
 void Server::run() {
-  constexpr auto kSpin = std::chrono::microseconds(100);
   auto last_work = std::chrono::steady_clock::now();
   while (!io_.stopped()) {
     bool worked = io_.poll() > 0;
@@ -528,7 +527,7 @@ void Server::run() {
       last_work = now;
       continue;
     }
-    if (!ring_sessions_.empty() && now - last_work < kSpin) {
+    if (!ring_sessions_.empty() && now - last_work < kRingSpin) {
       sched_yield();
       continue;
     }

@@ -251,8 +251,7 @@ template <typename Ready>
 void Client::ring_wait(Ready ready) {
   // Spinning pays off because the answer usually comes within microseconds; sched_yield hands
   // the core to the coordinator or another rank meanwhile.
-  constexpr auto kSpin = std::chrono::microseconds(100);
-  const auto spin_end = std::chrono::steady_clock::now() + kSpin;
+  const auto spin_end = std::chrono::steady_clock::now() + kRingSpin;
   do {
     if (ready()) return;
     sched_yield();

@@ -25,6 +25,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kStatusQuery: return "StatusQuery";
     case MsgType::kStatusReply: return "StatusReply";
     case MsgType::kOpenControlRing: return "OpenControlRing";
+    case MsgType::kPayloadChunk: return "PayloadChunk";
   }
   return "Unknown";
 }
@@ -128,6 +129,7 @@ void Hello::encode(Writer& w) const {
   w.str(hostname);
   w.u8(static_cast<uint8_t>(role));
   w.str(token);
+  w.u64(chunk_bytes);
 }
 Hello Hello::decode(Reader& r) {
   Hello m;
@@ -143,6 +145,7 @@ Hello Hello::decode(Reader& r) {
   if (role > static_cast<uint8_t>(ClientRole::kObserver)) throw WireError("Hello names unknown role " + std::to_string(role));
   m.role = static_cast<ClientRole>(role);
   m.token = r.str();
+  m.chunk_bytes = r.u64();
   return m;
 }
 
@@ -391,6 +394,17 @@ void OpenControlRing::encode(Writer& w) const { w.u64(capacity); }
 OpenControlRing OpenControlRing::decode(Reader& r) {
   OpenControlRing m;
   m.capacity = r.u64();
+  return m;
+}
+
+void PayloadChunk::encode(Writer& w) const {
+  w.u64(offset);
+  w.u64(total);
+}
+PayloadChunk PayloadChunk::decode(Reader& r) {
+  PayloadChunk m;
+  m.offset = r.u64();
+  m.total = r.u64();
   return m;
 }
 

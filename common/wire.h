@@ -16,7 +16,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 6;
+constexpr uint32_t kProtocolVersion = 7;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -50,8 +50,9 @@ enum class MsgType : uint16_t {
   kStatusQuery = 19,
   kStatusReply = 20,
   kOpenControlRing = 21,
+  kPayloadChunk = 22,
 };
-constexpr MsgType kLastMsgType = MsgType::kOpenControlRing;
+constexpr MsgType kLastMsgType = MsgType::kPayloadChunk;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -148,6 +149,9 @@ struct Hello {
   std::string hostname;
   ClientRole role = ClientRole::kRank;
   std::string token;  // FAKEGPU_COORDINATOR_TOKEN; required when the coordinator has one
+  // Largest piece of bulk data the client takes in one frame (FAKEGPU_STAGING_CHUNK_BYTES); 0
+  // when it reads only whole frames (an observer). See PayloadChunk.
+  uint64_t chunk_bytes = 0;
   void encode(Writer& w) const;
   static Hello decode(Reader& r);
 };
@@ -427,6 +431,21 @@ struct OpenControlRing {
   uint64_t capacity = 0;  // bytes in each of the two rings
   void encode(Writer& w) const;
   static OpenControlRing decode(Reader& r);
+};
+
+// Bulk data larger than the receiver's chunk size (Hello::chunk_bytes) is streamed: the sender
+// writes all but the last piece as PayloadChunk frames carrying the request id of the message
+// they belong to, in order, then the message itself with the last piece as its bulk. Every
+// other frame still arrives whole, and frames of other requests may come between the pieces.
+// The receiver reads each piece straight into place.
+constexpr uint64_t kMinChunkBytes = 4096;
+constexpr uint64_t kDefaultChunkBytes = uint64_t{1} << 20;
+struct PayloadChunk {
+  static constexpr MsgType kType = MsgType::kPayloadChunk;
+  uint64_t offset = 0;  // of this piece in the message's bulk data
+  uint64_t total = 0;   // bytes of bulk data in the whole message, the last piece included
+  void encode(Writer& w) const;
+  static PayloadChunk decode(Reader& r);
 };
 
 // Encodes a message's fixed fields.

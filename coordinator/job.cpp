@@ -132,6 +132,11 @@ std::string Job::describe_client(ClientId id) const {
   return fmt::format("global rank {} (pid {} on {})", c.global_rank, c.hello.pid, c.hello.hostname);
 }
 
+uint64_t Job::chunk_bytes_of(ClientId id) const {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? 0 : it->second.hello.chunk_bytes;
+}
+
 void Job::on_connect(ClientId client) { clients_[client]; }
 
 bool Job::greeted(ClientId client) const {
@@ -139,7 +144,8 @@ bool Job::greeted(ClientId client) const {
   return it != clients_.end() && it->second.greeted;
 }
 
-void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd) {
+void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd,
+                   std::shared_ptr<std::vector<uint8_t>> payload) {
   Client& client = clients_[id];
   // Closes the descriptor unless a handler (only ShareSegment's) takes it.
   struct FdOwner {
@@ -150,7 +156,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
   } owned{fd};
   try {
     if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
-    if (header.type != wire::MsgType::kCollective && header.bulk_bytes() != 0)
+    if (header.type != wire::MsgType::kCollective && (header.bulk_bytes() != 0 || payload))
       throw wire::WireError(fmt::format("{} frame carries unexpected bulk data", wire::msg_type_name(header.type)));
     auto fields = [&](auto tag) { return wire::decode_fields<decltype(tag)>(body.data(), header.fields_bytes); };
     if (!client.greeted) {
@@ -181,7 +187,12 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       }
       case wire::MsgType::kCollective: {
         auto msg = fields(wire::Collective{});
-        handle_collective(id, msg, std::move(body), header.fields_bytes, header.request_id);
+        size_t bulk_offset = 0;
+        if (!payload && header.bulk_bytes() != 0) {
+          bulk_offset = header.fields_bytes;
+          payload = std::make_shared<std::vector<uint8_t>>(std::move(body));
+        }
+        handle_collective(id, msg, std::move(payload), bulk_offset, header.request_id);
         break;
       }
       default:
@@ -209,6 +220,13 @@ void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, ui
     reply_error(id, request_id, Status::kInvalidUsage,
                 hello.token.empty() ? "this coordinator requires a token: set FAKEGPU_COORDINATOR_TOKEN to its value"
                                     : "FAKEGPU_COORDINATOR_TOKEN does not match the coordinator's token");
+    out_.disconnect(id);
+    return;
+  }
+  if (hello.chunk_bytes != 0 && hello.chunk_bytes < wire::kMinChunkBytes) {
+    reply_error(id, request_id, Status::kInvalidArgument,
+                fmt::format("FAKEGPU_STAGING_CHUNK_BYTES of {} is below the minimum of {} bytes", hello.chunk_bytes,
+                            wire::kMinChunkBytes));
     out_.disconnect(id);
     return;
   }
@@ -626,7 +644,9 @@ nlohmann::json Job::report() const {
                      {"socket_bytes", socket_bytes_},
                      {"payload_free_bytes", skipped_bytes_},
                      {"segments_mapped", segments_mapped_},
-                     {"control_ring_clients", control_ring_clients_}};
+                     {"control_ring_clients", control_ring_clients_},
+                     {"payload_chunks_in", payload_chunks_in_},
+                     {"payload_chunks_out", payload_chunks_out_}};
 
   json ranks = json::array();
   for (const auto& [id, c] : clients_) {

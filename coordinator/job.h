@@ -36,6 +36,7 @@ struct OutFrame {
   uint64_t request_id = 0;
   std::vector<uint8_t> fields;
   std::vector<Bulk> bulk;  // written back to back: a gather's reply points into every rank's data
+  uint64_t chunk_bytes = 0;  // the client's Hello::chunk_bytes: more bulk than this goes in pieces
   uint64_t bulk_bytes() const;
 };
 
@@ -61,7 +62,10 @@ class Job {
   void on_connect(ClientId client);
   // Takes the body by value: a collective's socket-path data is used in place. fd is the file
   // descriptor that came with the frame (ShareSegment), or -1; the Job takes ownership of it.
-  void on_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd = -1);
+  // A message whose bulk data came in PayloadChunk pieces has only its fields in the body, and
+  // its bulk data in `payload`.
+  void on_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> body, int fd = -1,
+                std::shared_ptr<std::vector<uint8_t>> payload = nullptr);
   // A frame whose body exceeded max_buffer_bytes(): only its fields were kept, the rest dropped.
   void on_oversized_frame(ClientId client, const wire::FrameHeader& header, std::vector<uint8_t> fields);
   // The most the coordinator buffers for one frame or one reply: half the memory available at
@@ -72,6 +76,11 @@ class Job {
   bool greeted(ClientId client) const;
   // The transport moved this client's frames onto a control ring in shared memory.
   void on_control_ring(ClientId) { ++control_ring_clients_; }
+  // PayloadChunk frames that came in, or went out, for the report.
+  void count_payload_chunks(uint64_t in, uint64_t out) {
+    payload_chunks_in_ += in;
+    payload_chunks_out_ += out;
+  }
 
   uint64_t completed_operations() const { return completed_ops_; }
   size_t ranks_seen() const;
@@ -239,8 +248,9 @@ class Job {
   void handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd);
   void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
   void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
-  void handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
-                         uint64_t request_id);
+  // The send data, when the frame carries it, is in `data` from bulk_offset to the end.
+  void handle_collective(ClientId id, const wire::Collective& msg, std::shared_ptr<std::vector<uint8_t>> data,
+                         size_t bulk_offset, uint64_t request_id);
   // `now` is when the frame arrived, read once for the whole arrival.
   void handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, RankData data,
                                  uint64_t request_id, std::chrono::steady_clock::time_point now);
@@ -292,6 +302,7 @@ class Job {
   void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
   void reply_error(ClientId client, uint64_t request_id, wire::Status code, const std::string& message);
   std::string describe_client(ClientId id) const;
+  uint64_t chunk_bytes_of(ClientId id) const;
 
   ClusterConfig cluster_;
   planner::Topology topology_;
@@ -315,6 +326,7 @@ class Job {
   // How the data moved: read and written in place in shared segments, or carried in frames.
   uint64_t shared_bytes_ = 0;
   uint64_t control_ring_clients_ = 0;
+  uint64_t payload_chunks_in_ = 0, payload_chunks_out_ = 0;
   uint64_t socket_bytes_ = 0;
   uint64_t skipped_bytes_ = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
   uint64_t segments_mapped_ = 0;
@@ -340,6 +352,7 @@ void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vecto
   frame.request_id = request_id;
   frame.fields = wire::encode_fields(msg);
   frame.bulk = std::move(bulk);
+  frame.chunk_bytes = chunk_bytes_of(client);
   out_.send(client, std::move(frame));
 }
 

@@ -79,8 +79,8 @@ uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes
   return it->second->base() + ref.offset;
 }
 
-void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vector<uint8_t> body, size_t bulk_offset,
-                            uint64_t request_id) {
+void Job::handle_collective(ClientId id, const wire::Collective& msg, std::shared_ptr<std::vector<uint8_t>> data,
+                            size_t bulk_offset, uint64_t request_id) {
   Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id, is_point_to_point(msg.coll) ? nullptr : &msg.seq);
   if (!comm) return;
   const int nranks = static_cast<int>(comm->members.size());
@@ -101,28 +101,28 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
       std::max(shape.send_elems, shape.recv_elems) > UINT64_MAX / elem)
     throw wire::WireError(fmt::format("{} from rank {} overflows", describe_call(msg), msg.rank));
   const uint64_t send_bytes = shape.send_elems * elem, recv_bytes = shape.recv_elems * elem;
-  const uint64_t bulk = body.size() - bulk_offset;
+  const uint64_t bulk = data ? data->size() - bulk_offset : 0;
   const uint64_t expected = msg.send.shared() || payload_free(msg) ? 0 : send_bytes;
   if (bulk != expected)
     throw wire::WireError(fmt::format("{} from rank {} carries {} bytes of data, expected {}", describe_call(msg),
                                       msg.rank, bulk, expected));
 
   Client& client = clients_[id];
-  RankData data;
-  data.scalar = msg.scalar;
+  RankData rank;
+  rank.scalar = msg.scalar;
   if (payload_free(msg)) {
     skipped_bytes_ += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
   } else {
     try {
-      if (msg.send.shared() && send_bytes) data.in = resolve(client, msg.send, send_bytes);
-      if (msg.recv.shared() && recv_bytes) data.out = resolve(client, msg.recv, recv_bytes);
+      if (msg.send.shared() && send_bytes) rank.in = resolve(client, msg.send, send_bytes);
+      if (msg.recv.shared() && recv_bytes) rank.out = resolve(client, msg.recv, recv_bytes);
     } catch (const RefError& e) {
       reply_error(id, request_id, Status::kInvalidArgument, fmt::format("{}: {}", describe_call(msg), e.what()));
       return;
     }
     if (!msg.send.shared() && send_bytes) {
-      data.body = std::make_shared<std::vector<uint8_t>>(std::move(body));
-      data.in = data.body->data() + bulk_offset;
+      rank.body = std::move(data);
+      rank.in = rank.body->data() + bulk_offset;
     }
     (msg.send.shared() ? shared_bytes_ : socket_bytes_) += send_bytes;
     (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
@@ -133,9 +133,9 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::vecto
   const auto now = std::chrono::steady_clock::now();
   client.last_post_at = now;
   if (is_point_to_point(msg.coll))
-    handle_p2p(*comm, id, msg, std::move(data), request_id, now);
+    handle_p2p(*comm, id, msg, std::move(rank), request_id, now);
   else
-    handle_collective_arrival(*comm, id, msg, std::move(data), request_id, now);
+    handle_collective_arrival(*comm, id, msg, std::move(rank), request_id, now);
 }
 
 void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collective& msg, RankData data,

@@ -12,8 +12,10 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <list>
 
 #include "control_ring.h"
+#include "payload_stream.h"
 
 namespace fakegpu::coord {
 
@@ -44,7 +46,8 @@ class SocketSession : public Server::Session {
         id_(id),
         job_(job),
         on_closed_(std::move(on_closed)),
-        on_ring_opened_(std::move(on_ring_opened)) {}
+        on_ring_opened_(std::move(on_ring_opened)),
+        assembler_(job.max_buffer_bytes()) {}
 
   void start() override {
     asio::error_code ec;
@@ -54,18 +57,26 @@ class SocketSession : public Server::Session {
 
   void send(OutFrame frame) override {
     if (closed_) return;
-    Queued q;
-    q.frame = std::move(frame);
-    wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
-                        q.frame.fields.size() + q.frame.bulk_bytes()};
-    wire::encode_header(h, q.header.data());
-    if (ring_) {
-      ring_queue_.push_back(std::move(q));
-      flush_ring();
-      return;
+    const uint64_t chunk_bytes = frame.chunk_bytes;
+    std::vector<OutFrame> frames = split_frame(std::move(frame), chunk_bytes);
+    const bool pieces = frames.size() > 1;
+    if (pieces) job_.count_payload_chunks(0, frames.size() - 1);
+    for (OutFrame& f : frames) {
+      Queued q;
+      q.frame = std::move(f);
+      q.piece = pieces;
+      wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
+                          q.frame.fields.size() + q.frame.bulk_bytes()};
+      wire::encode_header(h, q.header.data());
+      if (ring_)
+        enqueue(ring_queue_, std::move(q), out_sent_ > 0);
+      else
+        enqueue(queue_, std::move(q), writing_);
     }
-    queue_.push_back(std::move(q));
-    if (!writing_) write_next();
+    if (ring_)
+      flush_ring();
+    else if (!writing_)
+      write_next();
   }
 
   void close_after_flush() override {
@@ -107,7 +118,20 @@ class SocketSession : public Server::Session {
   struct Queued {
     std::array<uint8_t, wire::kHeaderBytes> header{};
     OutFrame frame;
+    bool piece = false;  // one frame of a reply streamed in pieces
   };
+
+  // A whole frame goes ahead of the pieces of streamed replies, so a large reply does not hold
+  // up small ones; pieces keep their order. The front frame stays put while it is being written.
+  static void enqueue(std::list<Queued>& queue, Queued q, bool front_busy) {
+    auto at = queue.end();
+    if (!q.piece) {
+      at = queue.begin();
+      if (front_busy && at != queue.end()) ++at;
+      at = std::find_if(at, queue.end(), [](const Queued& x) { return x.piece; });
+    }
+    queue.insert(at, std::move(q));
+  }
 
   // On a control ring the socket carries only doorbells, descriptors and the peer's closing.
   void wait_readable() {
@@ -211,86 +235,134 @@ class SocketSession : public Server::Session {
   }
 
   // Reads whatever has arrived and hands over every complete frame. Reads go through a buffer,
-  // so a burst of small frames costs one recvmsg; large bodies are read straight into place.
+  // so a burst of small frames costs one recvmsg; large bulk data is read straight into place.
   // recvmsg also collects file descriptors sent alongside (SCM_RIGHTS, with ShareSegment).
   void read_available() {
     for (;;) {
-      // Fill the header, then the body, from what is buffered.
-      const bool in_header = header_got_ < header_.size();
-      uint8_t* dst = in_header ? header_.data() + header_got_ : body_.data() + body_got_;
-      size_t want = in_header ? header_.size() - header_got_ : body_.size() - body_got_;
-      size_t take = std::min(want, rx_end_ - rx_begin_);
-      if (take) std::memcpy(dst, rx_.data() + rx_begin_, take);  // an empty body has no data() to copy to
+      // Fill the current part of the frame (header, fields, bulk) from what is buffered.
+      uint8_t* dst = part_ == Part::kHeader ? header_.data() : part_ == Part::kFields ? body_.data() : bulk_dst_;
+      if (dst) dst += part_got_;
+      uint64_t want = part_size() - part_got_;
+      const size_t take = std::min<uint64_t>(want, rx_end_ - rx_begin_);
+      if (take && dst) std::memcpy(dst, rx_.data() + rx_begin_, take);  // no dst: bulk being dropped
       rx_begin_ += take;
-      (in_header ? header_got_ : body_got_) += take;
+      part_got_ += take;
       want -= take;
-
       if (want > 0) {
         if (drained_) return await_more();  // the last read emptied the socket
-        const bool direct = !in_header && want >= rx_.size();
+        const bool direct = dst && want >= rx_.size();
         if (!receive(direct ? dst + take : rx_.data(), direct ? want : rx_.size(), direct)) return;
         continue;
       }
-      if (!in_header && discard_left_ > 0) {
-        // An oversized frame: its fields are in; drop its payload as it streams past.
-        size_t drop = std::min<uint64_t>(discard_left_, rx_end_ - rx_begin_);
-        rx_begin_ += drop;
-        discard_left_ -= drop;
-        if (discard_left_ > 0) {
-          if (drained_) return await_more();
-          if (!receive(rx_.data(), rx_.size(), false)) return;
-          continue;
-        }
-        header_got_ = body_got_ = 0;
-        job_.on_oversized_frame(id_, header_decoded_, std::move(body_));
-        body_ = {};
-        if (closing_ || closed_) return;
-        continue;
-      }
-      if (in_header) {
-        try {
-          header_decoded_ = wire::decode_header(header_.data());
-          // A stranger gets no large buffer: only a greeted client may send bulk data.
-          if (header_decoded_.body_bytes > wire::kMaxFieldsBytes && !job_.greeted(id_))
-            throw wire::WireError(fmt::format("a {}-byte frame before the Hello", header_decoded_.body_bytes));
-          if (header_decoded_.body_bytes > job_.max_buffer_bytes()) {
-            discard_left_ = header_decoded_.body_bytes - header_decoded_.fields_bytes;
-            body_.resize(header_decoded_.fields_bytes);
-            continue;
-          }
-          body_.resize(header_decoded_.body_bytes);
-        } catch (const wire::WireError& e) {
-          fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
-          return close_now();
-        } catch (const std::bad_alloc&) {
-          fmt::print(stderr, "fakegpu-coordinator: dropping client {}: cannot allocate a {}-byte frame\n", id_,
-                     header_decoded_.body_bytes);
-          return close_now();
-        }
-        continue;
-      }
-      // A whole frame: hand it over, with the descriptor that came with it. On a ring the
-      // descriptor went ahead on the socket, so it is there to be read.
-      const wire::MsgType type = header_decoded_.type;
-      int fd = -1;
-      if (type == wire::MsgType::kShareSegment || type == wire::MsgType::kOpenControlRing) {
-        if (fds_.empty() && ring_ && !drain_socket()) return;
-        if (!fds_.empty()) {
-          fd = fds_.front();
-          fds_.pop_front();
-        }
-      }
-      header_got_ = body_got_ = 0;
-      if (type == wire::MsgType::kOpenControlRing) {
-        open_ring(header_decoded_, body_, fd);
-        body_ = {};
-        if (ring_) return wait_readable();  // from now on the socket only rings the bell
-      } else {
-        job_.on_frame(id_, header_decoded_, std::move(body_), fd);
-        body_ = {};
-      }
-      if (closing_ || closed_) return;
+      if (!end_part()) return;
     }
+  }
+
+  uint64_t part_size() const {
+    switch (part_) {
+      case Part::kHeader: return header_.size();
+      case Part::kFields: return header_decoded_.fields_bytes;
+      case Part::kBulk: return header_decoded_.bulk_bytes();
+    }
+    return 0;
+  }
+
+  // Moves on once a part of the frame is complete; false when reading must stop.
+  bool end_part() {
+    const Part done = part_;
+    part_got_ = 0;
+    try {
+      if (done == Part::kHeader) {
+        header_decoded_ = wire::decode_header(header_.data());
+        part_ = Part::kFields;
+        plan_body();
+        return true;
+      }
+      if (done == Part::kFields) {
+        part_ = Part::kBulk;
+        if (header_decoded_.type == wire::MsgType::kPayloadChunk) {
+          auto chunk = wire::decode_fields<wire::PayloadChunk>(body_.data(), body_.size());
+          bulk_dst_ = assembler_.place_chunk(header_decoded_.request_id, chunk, header_decoded_.bulk_bytes());
+        }
+        return true;
+      }
+    } catch (const wire::WireError& e) {
+      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
+      close_now();
+      return false;
+    } catch (const std::bad_alloc&) {
+      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: cannot allocate a {}-byte frame\n", id_,
+                 header_decoded_.body_bytes);
+      close_now();
+      return false;
+    }
+    part_ = Part::kHeader;
+    return deliver();
+  }
+
+  // Sizes the body for the frame whose header just came, and decides where its bulk goes: after
+  // the fields, into the buffer of the stream it ends, or nowhere (too large to keep).
+  void plan_body() {
+    const wire::FrameHeader& h = header_decoded_;
+    // A stranger gets no large buffer: only a greeted client may send bulk data.
+    if (h.body_bytes > wire::kMaxFieldsBytes && !job_.greeted(id_))
+      throw wire::WireError(fmt::format("a {}-byte frame before the Hello", h.body_bytes));
+    if (h.type == wire::MsgType::kPayloadChunk && !job_.greeted(id_))
+      throw wire::WireError("a PayloadChunk before the Hello");
+    ends_stream_ = h.type != wire::MsgType::kPayloadChunk && assembler_.streaming(h.request_id);
+    if (h.type == wire::MsgType::kPayloadChunk) {
+      body_.resize(h.fields_bytes);  // the bulk's place is known once the fields are read
+    } else if (ends_stream_) {
+      body_.resize(h.fields_bytes);
+      bulk_dst_ = assembler_.place_last(h.request_id, h.bulk_bytes());
+    } else if (h.body_bytes > job_.max_buffer_bytes()) {
+      body_.resize(h.fields_bytes);
+      bulk_dst_ = nullptr;  // dropped as it streams past; the sender is told why
+    } else {
+      body_.resize(h.body_bytes);
+      bulk_dst_ = body_.data() + h.fields_bytes;
+    }
+  }
+
+  // Hands over a complete frame, with the descriptor that came with it (on a ring, the
+  // descriptor went ahead on the socket, so it is there to be read). False when reading must stop.
+  bool deliver() {
+    const wire::FrameHeader& h = header_decoded_;
+    if (h.type == wire::MsgType::kPayloadChunk) {  // its bulk is in place already
+      job_.count_payload_chunks(1, 0);
+      return true;
+    }
+    int fd = -1;
+    if (h.type == wire::MsgType::kShareSegment || h.type == wire::MsgType::kOpenControlRing) {
+      if (fds_.empty() && ring_ && !drain_socket()) return false;
+      if (!fds_.empty()) {
+        fd = fds_.front();
+        fds_.pop_front();
+      }
+    }
+    std::vector<uint8_t> body = std::move(body_);
+    body_ = {};
+    if (ends_stream_) {
+      auto message = assembler_.finish(h.request_id);
+      if (message.data) {
+        job_.on_frame(id_, h, std::move(body), fd, std::move(message.data));
+      } else {
+        wire::FrameHeader whole = h;
+        whole.body_bytes = h.fields_bytes + message.total;
+        job_.on_oversized_frame(id_, whole, std::move(body));
+      }
+    } else if (h.type == wire::MsgType::kOpenControlRing) {
+      open_ring(h, body, fd);
+      if (ring_) {
+        wait_readable();  // from now on the socket only rings the bell
+        return false;
+      }
+    } else if (!bulk_dst_ && h.bulk_bytes() > 0) {
+      job_.on_oversized_frame(id_, h, std::move(body));
+    } else {
+      job_.on_frame(id_, h, std::move(body), fd);
+    }
+    return !closing_ && !closed_;
   }
 
   // One read into dst, from the ring or, without one, the socket; false when reading must stop
@@ -308,7 +380,7 @@ class SocketSession : public Server::Session {
     }
     drained_ = static_cast<size_t>(n) < len;  // a short read: nothing more is waiting
     if (direct) {
-      body_got_ += static_cast<size_t>(n);
+      part_got_ += static_cast<size_t>(n);
     } else {
       rx_begin_ = 0;
       rx_end_ = static_cast<size_t>(n);
@@ -353,7 +425,7 @@ class SocketSession : public Server::Session {
     ring_bytes_in_ += n;
     drained_ = n < len;
     if (direct) {
-      body_got_ += n;
+      part_got_ += n;
     } else {
       rx_begin_ = 0;
       rx_end_ = n;
@@ -390,19 +462,23 @@ class SocketSession : public Server::Session {
   ControlMapping ring_;  // set once the client has moved onto a control ring
   ByteRing from_rank_, to_rank_;
   uint64_t ring_bytes_in_ = 0;
-  std::deque<Queued> ring_queue_;  // frames for the ring, once it is open
+  std::list<Queued> ring_queue_;  // frames for the ring, once it is open
   size_t out_sent_ = 0;  // bytes of ring_queue_.front() already in the ring
+  // The frame being read: its header, then its fields into body_, then its bulk to bulk_dst_.
+  enum class Part { kHeader, kFields, kBulk };
+  Part part_ = Part::kHeader;
+  uint64_t part_got_ = 0;
   std::array<uint8_t, wire::kHeaderBytes> header_{};
-  size_t header_got_ = 0;
   wire::FrameHeader header_decoded_;
-  std::vector<uint8_t> body_;
-  size_t body_got_ = 0;
+  std::vector<uint8_t> body_;  // fields, and the bulk after them unless it goes elsewhere
+  uint8_t* bulk_dst_ = nullptr;  // null: the bulk is dropped
+  bool ends_stream_ = false;  // the frame ends a stream of PayloadChunk pieces
+  PayloadAssembler assembler_;
   std::deque<int> fds_;  // received descriptors not yet claimed by a frame
   std::vector<uint8_t> rx_ = std::vector<uint8_t>(64 * 1024);  // bytes read ahead of the frame being parsed
   size_t rx_begin_ = 0, rx_end_ = 0;
   bool drained_ = false;  // the last read came back short: wait for readiness before reading again
-  uint64_t discard_left_ = 0;  // payload bytes of an oversized frame still to drop
-  std::deque<Queued> queue_;
+  std::list<Queued> queue_;  // a list: a frame being written stays where it is
   std::vector<asio::const_buffer> buffers_;  // the frame being written, reused between frames
   bool writing_ = false;
   bool closing_ = false;

@@ -24,6 +24,26 @@ int connect_timeout_ms() {
   return ms > 0 ? ms : 20000;
 }
 
+// FAKEGPU_STAGING_CHUNK_BYTES: the most bulk data one frame carries, in bytes, or with a K, M
+// or G suffix (binary multiples).
+uint64_t chunk_bytes_from_environment() {
+  const char* v = std::getenv("FAKEGPU_STAGING_CHUNK_BYTES");
+  if (!v || !*v) return wire::kDefaultChunkBytes;
+  char* end = nullptr;
+  errno = 0;
+  uint64_t n = std::strtoull(v, &end, 10);
+  int shift = 0;
+  if (*end == 'K' || *end == 'k') shift = 10, ++end;
+  else if (*end == 'M' || *end == 'm') shift = 20, ++end;
+  else if (*end == 'G' || *end == 'g') shift = 30, ++end;
+  const bool valid = v[0] >= '0' && v[0] <= '9' && errno == 0 && *end == '\0' && n <= (UINT64_MAX >> shift);
+  n <<= shift;
+  if (!valid || n < wire::kMinChunkBytes)
+    throw NcclError(ncclInvalidArgument, std::string("FAKEGPU_STAGING_CHUNK_BYTES=") + v + " is not a byte count of at least " +
+                                             std::to_string(wire::kMinChunkBytes) + " (a number, optionally with K, M or G)");
+  return n;
+}
+
 // Makes fd travel with msg as SCM_RIGHTS ancillary data; control holds CMSG_SPACE(sizeof(int)).
 void attach_descriptor(msghdr& msg, char* control, int fd) {
   msg.msg_control = control;
@@ -65,6 +85,7 @@ std::shared_ptr<Client> Client::get(const Endpoint& endpoint) {
 Client::Client(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
   const char* force_socket = std::getenv("FAKEGPU_STAGING_FORCE_SOCKET");
   can_share_ = endpoint_.transport == Transport::kUnix && !(force_socket && std::string(force_socket) == "1");
+  chunk_bytes_ = chunk_bytes_from_environment();
 }
 
 // Clients live for the whole process; only one whose handshake failed is ever destroyed.
@@ -94,6 +115,7 @@ void Client::handshake() {
   hello.pid = static_cast<uint32_t>(getpid());
   hello.hostname = id.hostname;
   if (const char* token = std::getenv("FAKEGPU_COORDINATOR_TOKEN")) hello.token = token;
+  hello.chunk_bytes = chunk_bytes_;
   submit(hello)->reply<wire::Welcome>();  // throws the coordinator's refusal, if any
 }
 
@@ -165,6 +187,16 @@ bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {
 
 void Client::write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
                          size_t bulk_bytes, int fd) {
+  auto* data = static_cast<const uint8_t*>(bulk);
+  uint64_t offset = 0;
+  for (; bulk_bytes - offset > chunk_bytes_; offset += chunk_bytes_)
+    write_one(wire::MsgType::kPayloadChunk, id, wire::encode_fields(wire::PayloadChunk{offset, bulk_bytes}),
+              data + offset, chunk_bytes_, -1);
+  write_one(type, id, fields, bulk_bytes ? data + offset : nullptr, bulk_bytes - offset, fd);
+}
+
+void Client::write_one(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
+                       size_t bulk_bytes, int fd) {
   uint8_t header[wire::kHeaderBytes];
   wire::encode_header({type, id, static_cast<uint32_t>(fields.size()), fields.size() + bulk_bytes}, header);
   if (ring_) {
@@ -367,6 +399,7 @@ void Client::read_frame() {
     wire::FrameHeader header = wire::decode_header(raw);
     std::vector<uint8_t> fields(header.fields_bytes);
     read_exact(fields.data(), fields.size());
+    if (header.type == wire::MsgType::kPayloadChunk) return read_chunk(header, fields);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = pending_.find(header.request_id);
@@ -375,24 +408,22 @@ void Client::read_frame() {
         pending_.erase(it);
       }
     }
+    // The bulk, or its last piece when it came in PayloadChunk frames, goes after what is in.
     const uint64_t bulk = header.bulk_bytes();
-    bool bulk_fits = req && bulk <= req->bulk_capacity_ && (bulk == 0 || req->bulk_dst_);
-    if (bulk_fits) {
-      read_exact(req->bulk_dst_, bulk);
-    } else {
-      for (uint64_t left = bulk; left > 0;) {  // drain what nobody can take
-        scratch_.resize(std::min<uint64_t>(left, 1 << 20));
-        read_exact(scratch_.data(), scratch_.size());
-        left -= scratch_.size();
-      }
-    }
+    const size_t at = req ? req->bulk_got_ : 0;
+    const bool bulk_fits =
+        req && !req->bulk_lost_ && bulk <= req->bulk_capacity_ - at && (bulk == 0 || req->bulk_dst_);
+    if (bulk_fits)
+      read_exact(static_cast<uint8_t*>(req->bulk_dst_) + at, bulk);
+    else
+      discard(bulk);
     if (!req) return;  // e.g. the error answer to a ShareSegment, which nobody waits for
     req->reply_type_ = header.type;
     if (header.type == wire::MsgType::kError) {
       auto err = wire::decode_fields<wire::ErrorReply>(fields.data(), fields.size());
       finish(*req, static_cast<ncclResult_t>(err.code), err.message);
     } else if (!bulk_fits) {
-      finish(*req, ncclInternalError, "coordinator sent " + std::to_string(bulk) + " bytes of data for a " +
+      finish(*req, ncclInternalError, "coordinator sent " + std::to_string(at + bulk) + " bytes of data or more for a " +
                                           std::to_string(req->bulk_capacity_) + "-byte buffer");
     } else {
       req->fields_ = std::move(fields);
@@ -402,6 +433,34 @@ void Client::read_frame() {
     std::string why = "lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + e.what();
     fail_all(why);
     if (req) finish(*req, ncclSystemError, why);  // already taken off pending_ when the connection broke
+  }
+}
+
+void Client::read_chunk(const wire::FrameHeader& header, const std::vector<uint8_t>& fields) {
+  auto chunk = wire::decode_fields<wire::PayloadChunk>(fields.data(), fields.size());
+  std::shared_ptr<Request> req;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(header.request_id);
+    if (it != pending_.end()) req = it->second;  // it stays pending until its message comes
+  }
+  const uint64_t bytes = header.bulk_bytes();
+  if (req && !req->bulk_lost_ && req->bulk_dst_ && chunk.offset == req->bulk_got_ && chunk.offset < chunk.total &&
+      chunk.total <= req->bulk_capacity_ &&
+      bytes < chunk.total - chunk.offset) {
+    read_exact(static_cast<uint8_t*>(req->bulk_dst_) + chunk.offset, bytes);
+    req->bulk_got_ += bytes;
+    return;
+  }
+  discard(bytes);
+  if (req) req->bulk_lost_ = true;  // its message then finishes it with an error
+}
+
+void Client::discard(uint64_t bytes) {
+  while (bytes > 0) {
+    scratch_.resize(std::min<uint64_t>(bytes, 1 << 20));
+    read_exact(scratch_.data(), scratch_.size());
+    bytes -= scratch_.size();
   }
 }
 

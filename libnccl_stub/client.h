@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <vector>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -52,6 +51,9 @@ class Request {
   std::vector<uint8_t> fields_;
   void* bulk_dst_ = nullptr;
   size_t bulk_capacity_ = 0;
+  // Of a reply streamed in PayloadChunk pieces; the reading thread's only.
+  size_t bulk_got_ = 0;
+  bool bulk_lost_ = false;  // a piece did not fit and was dropped
 };
 
 class Client {
@@ -94,10 +96,19 @@ class Client {
                                       size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd = -1);
   // Offers the coordinator a control ring; on refusal the connection stays on the socket.
   void open_control_ring();
-  // Writes one frame; fd, when not -1, travels with it as SCM_RIGHTS ancillary data.
   std::mutex share_mu_;  // one thread at a time sends a ShareSegment frame
+  // Writes a message, its bulk data in pieces of at most chunk_bytes_ (wire::PayloadChunk); fd,
+  // when not -1, travels with it as SCM_RIGHTS ancillary data.
   void write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
                    size_t bulk_bytes, int fd);
+  // Writes one frame, holding the send lock only for it, so other threads' frames may go
+  // between the pieces of a large message.
+  void write_one(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
+                 size_t bulk_bytes, int fd);
+  // Reads the bulk of a PayloadChunk frame into the request it belongs to.
+  void read_chunk(const wire::FrameHeader& header, const std::vector<uint8_t>& fields);
+  // Reads and drops bytes that no request can take.
+  void discard(uint64_t bytes);
   void read_exact(void* dst, size_t n);
   void ring_write(const void* src, size_t n);
   // Sends fd over the socket with a single byte, ahead of the ring frame that names it.
@@ -124,6 +135,7 @@ class Client {
   std::string broken_;  // why the connection is gone, once it is
   std::set<uint64_t> shared_segments_;
   bool can_share_ = false;
+  uint64_t chunk_bytes_ = wire::kDefaultChunkBytes;  // FAKEGPU_STAGING_CHUNK_BYTES
   ControlMapping ring_;  // set once the coordinator has accepted a control ring
   ByteRing to_coord_, from_coord_;
 };

@@ -43,6 +43,7 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
   hello.env_world_size = 2;
   hello.pid = 4242;
   hello.hostname = "node-a";
+  hello.chunk_bytes = kDefaultChunkBytes;
   Hello foreign = hello;
   foreign.protocol_version = kProtocolVersion + 1;
   Hello observer = hello;
@@ -89,6 +90,7 @@ std::vector<std::pair<std::string, Bytes>> seeds() {
       {"hello_observer.bin", frame(observer)},
       {"status_query.bin", frame(StatusQuery{})},
       {"open_control_ring.bin", frame(OpenControlRing{1 << 18})},
+      {"payload_chunk.bin", frame(PayloadChunk{8192, 20000}, 1, 64)},
       {"status_reply.bin", frame(StatusReply{}, 2, 64)},
       {"welcome.bin", frame(Welcome{kProtocolVersion, 16, 7, "dev-cluster"})},
       {"error.bin", frame(ErrorReply{static_cast<int32_t>(Status::kInvalidUsage), "bad rank"})},

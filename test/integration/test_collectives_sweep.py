@@ -1,5 +1,6 @@
 """Every collective x native dtype x op, in place and out of place, counts 0/1/7/1000, with
-1..8 and 16 ranks; send/recv patterns; 2^20+3 elements; a mismatch failing every rank."""
+1..8 and 16 ranks; send/recv patterns; 2^20+3 elements; a mismatch failing every rank; data in
+socket frames, streamed in chunks of FAKEGPU_STAGING_CHUNK_BYTES."""
 
 import json
 import tempfile
@@ -51,12 +52,42 @@ class CollectivesSweep(unittest.TestCase):
             self.assertLessEqual(s["ts"], ends[k]["ts"])
 
     def test_socket_path_gives_the_same_results(self):
-        results, report = sweep(4, extra_env={"FAKEGPU_STAGING_FORCE_SOCKET": "1"})
+        # 4 KiB chunks: the larger counts' data, and the gathers' replies cut across ranks' slices,
+        # stream in pieces both ways.
+        results, report = sweep(4, extra_env={"FAKEGPU_STAGING_FORCE_SOCKET": "1", "FAKEGPU_STAGING_CHUNK_BYTES": "4K"})
         for rank, r in enumerate(results):
             self.assertEqual(r.returncode, 0, f"rank {rank}:\n{r.stderr}")
-        self.assertEqual(report["data_plane"]["shared_memory_bytes"], 0)
-        self.assertGreater(report["data_plane"]["socket_bytes"], 0)
-        self.assertEqual(report["data_plane"]["control_ring_clients"], 0)
+        plane = report["data_plane"]
+        self.assertEqual(plane["shared_memory_bytes"], 0)
+        self.assertGreater(plane["socket_bytes"], 0)
+        self.assertEqual(plane["control_ring_clients"], 0)
+        self.assertGreater(plane["payload_chunks_in"], 0)
+        self.assertGreater(plane["payload_chunks_out"], 0)
+
+    def test_socket_payloads_stream_in_chunks_of_the_size_asked(self):
+        # 2 ranks x 6 AllReduces (5 warm-up) of 100000 bytes in 4096-byte chunks: each message
+        # and each reply is 24 PayloadChunk frames and the message with the last 1696 bytes.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-chunks-"))
+        for value, chunks in (("4096", 2 * 6 * 24), (None, 0)):  # unset: 1 MiB, no pieces
+            env = {"FAKEGPU_STAGING_FORCE_SOCKET": "1"}
+            if value:
+                env["FAKEGPU_STAGING_CHUNK_BYTES"] = value
+            with Coordinator(single_node_config(2), "unix", report=tmp / "report.json") as coord:
+                results = run_rank_processes(built("allreduce_bench"), [tmp / "id", "100000", "1"], coord, 2,
+                                             extra_env=env)
+            self.assertTrue(all(r.returncode == 0 for r in results), results[0].stderr)
+            plane = json.loads((tmp / "report.json").read_text())["data_plane"]
+            self.assertEqual((plane["payload_chunks_in"], plane["payload_chunks_out"]), (chunks, chunks))
+
+    def test_a_bad_chunk_size_is_named(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-chunks-"))
+        for value in ("1x", "100"):
+            with Coordinator(single_node_config(2), "unix") as coord:
+                results = run_rank_processes(built("allreduce_bench"), [tmp / "id", "4", "1"], coord, 2,
+                                             extra_env={"FAKEGPU_STAGING_CHUNK_BYTES": value})
+            for r in results:
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(f"FAKEGPU_STAGING_CHUNK_BYTES={value} is not a byte count of at least 4096", r.stderr)
 
     def test_frames_on_the_socket_give_the_same_results(self):
         # FAKEGPU_CONTROL_RING=0: data still in shared memory, frames over the unix socket.

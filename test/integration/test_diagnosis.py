@@ -6,7 +6,9 @@
 - a stranger's oversized first frame closes only its own connection, and a client that stalls
   in the middle of a frame holds up nobody else;
 - a control ring offered without a usable shared-memory area is refused with a reason, and the
-  client stays on its socket."""
+  client stays on its socket;
+- a payload streamed in pieces out of order drops only its client, and one too large to buffer is
+  refused with the limit named while the connection stays in step."""
 
 import json
 import os
@@ -158,22 +160,9 @@ class Lockdown(unittest.TestCase):
                 self.assertIn("0 of 2 ranks connected", out.stdout)
 
     def test_a_bad_control_ring_offer_is_refused_clearly(self):
-        def frame(msg_type, request_id, fields):
-            return struct.pack("<IIIIQQ", 0x55504746, msg_type, len(fields), 0, request_id, len(fields)) + fields
-
-        def read_frame(s):
-            header = s.recv(32, socket.MSG_WAITALL)
-            _, msg_type, fields_bytes, _, request_id, body_bytes = struct.unpack("<IIIIQQ", header)
-            return msg_type, request_id, s.recv(body_bytes, socket.MSG_WAITALL)
-
-        hello = struct.pack("<IiiI", PROTOCOL_VERSION, 0, 2, os.getpid()) + struct.pack("<I", 4) + b"test" + \
-            b"\x00" + struct.pack("<I", 0)
         offer = struct.pack("<Q", 4096)  # OpenControlRing: the capacity of each ring
         with Coordinator(self.config, "unix") as coord, socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(10)
-            s.connect(coord.address)
-            s.sendall(frame(1, 1, hello))
-            self.assertEqual(read_frame(s)[0], 2, "Welcome")
+            greet(s, coord.address)
             # No descriptor with the offer.
             s.sendall(frame(21, 2, offer))
             msg_type, request_id, body = read_frame(s)
@@ -191,6 +180,54 @@ class Lockdown(unittest.TestCase):
             self.assertEqual(status("unix", coord.address).returncode, 0)
             s.sendall(frame(21, 4, offer))
             self.assertEqual(read_frame(s)[:2], (3, 4))
+
+    def test_a_payload_stream_out_of_order_drops_only_that_client(self):
+        with Coordinator(self.config, "unix") as coord, socket.socket(socket.AF_UNIX) as s:
+            greet(s, coord.address)
+            s.sendall(frame(PAYLOAD_CHUNK, 2, struct.pack("<QQ", 0, 10000), bytes(4096)))
+            s.sendall(frame(PAYLOAD_CHUNK, 2, struct.pack("<QQ", 8192, 10000), bytes(4096)))  # skips 4096..8191
+            self.assertEqual(s.recv(1), b"", "the coordinator should close the connection")
+            self.assertEqual(status("unix", coord.address).returncode, 0, "and still serve others")
+            self.assertIn("claims offset 8192 of 10000 bytes, where 4096 of 10000 have come", coord.output())
+
+    def test_a_streamed_message_over_the_buffer_limit_is_refused_clearly(self):
+        env = dict(os.environ, FAKEGPU_COORDINATOR_MAX_BUFFER="8192")
+        destroy = struct.pack("<Qi", 99, 0)  # CommDestroy of a communicator that does not exist
+        with Coordinator(self.config, "unix", env=env) as coord, socket.socket(socket.AF_UNIX) as s:
+            greet(s, coord.address)
+            s.sendall(frame(PAYLOAD_CHUNK, 2, struct.pack("<QQ", 0, 20000), bytes(8192)))
+            s.sendall(frame(PAYLOAD_CHUNK, 2, struct.pack("<QQ", 8192, 20000), bytes(8192)))
+            s.sendall(frame(8, 2, destroy, bytes(20000 - 2 * 8192)))  # the message ends the stream
+            msg_type, request_id, body = read_frame(s)
+            self.assertEqual((msg_type, request_id), (3, 2))
+            self.assertIn(b"needs 20012 bytes buffered in the coordinator, more than its limit of 8192 bytes", body)
+            # The pieces were dropped in step: the connection is still in sync.
+            s.sendall(frame(8, 3, destroy))
+            self.assertEqual(read_frame(s)[:2], (3, 3))
+
+
+PAYLOAD_CHUNK = 22
+
+
+def frame(msg_type, request_id, fields, bulk=b""):
+    return struct.pack("<IIIIQQ", 0x55504746, msg_type, len(fields), 0, request_id, len(fields) + len(bulk)) + \
+        fields + bulk
+
+
+def read_frame(s):
+    header = s.recv(32, socket.MSG_WAITALL)
+    _, msg_type, fields_bytes, _, request_id, body_bytes = struct.unpack("<IIIIQQ", header)
+    return msg_type, request_id, s.recv(body_bytes, socket.MSG_WAITALL)
+
+
+def greet(s, address):
+    """Connects s as a rank: Hello (rank 0 of 2, host "test", no token, 4 KiB chunks), Welcome."""
+    s.settimeout(10)
+    s.connect(address)
+    hello = struct.pack("<IiiI", PROTOCOL_VERSION, 0, 2, os.getpid()) + struct.pack("<I", 4) + b"test" + \
+        b"\x00" + struct.pack("<I", 0) + struct.pack("<Q", 4096)
+    s.sendall(frame(1, 1, hello))
+    assert read_frame(s)[0] == 2, "Welcome"
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 with its own address, the ranks reaching the coordinator across a bridge.
 
 Collectives are checked element by element, and the report must show each rank on its node and
-the data crossing between nodes over the socket. Then a host fails in two ways:
+the data crossing between nodes over the socket, streamed in chunks. Then a host fails in two ways:
 - its processes are killed: the kernel closes their connections, so the coordinator fails their
   communicators and the survivors get ncclRemoteError within a second;
 - its link vanishes: nothing is closed (no FIN, no RST) and the coordinator cannot tell a lost
@@ -164,6 +164,7 @@ class MultiHostOverNamespaces(unittest.TestCase):
         self.addCleanup(self.coordinator.stop)
         ranks_env = rank_environment(env, "tcp", self.coordinator.address, self.coordinator.cluster_config)
         ranks_env["LD_PRELOAD"] = rank_preload()
+        ranks_env["FAKEGPU_STAGING_CHUNK_BYTES"] = "8K"  # every message's data streams in several pieces
         procs = []
         for rank in range(WORLD):
             node = node_of(rank)
@@ -229,6 +230,8 @@ class MultiHostOverNamespaces(unittest.TestCase):
         self.assertEqual(report["data_plane"]["shared_memory_bytes"], 0, "hosts share no memory")
         self.assertGreater(report["data_plane"]["socket_bytes"], 0)
         self.assertEqual(report["data_plane"]["control_ring_clients"], 0, "rings are for one host")
+        self.assertGreater(report["data_plane"]["payload_chunks_in"], 0, "data streams in chunks over tcp")
+        self.assertGreater(report["data_plane"]["payload_chunks_out"], 0)
         crossing = {(p["from"], p["to"]): p["bytes"] for p in report["node_pairs"]}
         self.assertGreater(crossing.get(("node0", "node1"), 0), 0, report["node_pairs"])
         self.assertGreater(crossing.get(("node1", "node0"), 0), 0, report["node_pairs"])

@@ -33,6 +33,43 @@ TEST_F(JobTest, FirstFrameMustBeHello) {
   EXPECT_EQ(out.disconnected.size(), 1u);
 }
 
+TEST_F(JobTest, RejectsAChunkSizeBelowTheMinimum) {
+  job.on_connect(1);
+  Hello h;
+  h.chunk_bytes = 100;
+  post(1, h);
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_NE(error_text(frames[0]).find("FAKEGPU_STAGING_CHUNK_BYTES of 100 is below the minimum"), std::string::npos);
+  EXPECT_EQ(out.disconnected, std::vector<ClientId>{1});
+}
+
+// Data that came in PayloadChunk pieces arrives beside the fields; replies are marked with
+// the chunk size each rank asked for, so the transport can split them.
+TEST_F(JobTest, StreamedPayloadsAreUsedAndRepliesCarryTheChunkSize) {
+  for (ClientId c = 1; c <= 2; ++c) {
+    job.on_connect(c);
+    Hello h;
+    h.chunk_bytes = c == 1 ? 4096 : 0;
+    post(c, h);
+    out.take(c);
+  }
+  uint64_t comm = init_comm(2);
+  for (ClientId c = 1; c <= 2; ++c) {
+    auto fields = encode_fields(allreduce(comm, static_cast<int>(c) - 1, 1, 2));
+    FrameHeader h{MsgType::kCollective, next_request++, static_cast<uint32_t>(fields.size()), fields.size()};
+    auto data = floats({1.0f * c, 10.0f * c});
+    job.on_frame(c, h, fields, -1, std::make_shared<std::vector<uint8_t>>(data));
+  }
+  for (ClientId c = 1; c <= 2; ++c) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    ASSERT_EQ(frames[0].type, MsgType::kCollectiveDone);
+    EXPECT_EQ(frames[0].chunk_bytes, c == 1 ? 4096u : 0u);
+    EXPECT_EQ(result_of(frames[0]), (std::vector<float>{3, 30}));
+  }
+}
+
 TEST_F(JobTest, AllReduceSumsEveryRank) {
   for (ClientId c = 1; c <= 3; ++c) connect(c);
   uint64_t comm = init_comm(3);

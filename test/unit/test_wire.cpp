@@ -50,6 +50,7 @@ TEST(Wire, MessagesRoundTrip) {
   hello.hostname = "node-a";
   hello.role = ClientRole::kObserver;
   hello.token = "s3cret";
+  hello.chunk_bytes = 65536;
   Hello h2 = round_trip(hello);
   EXPECT_EQ(h2.protocol_version, kProtocolVersion);
   EXPECT_EQ(h2.env_rank, 3);
@@ -58,6 +59,7 @@ TEST(Wire, MessagesRoundTrip) {
   EXPECT_EQ(h2.hostname, "node-a");
   EXPECT_EQ(h2.role, ClientRole::kObserver);
   EXPECT_EQ(h2.token, "s3cret");
+  EXPECT_EQ(h2.chunk_bytes, 65536u);
 
   Welcome w{kProtocolVersion, 16, 7, "dev-cluster"};
   Welcome w2 = round_trip(w);
@@ -137,6 +139,9 @@ TEST(Wire, MessagesRoundTrip) {
   EXPECT_EQ(c2.count, (1ull << 33) + 5);
 
   EXPECT_EQ(round_trip(CollectiveDone{77}).seq, 77u);
+  PayloadChunk chunk = round_trip(PayloadChunk{8192, 20000});
+  EXPECT_EQ(chunk.offset, 8192u);
+  EXPECT_EQ(chunk.total, 20000u);
 }
 
 TEST(Wire, ModelMessagesRoundTrip) {

@@ -58,20 +58,12 @@ class SocketSession : public Server::Session {
   void send(OutFrame frame) override {
     if (closed_) return;
     const uint64_t chunk_bytes = frame.chunk_bytes;
-    std::vector<OutFrame> frames = split_frame(std::move(frame), chunk_bytes);
-    const bool pieces = frames.size() > 1;
-    if (pieces) job_.count_payload_chunks(0, frames.size() - 1);
-    for (OutFrame& f : frames) {
-      Queued q;
-      q.frame = std::move(f);
-      q.piece = pieces;
-      wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
-                          q.frame.fields.size() + q.frame.bulk_bytes()};
-      wire::encode_header(h, q.header.data());
-      if (ring_)
-        enqueue(ring_queue_, std::move(q), out_sent_ > 0);
-      else
-        enqueue(queue_, std::move(q), writing_);
+    if (chunk_bytes == 0 || frame.bulk_bytes() <= chunk_bytes) {
+      queue_frame(std::move(frame), false);
+    } else {
+      std::vector<OutFrame> pieces = split_frame(std::move(frame), chunk_bytes);
+      job_.count_payload_chunks(0, pieces.size() - 1);
+      for (OutFrame& piece : pieces) queue_frame(std::move(piece), true);
     }
     if (ring_)
       flush_ring();
@@ -123,11 +115,18 @@ class SocketSession : public Server::Session {
 
   // A whole frame goes ahead of the pieces of streamed replies, so a large reply does not hold
   // up small ones; pieces keep their order. The front frame stays put while it is being written.
-  static void enqueue(std::list<Queued>& queue, Queued q, bool front_busy) {
+  void queue_frame(OutFrame frame, bool piece) {
+    Queued q;
+    q.frame = std::move(frame);
+    q.piece = piece;
+    wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
+                        q.frame.fields.size() + q.frame.bulk_bytes()};
+    wire::encode_header(h, q.header.data());
+    std::list<Queued>& queue = ring_ ? ring_queue_ : queue_;
     auto at = queue.end();
-    if (!q.piece) {
+    if (!piece) {
       at = queue.begin();
-      if (front_busy && at != queue.end()) ++at;
+      if (at != queue.end() && (ring_ ? out_sent_ > 0 : writing_)) ++at;
       at = std::find_if(at, queue.end(), [](const Queued& x) { return x.piece; });
     }
     queue.insert(at, std::move(q));

@@ -12,7 +12,7 @@ from . import __version__
 from .configs import launcher_world_size, write_single_node_config
 from .coordinator import Coordinator, answers
 from .daemon import cmd_coordinator, register_job
-from .launch import rank_environment, run_all, run_ranks
+from .launch import rank_environment, run_all, run_ranks, virtual_nodes_value
 from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
@@ -99,6 +99,9 @@ def run_job(args, quiet_summary=False) -> int:
         elif args.cluster_config and (launches := torchrun_per_node(args.command, config, env)):
             code = run_all(launches)
         else:
+            names, nodes = node_layout(config)
+            if len(nodes) > 1:  # each rank takes its node as it starts
+                env["FAKEGPU_VIRTUAL_NODES"] = virtual_nodes_value(names, nodes)
             code = subprocess.call(args.command, env=env)
     except OSError as e:  # the command does not exist or cannot be run
         raise SetupError(f"cannot run {args.command[0]}: {e.strerror}") from e

@@ -29,6 +29,22 @@ def rank_environment(base: dict, transport: str, address: str, cluster_config: s
     return env
 
 
+def virtual_nodes_value(node_names, nodes) -> str:
+    """FAKEGPU_VIRTUAL_NODES: each node's id and ranks, "node0=0-3;node1=4-7". A rank started by
+    another launcher (mpirun, srun) takes its node from it when it starts (libnccl_stub's
+    virtual_node.cpp)."""
+    def spans(ranks):
+        out, start = [], None
+        for i, r in enumerate(ranks):
+            if start is None:
+                start = r
+            if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+                out.append(str(start) if start == r else f"{start}-{r}")
+                start = None
+        return ",".join(out)
+    return ";".join(f"{name}={spans(ranks)}" for name, ranks in zip(node_names, nodes))
+
+
 def run_ranks(command, nodes, env, node_names=None, grace_seconds=10.0):
     """Starts one process per rank with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set.
 

@@ -5,6 +5,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -45,6 +46,16 @@ for local in range(a.nproc_per_node):
     env = dict(os.environ, RANK=str(a.node_rank * a.nproc_per_node + local), LOCAL_RANK=str(local),
                WORLD_SIZE=str(a.nnodes * a.nproc_per_node), MASTER_ADDR=a.master_addr, MASTER_PORT=str(a.master_port))
     procs.append(subprocess.Popen(a.script, env=env))
+sys.exit(max(p.wait() for p in procs))
+"""
+
+# mpirun on one machine: every rank local to it (OpenMPI's variables).
+FAKE_MPIRUN = """#!/usr/bin/env python3
+import os, subprocess, sys
+n = int(sys.argv[2])  # mpirun -np N COMMAND...
+procs = [subprocess.Popen(sys.argv[3:], env=dict(os.environ, OMPI_COMM_WORLD_RANK=str(r), OMPI_COMM_WORLD_SIZE=str(n),
+                                                 OMPI_COMM_WORLD_LOCAL_RANK=str(r), OMPI_COMM_WORLD_LOCAL_SIZE=str(n)))
+         for r in range(n)]
 sys.exit(max(p.wait() for p in procs))
 """
 
@@ -264,6 +275,42 @@ class FgpuCli(unittest.TestCase):
         self.assertEqual(wrong.returncode, 2)
         self.assertIn("torchrun --nproc_per_node 4 does not match the cluster config, which has 2 nodes of 2 GPUs",
                       wrong.stderr)
+
+    def test_mpirun_ranks_take_their_virtual_node(self):
+        # A launcher fgpu cannot split per node: each rank takes its node of a 2 x 2 cluster as
+        # it starts (local rank variables, FAKEGPU_NODE, host name), so a program that groups
+        # ranks by gethostname() (nccl-tests) finds two hosts.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        (tmp / "mpirun").write_text(FAKE_MPIRUN)
+        (tmp / "mpirun").chmod(0o755)
+        config = tmp / "cluster.yaml"
+        config.write_text(TWO_BY_TWO)
+        rank = tmp / "rank.sh"
+        rank.write_text('#!/bin/sh\n'
+                        'host=$(python3 -c "import socket; print(socket.gethostname())")\n'
+                        'echo "$OMPI_COMM_WORLD_LOCAL_RANK $OMPI_COMM_WORLD_LOCAL_SIZE $FAKEGPU_NODE $host" '
+                        '> "$0.$OMPI_COMM_WORLD_RANK"\n'
+                        'RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK '
+                        f'exec {built("nccl_check")} {tmp / "id"} --tp 2 --iters 2 --count 1024\n')
+        rank.chmod(0o755)
+        env = dict(os.environ, PATH=f"{tmp}:{os.environ['PATH']}")
+        r = fgpu("--cluster-config", config, "--report", tmp / "r.json", "mpirun", "-np", "4", rank, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count(": OK ("), 4, r.stdout)
+        for g in range(4):
+            told = (tmp / f"rank.sh.{g}").read_text().split()
+            self.assertEqual(told, [str(g % 2), "2", str(g // 2), f"n{g // 2}"])
+        hosts = {x["global_rank"]: x["host"] for x in json.loads((tmp / "r.json").read_text())["ranks"]}
+        self.assertEqual(hosts, {0: "n0", 1: "n0", 2: "n1", 3: "n1"})
+        # A rank already placed keeps its place; a process that is no rank is left alone.
+        probe = [sys.executable, "-c", "import os, socket; print(os.environ.get('OMPI_COMM_WORLD_LOCAL_RANK'), "
+                 "os.environ.get('FAKEGPU_HOSTNAME'), socket.gethostname() == os.uname().nodename)"]
+        base = dict(os.environ, LD_PRELOAD=str(built("libnccl.so.2")), FAKEGPU_VIRTUAL_NODES="n0=0-1;n1=2-3",
+                    OMPI_COMM_WORLD_LOCAL_RANK="3")
+        base.pop("FAKEGPU_HOSTNAME", None)
+        for extra in ({"OMPI_COMM_WORLD_RANK": "3", "FAKEGPU_NODE": "0"}, {}):
+            out = subprocess.run(probe, env=dict(base, **extra), capture_output=True, text=True)
+            self.assertEqual(out.stdout.split(), ["3", "None", "True"], out.stderr)
 
     def test_gpu_modes_say_what_is_missing(self):
         gpus, _ = local_gpus()

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "coll_shape.h"
 #include "comm.h"
@@ -20,6 +21,16 @@ namespace {
 
 void require(bool ok, ncclResult_t code, const std::string& message) {
   if (!ok) throw NcclError(code, message);
+}
+
+void require(bool ok, ncclResult_t code, const char* message) {
+  if (!ok) throw NcclError(code, message);
+}
+
+// On the per-operation path: the message is built only when the check fails.
+template <typename MakeMessage, typename = std::enable_if_t<std::is_invocable_v<MakeMessage>>>
+void require(bool ok, ncclResult_t code, MakeMessage&& make_message) {
+  if (!ok) throw NcclError(code, make_message());
 }
 
 // The value a C caller put in an enum parameter, read as bytes: C may pass any int (say, a
@@ -290,7 +301,7 @@ namespace {
 PreMulSumOp& premulsum_op(ncclComm* c, int op) {
   const size_t index = static_cast<size_t>(op) - ncclNumOps;
   require(op >= ncclNumOps && index < c->premulsum_ops.size() && c->premulsum_ops[index].live, ncclInvalidArgument,
-          "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed");
+          [&] { return "reduction op " + std::to_string(op) + " was not created on this communicator, or was destroyed"; });
   return c->premulsum_ops[index];
 }
 
@@ -304,15 +315,16 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
     require(!c->revoked, ncclInvalidUsage, "the communicator was revoked");
   }
   const size_t elem = dtype_size(datatype);
-  require(elem != 0, ncclInvalidArgument, "invalid datatype " + std::to_string(datatype));
+  require(elem != 0, ncclInvalidArgument, [&] { return "invalid datatype " + std::to_string(datatype); });
   const PreMulSumOp* premul = nullptr;
   if (is_reduction(type) && op >= ncclNumOps) {
     premul = &premulsum_op(c, op);
-    require(premul->dtype == datatype, ncclInvalidArgument,
-            "reduction op " + std::to_string(op) + " was created for " + dtype_name(premul->dtype) + ", not " +
-                dtype_name(datatype));
+    require(premul->dtype == datatype, ncclInvalidArgument, [&] {
+      return "reduction op " + std::to_string(op) + " was created for " + dtype_name(premul->dtype) + ", not " +
+             dtype_name(datatype);
+    });
   } else if (is_reduction(type)) {
-    require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, "invalid reduction op " + std::to_string(op));
+    require(op >= 0 && op < ncclNumOps, ncclInvalidArgument, [&] { return "invalid reduction op " + std::to_string(op); });
   }
   // The comm's size is only known once its init has finished.
   ncclResult_t state = wait_comm(c);
@@ -323,13 +335,14 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
   }
   const bool p2p = is_point_to_point(type);
   if (has_root(type) || p2p)
-    require(root >= 0 && root < c->nranks, ncclInvalidArgument,
-            std::string(p2p ? "peer " : "root ") + std::to_string(root) + " is outside 0.." +
-                std::to_string(c->nranks - 1));
+    require(root >= 0 && root < c->nranks, ncclInvalidArgument, [&] {
+      return std::string(p2p ? "peer " : "root ") + std::to_string(root) + " is outside 0.." +
+             std::to_string(c->nranks - 1);
+    });
   CollShape shape;
   require(coll_shape(type, count, c->rank, root, c->nranks, &shape) &&
               std::max(shape.send_elems, shape.recv_elems) <= SIZE_MAX / elem,
-          ncclInvalidArgument, "count " + std::to_string(count) + " overflows the addressable size");
+          ncclInvalidArgument, [&] { return "count " + std::to_string(count) + " overflows the addressable size"; });
   require(shape.send_elems == 0 || sendbuff, ncclInvalidArgument, "sendbuff must not be NULL");
   require(shape.recv_elems == 0 || recvbuff, ncclInvalidArgument, "recvbuff must not be NULL");
 

@@ -445,9 +445,9 @@ void Client::read_chunk(const wire::FrameHeader& header, const std::vector<uint8
     if (it != pending_.end()) req = it->second;  // it stays pending until its message comes
   }
   const uint64_t bytes = header.bulk_bytes();
+  // In place: it continues where the last piece ended, and it, like its message, fits the buffer.
   if (req && !req->bulk_lost_ && req->bulk_dst_ && chunk.offset == req->bulk_got_ && chunk.offset < chunk.total &&
-      chunk.total <= req->bulk_capacity_ &&
-      bytes < chunk.total - chunk.offset) {
+      chunk.total <= req->bulk_capacity_ && bytes < chunk.total - chunk.offset) {
     read_exact(static_cast<uint8_t*>(req->bulk_dst_) + chunk.offset, bytes);
     req->bulk_got_ += bytes;
     return;

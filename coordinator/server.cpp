@@ -57,13 +57,16 @@ class SocketSession : public Server::Session {
 
   void send(OutFrame frame) override {
     if (closed_) return;
-    const uint64_t chunk_bytes = frame.chunk_bytes;
-    if (chunk_bytes == 0 || frame.bulk_bytes() <= chunk_bytes) {
-      queue_frame(std::move(frame), false);
+    const uint64_t chunk_bytes = frame.chunk_bytes, bulk_bytes = frame.bulk_bytes();
+    if (chunk_bytes == 0 || bulk_bytes <= chunk_bytes) {
+      queue_frame(std::move(frame), bulk_bytes, false);
     } else {
       std::vector<OutFrame> pieces = split_frame(std::move(frame), chunk_bytes);
       job_.count_payload_chunks(0, pieces.size() - 1);
-      for (OutFrame& piece : pieces) queue_frame(std::move(piece), true);
+      for (OutFrame& piece : pieces) {
+        const uint64_t piece_bytes = piece.bulk_bytes();  // read before the frame is moved from
+        queue_frame(std::move(piece), piece_bytes, true);
+      }
     }
     if (ring_)
       flush_ring();
@@ -115,12 +118,12 @@ class SocketSession : public Server::Session {
 
   // A whole frame goes ahead of the pieces of streamed replies, so a large reply does not hold
   // up small ones; pieces keep their order. The front frame stays put while it is being written.
-  void queue_frame(OutFrame frame, bool piece) {
+  void queue_frame(OutFrame frame, uint64_t bulk_bytes, bool piece) {
     Queued q;
     q.frame = std::move(frame);
     q.piece = piece;
     wire::FrameHeader h{q.frame.type, q.frame.request_id, static_cast<uint32_t>(q.frame.fields.size()),
-                        q.frame.fields.size() + q.frame.bulk_bytes()};
+                        q.frame.fields.size() + bulk_bytes};
     wire::encode_header(h, q.header.data());
     std::list<Queued>& queue = ring_ ? ring_queue_ : queue_;
     auto at = queue.end();

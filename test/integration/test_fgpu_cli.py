@@ -60,6 +60,27 @@ sys.exit(max(p.wait() for p in procs))
 """
 
 
+def stand_in_launch(launcher, launcher_text, rank_text):
+    """A directory holding an executable stand-in for `launcher`, the 2 x 2 cluster and an
+    executable rank.sh; returns (directory, cluster config, rank.sh, environment finding the
+    stand-in first)."""
+    tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+    config = tmp / "cluster.yaml"
+    config.write_text(TWO_BY_TWO)
+    for path, text in ((tmp / launcher, launcher_text), (tmp / "rank.sh", rank_text(tmp))):
+        path.write_text(text)
+        path.chmod(0o755)
+    return tmp, config, tmp / "rank.sh", dict(os.environ, PATH=f"{tmp}:{os.environ['PATH']}")
+
+
+def nccl_check_line(tmp):
+    return f'exec {built("nccl_check")} {tmp / "id"} --tp 2 --iters 2 --count 1024\n'
+
+
+def report_hosts(path):
+    return {x["global_rank"]: x["host"] for x in json.loads(path.read_text())["ranks"]}
+
+
 class FgpuCli(unittest.TestCase):
     def test_default_cluster_is_sized_by_the_launcher(self):
         from fakegpu.configs import launcher_world_size
@@ -252,16 +273,9 @@ class FgpuCli(unittest.TestCase):
         # torchrun itself is not needed: a stand-in with its interface starts the ranks (RANK,
         # LOCAL_RANK, WORLD_SIZE from --nnodes/--node_rank/--nproc_per_node) and fgpu must give
         # it one launch per node of a 2 x 2 cluster.
-        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
-        (tmp / "torchrun").write_text(FAKE_TORCHRUN)
-        (tmp / "torchrun").chmod(0o755)
-        config = tmp / "cluster.yaml"
-        config.write_text(TWO_BY_TWO)
-        rank = tmp / "rank.sh"  # records what each rank was told, then runs the NCCL check
-        rank.write_text('#!/bin/sh\necho "$RANK $LOCAL_RANK $FAKEGPU_NODE $FAKEGPU_HOSTNAME" > "$0.$RANK"\n'
-                        f'exec {built("nccl_check")} {tmp / "id"} --tp 2 --iters 2 --count 1024\n')
-        rank.chmod(0o755)
-        env = dict(os.environ, PATH=f"{tmp}:{os.environ['PATH']}")
+        # Each rank records what it was told, then runs the NCCL check.
+        tmp, config, rank, env = stand_in_launch("torchrun", FAKE_TORCHRUN, lambda tmp: (
+            '#!/bin/sh\necho "$RANK $LOCAL_RANK $FAKEGPU_NODE $FAKEGPU_HOSTNAME" > "$0.$RANK"\n' + nccl_check_line(tmp)))
         r = fgpu("--cluster-config", config, "--report", tmp / "r.json", "torchrun", "--standalone",
                  "--nproc_per_node=2", rank, env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -269,8 +283,7 @@ class FgpuCli(unittest.TestCase):
         for g in range(4):
             told = (tmp / f"rank.sh.{g}").read_text().split()
             self.assertEqual(told, [str(g), str(g % 2), str(g // 2), f"n{g // 2}"])
-        hosts = {x["global_rank"]: x["host"] for x in json.loads((tmp / "r.json").read_text())["ranks"]}
-        self.assertEqual(hosts, {0: "n0", 1: "n0", 2: "n1", 3: "n1"})
+        self.assertEqual(report_hosts(tmp / "r.json"), {0: "n0", 1: "n0", 2: "n1", 3: "n1"})
         wrong = fgpu("--cluster-config", config, "torchrun", "--nproc_per_node=4", rank, env=env)
         self.assertEqual(wrong.returncode, 2)
         self.assertIn("torchrun --nproc_per_node 4 does not match the cluster config, which has 2 nodes of 2 GPUs",
@@ -280,28 +293,19 @@ class FgpuCli(unittest.TestCase):
         # A launcher fgpu cannot split per node: each rank takes its node of a 2 x 2 cluster as
         # it starts (local rank variables, FAKEGPU_NODE, host name), so a program that groups
         # ranks by gethostname() (nccl-tests) finds two hosts.
-        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
-        (tmp / "mpirun").write_text(FAKE_MPIRUN)
-        (tmp / "mpirun").chmod(0o755)
-        config = tmp / "cluster.yaml"
-        config.write_text(TWO_BY_TWO)
-        rank = tmp / "rank.sh"
-        rank.write_text('#!/bin/sh\n'
-                        'host=$(python3 -c "import socket; print(socket.gethostname())")\n'
-                        'echo "$OMPI_COMM_WORLD_LOCAL_RANK $OMPI_COMM_WORLD_LOCAL_SIZE $FAKEGPU_NODE $host" '
-                        '> "$0.$OMPI_COMM_WORLD_RANK"\n'
-                        'RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK '
-                        f'exec {built("nccl_check")} {tmp / "id"} --tp 2 --iters 2 --count 1024\n')
-        rank.chmod(0o755)
-        env = dict(os.environ, PATH=f"{tmp}:{os.environ['PATH']}")
+        tmp, config, rank, env = stand_in_launch("mpirun", FAKE_MPIRUN, lambda tmp: (
+            '#!/bin/sh\n'
+            'host=$(python3 -c "import socket; print(socket.gethostname())")\n'
+            'echo "$OMPI_COMM_WORLD_LOCAL_RANK $OMPI_COMM_WORLD_LOCAL_SIZE $FAKEGPU_NODE $host" > "$0.$OMPI_COMM_WORLD_RANK"\n'
+            'RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK '
+            + nccl_check_line(tmp)))
         r = fgpu("--cluster-config", config, "--report", tmp / "r.json", "mpirun", "-np", "4", rank, env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(r.stdout.count(": OK ("), 4, r.stdout)
         for g in range(4):
             told = (tmp / f"rank.sh.{g}").read_text().split()
             self.assertEqual(told, [str(g % 2), "2", str(g // 2), f"n{g // 2}"])
-        hosts = {x["global_rank"]: x["host"] for x in json.loads((tmp / "r.json").read_text())["ranks"]}
-        self.assertEqual(hosts, {0: "n0", 1: "n0", 2: "n1", 3: "n1"})
+        self.assertEqual(report_hosts(tmp / "r.json"), {0: "n0", 1: "n0", 2: "n1", 3: "n1"})
         # A rank already placed keeps its place; a process that is no rank is left alone.
         probe = [sys.executable, "-c", "import os, socket; print(os.environ.get('OMPI_COMM_WORLD_LOCAL_RANK'), "
                  "os.environ.get('FAKEGPU_HOSTNAME'), socket.gethostname() == os.uname().nodename)"]

@@ -48,8 +48,13 @@ struct ControlArea {
 static_assert(sizeof(ControlArea) <= ControlArea::kBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free);
 
-// How long either side keeps polling its ring after its last work before it sleeps.
-constexpr std::chrono::microseconds kRingSpin{100};
+// How long either side keeps polling its ring after its last work before it sleeps. Long,
+// because a sleep costs far more than the wakeup itself: once every process on a core sleeps,
+// the core halts, and on a virtual machine waking a halted core takes the hypervisor tens of
+// microseconds to milliseconds. With 100 us, 16 ranks on two virtual cores lost whole
+// milliseconds to such wakeups; a few milliseconds rides over them. The spin yields the core at
+// each turn, so a rank with work to do still runs.
+constexpr std::chrono::microseconds kRingSpin{5000};
 
 // One direction of the exchange, seen from one side. The indices live in shared memory and the
 // peer may be buggy: a position that cannot be right throws RingError.

@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,15 +31,18 @@ def answers(transport: str, address: str) -> bool:
 class Coordinator:
     """A coordinator process owned by this launcher. Use as a context manager."""
 
-    def __init__(self, cluster_config, transport="unix", address=None, report=None, quiet=True, prefix=(), env=None):
+    def __init__(self, cluster_config, transport="unix", address=None, report=None, quiet=True, prefix=(), env=None,
+                 detach=False):
         """prefix runs before the coordinator's command line and must exec it, keeping its pid (for
-        example `ip netns exec NS`); env replaces the inherited environment."""
+        example `ip netns exec NS`); env replaces the inherited environment. detach starts it in a
+        session of its own, for a coordinator that outlives this launcher."""
         self.cluster_config = str(cluster_config)
         self.prefix = list(prefix)
         self.env = env
         self.transport = transport
         self.report = str(report) if report else None
         self.quiet = quiet
+        self.detach = detach
         self._private_dir = tempfile.mkdtemp(prefix="fakegpu-")  # mode 0700: only we can reach the socket
         if address is None:
             address = os.path.join(self._private_dir, "coordinator.sock") if transport == "unix" else "127.0.0.1:0"
@@ -53,8 +57,15 @@ class Coordinator:
         if self.report:
             cmd += ["--report", self.report]
         self._log = open(self.log_path, "w")
-        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-                                        env=self.env)
+        # Its own process group keeps a terminal's Ctrl-C away from it, so that stop() still gets
+        # the report. Only a detached one gets its own session: Linux schedules each session as
+        # one group (autogroup), and a coordinator polling in a group of its own would hold a
+        # whole core while ranks that outnumber the cores queue on the others.
+        if self.detach:
+            session = {"start_new_session": True}
+        else:
+            session = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+        self.process = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, **session)
         deadline = time.monotonic() + timeout
         while not ready.exists():
             if self.process.poll() is not None:

@@ -85,7 +85,7 @@ def start(a) -> int:
     config = a.cluster_config or write_single_node_config(8)
     report = str(Path(a.report).resolve())
     Path(report).parent.mkdir(parents=True, exist_ok=True)
-    coord = Coordinator(config, a.coordinator_transport, a.coordinator_addr, report).start()
+    coord = Coordinator(config, a.coordinator_transport, a.coordinator_addr, report, detach=True).start()
     state = {"pid": coord.process.pid, "transport": coord.transport, "address": coord.address,
              "cluster_config": str(Path(config).resolve()), "report": report, "log": str(coord.log_path)}
     Path(a.state_file).parent.mkdir(mode=0o700, parents=True, exist_ok=True)

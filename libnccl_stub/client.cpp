@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "identity.h"
@@ -42,6 +43,19 @@ uint64_t chunk_bytes_from_environment() {
     throw NcclError(ncclInvalidArgument, std::string("FAKEGPU_STAGING_CHUNK_BYTES=") + v + " is not a byte count of at least " +
                                              std::to_string(wire::kMinChunkBytes) + " (a number, optionally with K, M or G)");
   return n;
+}
+
+// How long to spin before sleeping while waiting on the control ring. The spin hands the core
+// on with sched_yield, which only reaches tasks in the caller's scheduling group; with autogroup
+// on, Linux makes each session such a group. A rank alone in its session (torchrun starts every
+// worker in a new one; the leader is the rank or the wrapper that started it) would keep the
+// core from its peers while it spins, so it sleeps at once instead.
+std::chrono::microseconds ring_spin() {
+  const pid_t session = getsid(0);
+  if (session != getpid() && session != getppid()) return kRingSpin;
+  std::ifstream autogroup("/proc/sys/kernel/sched_autogroup_enabled");
+  int enabled = 0;
+  return autogroup >> enabled && enabled ? std::chrono::microseconds(0) : kRingSpin;
 }
 
 // Makes fd travel with msg as SCM_RIGHTS ancillary data; control holds CMSG_SPACE(sizeof(int)).
@@ -86,6 +100,7 @@ Client::Client(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
   const char* force_socket = std::getenv("FAKEGPU_STAGING_FORCE_SOCKET");
   can_share_ = endpoint_.transport == Transport::kUnix && !(force_socket && std::string(force_socket) == "1");
   chunk_bytes_ = chunk_bytes_from_environment();
+  spin_ = ring_spin();
 }
 
 // Clients live for the whole process; only one whose handshake failed is ever destroyed.
@@ -141,6 +156,9 @@ void Client::open_control_ring() {
   ring_ = std::move(mapping);
   to_coord_ = ring_.to_coord();
   from_coord_ = ring_.to_rank();
+  info(spin_.count() ? "Control ring open: waits spin up to " + std::to_string(spin_.count()) + " us, then sleep"
+                     : std::string("Control ring open: waits sleep at once (this rank is alone in its session, which "
+                                   "autogroup schedules apart from its peers)"));
 }
 
 std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
@@ -283,7 +301,7 @@ template <typename Ready>
 void Client::ring_wait(Ready ready) {
   // Spinning pays off because the answer usually comes within microseconds; sched_yield hands
   // the core to the coordinator or another rank meanwhile.
-  const auto spin_end = std::chrono::steady_clock::now() + kRingSpin;
+  const auto spin_end = std::chrono::steady_clock::now() + spin_;
   do {
     if (ready()) return;
     sched_yield();

@@ -5,6 +5,7 @@
 // through a control ring in shared memory (control_ring.h) once the coordinator accepts one.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -136,6 +137,7 @@ class Client {
   std::set<uint64_t> shared_segments_;
   bool can_share_ = false;
   uint64_t chunk_bytes_ = wire::kDefaultChunkBytes;  // FAKEGPU_STAGING_CHUNK_BYTES
+  std::chrono::microseconds spin_{};                  // how long ring_wait spins before sleeping
   ControlMapping ring_;  // set once the coordinator has accepted a control ring
   ByteRing to_coord_, from_coord_;
 };

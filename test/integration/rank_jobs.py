@@ -20,15 +20,16 @@ def single_node_config(world: int) -> Path:
     return Path(write_single_node_config(world, name=f"test-{world}"))
 
 
-def run_rank_processes(binary, args, coordinator, world, timeout=120, extra_env=None):
-    """Runs `world` copies of binary as ranks; returns a list of CompletedProcess."""
+def run_rank_processes(binary, args, coordinator, world, timeout=120, extra_env=None, new_session=False):
+    """Runs `world` copies of binary as ranks, each in a session of its own with new_session (as
+    torchrun starts them); returns a list of CompletedProcess."""
     env = rank_environment(os.environ, coordinator.transport, coordinator.address, coordinator.cluster_config)
     env.update(extra_env or {})
     procs = []
     for rank in range(world):
         rank_env = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
         procs.append(subprocess.Popen([str(binary), *map(str, args)], env=rank_env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+                                      stderr=subprocess.PIPE, text=True, start_new_session=new_session))
     results = []
     for p in procs:
         try:

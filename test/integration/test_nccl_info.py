@@ -10,11 +10,12 @@ from pathlib import Path
 from rank_jobs import CONFIGS, Coordinator, built, run_rank_processes, single_node_config
 
 
-def run(config, world, env):
+def run(config, world, env, new_session=False):
     """One communicator over the world, one small allreduce."""
     tmp = Path(tempfile.mkdtemp(prefix="fakegpu-info-"))
     with Coordinator(config, "unix", report=tmp / "report.json") as coord:
-        results = run_rank_processes(built("allreduce_bench"), [tmp / "id", "256", "1"], coord, world, extra_env=env)
+        results = run_rank_processes(built("allreduce_bench"), [tmp / "id", "256", "1"], coord, world, extra_env=env,
+                                     new_session=new_session)
     for rank, r in enumerate(results):
         if r.returncode != 0:
             raise AssertionError(f"rank {rank}: {r.stderr}")
@@ -48,6 +49,18 @@ class NcclInfo(unittest.TestCase):
                                           rf"nvmlDev \d+ busId [0-9a-f]+ commId 0x[0-9a-f]+ - Init COMPLETE$")
             if rank:
                 self.assertFalse(any(line.startswith("Channel ") for line in lines), "only rank 0 dumps rings")
+
+    def test_waits_spin_only_where_a_yield_reaches_the_peers(self):
+        """Ranks sharing a session spin before they sleep; a rank alone in its session (torchrun
+        starts them so) sleeps at once where autogroup is on, since its yields reach no peer."""
+        autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled")
+        own_group = autogroup.exists() and autogroup.read_text().strip() == "1"
+        for new_session, spins in ((False, True), (True, not own_group)):
+            for r in run(single_node_config(2), 2, {"NCCL_DEBUG": "INFO"}, new_session=new_session):
+                opened = [line for line in info_lines(r.stderr) if line.startswith("Control ring open")]
+                self.assertEqual(len(opened), 1, r.stderr)
+                self.assertEqual("waits spin up to 5000 us" in opened[0], spins, opened[0])
+                self.assertEqual("waits sleep at once" in opened[0], not spins, opened[0])
 
     def test_subsys_filter(self):
         results = run(single_node_config(4), 4, {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "^GRAPH"})

@@ -1,6 +1,7 @@
 /* AllReduce latency benchmark, one process per rank (RANK / WORLD_SIZE set by the launcher).
  * Usage: allreduce_bench ID_FILE BYTES [ITERS]. Rank 0 prints: ranks, bytes, median time per
- * call in us, and this machine's memcpy bandwidth in GB/s (best of 5 copies of 64 MiB). */
+ * call in us, this machine's memcpy bandwidth in GB/s (best of 5 copies of 64 MiB), and the
+ * 99th percentile time per call in us. */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
     if (i >= 0) t[i] = now_us() - start;
   }
   qsort(t, iters, sizeof(double), cmp);
-  if (rank == 0) printf("%d %zu %.1f %.2f\n", world, bytes, t[iters / 2], memcpy_gbps());
+  if (rank == 0) printf("%d %zu %.1f %.2f %.1f\n", world, bytes, t[iters / 2], memcpy_gbps(), t[iters * 99 / 100]);
   ncclCommDestroy(comm);
   return 0;
 }

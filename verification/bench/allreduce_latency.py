@@ -46,14 +46,15 @@ def mpi_median_us(binary, world, size, iters):
 
 
 def fakegpu_median(env, world, size, iters):
-    """(median us, memcpy GB/s) from one run of the ranks, or None when they failed."""
+    """(median us, memcpy GB/s, 99th percentile us) from one run of the ranks, or None when they
+    failed."""
     out = Path(tempfile.mkdtemp()) / "out"
     idf = out.parent / "id"
     cmd = ["sh", "-c", f'"$0" "$@" > "{out}.$RANK"', str(built("allreduce_bench")), str(idf), str(size), str(iters)]
     if run_ranks(cmd, [list(range(world))], env) != 0:
         return None
     fields = Path(f"{out}.0").read_text().split()
-    return float(fields[2]), float(fields[3])
+    return float(fields[2]), float(fields[3]), float(fields[4])
 
 
 def main():
@@ -68,7 +69,7 @@ def main():
     mpi = mpi_binary() if a.compare_mpi else None
     if a.compare_mpi and not mpi:
         print("no mpicc/mpirun: MPI comparison skipped")
-    print(f"{'ranks':>5} {'bytes':>10} {'median_us':>10} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
+    print(f"{'ranks':>5} {'bytes':>10} {'median_us':>10} {'p99_us':>9} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
           f"{'x_bound':>8}" + (f" {'socket_us':>10}" if a.compare_socket else "") +
           (f" {'mpi_us':>10} {'x_mpi':>6}" if mpi else ""))
     for world in map(int, a.ranks.split(",")):
@@ -86,9 +87,9 @@ def main():
                     print(f"{world:>5} {size:>10} FAILED")
                     failed = True
                     continue
-                median, bw = result
+                median, bw, p99 = result
                 bound = world * size / (bw * 1e9) * 1e6
-                line = (f"{world:>5} {size:>10} {median:>10.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
+                line = (f"{world:>5} {size:>10} {median:>10.1f} {p99:>9.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
                         f"{median / bound:>8.1f}")
                 if a.compare_socket:
                     on_socket = fakegpu_median({**env, "FAKEGPU_CONTROL_RING": "0"}, world, size, iters)

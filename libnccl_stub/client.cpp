@@ -300,7 +300,7 @@ void Client::ring_doorbell() {
 template <typename Ready>
 void Client::ring_wait(Ready ready) {
   // Spinning pays off because the answer usually comes within microseconds; sched_yield hands
-  // the core to the coordinator or another rank meanwhile.
+  // the core to the coordinator or another rank meanwhile (see ring_spin).
   const auto spin_end = std::chrono::steady_clock::now() + spin_;
   do {
     if (ready()) return;

@@ -592,7 +592,7 @@ void Server::accept_loop(Acceptor& acceptor) {
   });
 }
 
-// Between events the loop keeps polling the control rings for a short while, yielding the core
+// Between events the loop keeps polling the control rings for up to kRingSpin, yielding the core
 // each time, because a rank's next frame usually follows within microseconds; sleeping and
 // being woken costs far more. Then it sleeps until a socket (doorbell included) or timer fires.
 void Server::run() {

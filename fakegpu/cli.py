@@ -64,12 +64,6 @@ def node_layout(cluster_config: str):
     return [node["id"] for node in nodes], [node["ranks"] for node in nodes]
 
 
-def torchrun_per_node(command, config, env):
-    """One torchrun per node when command is torchrun and the cluster has several nodes."""
-    names, nodes = node_layout(config)
-    return per_node_launches(command, names, nodes, env) if len(nodes) > 1 else None
-
-
 def run_job(args, quiet_summary=False) -> int:
     check_modes(args.mode, args.dist_mode)
     if args.command[:1] == ["--"]:
@@ -90,17 +84,17 @@ def run_job(args, quiet_summary=False) -> int:
     env = rank_environment(os.environ, args.coordinator_transport, address, str(Path(config).resolve()),
                            args.device_count)
     try:
+        names, nodes = node_layout(config)
+        several = len(nodes) > 1
         if args.nproc:
-            names, nodes = node_layout(config)
             world = sum(len(n) for n in nodes)
             if args.nproc != world:
                 raise SetupError(f"--nproc {args.nproc} does not match the world size {world} of {config}")
-            code = run_ranks(args.command, nodes, env, names if len(nodes) > 1 else None)
-        elif args.cluster_config and (launches := torchrun_per_node(args.command, config, env)):
-            code = run_all(launches)
+            code = run_ranks(args.command, nodes, env, names if several else None)
+        elif several and (launches := per_node_launches(args.command, names, nodes, env)):
+            code = run_all(launches)  # one torchrun per node
         else:
-            names, nodes = node_layout(config)
-            if len(nodes) > 1:  # each rank takes its node as it starts
+            if several:  # each rank takes its node as it starts
                 env["FAKEGPU_VIRTUAL_NODES"] = virtual_nodes_value(names, nodes)
             code = subprocess.call(args.command, env=env)
     except OSError as e:  # the command does not exist or cannot be run

@@ -365,7 +365,7 @@ struct CommInfo {
 };
 
 // NCCL's debug subsystem bits (NCCL_DEBUG_SUBSYS) of the lines fakegpu prints.
-enum NcclSubsys : uint32_t { kSubsysInit = 0x1, kSubsysGraph = 0x20 };
+enum NcclSubsys : uint32_t { kSubsysInit = 0x1, kSubsysGraph = 0x20, kSubsysAlloc = 0x100 };
 
 struct InfoLine {
   uint32_t subsys = 0;  // NcclSubsys

@@ -20,6 +20,7 @@ CudaBridge::CudaBridge() {
   launch_host_func_ = reinterpret_cast<decltype(launch_host_func_)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"));
   memcpy_async_ = reinterpret_cast<decltype(memcpy_async_)>(dlsym(RTLD_DEFAULT, "cudaMemcpyAsync"));
   find_segment_ = reinterpret_cast<decltype(find_segment_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_find_segment"));
+  host_register_ = reinterpret_cast<decltype(host_register_)>(dlsym(RTLD_DEFAULT, "cudaHostRegister"));
   is_capturing_ = reinterpret_cast<decltype(is_capturing_)>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
   add_modeled_time_ = reinterpret_cast<decltype(add_modeled_time_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_add_modeled_time"));
   // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
@@ -75,6 +76,10 @@ void CudaBridge::copy_async(void* dst, const void* src, size_t bytes, int kind, 
 
 bool CudaBridge::find_segment(const void* ptr, size_t len, Segment* out) const {
   return find_segment_ && find_segment_(ptr, len, &out->id, &out->offset, &out->fd, &out->size) == 1;
+}
+
+bool CudaBridge::pin(void* ptr, size_t bytes) const {
+  return !host_register_ || host_register_(ptr, bytes, 0 /* cudaHostRegisterDefault */) == 0;
 }
 
 void* CudaBridge::allocate(size_t bytes) const {

@@ -39,6 +39,9 @@ class CudaBridge {
     int fd = -1;
   };
   bool find_segment(const void* ptr, size_t len, Segment* out) const;
+  // Page-locks host memory the runtime did not allocate (cudaHostRegister), so copies to and
+  // from it can be asynchronous. False when the runtime refuses; true when there is none.
+  bool pin(void* ptr, size_t bytes) const;
   // Advances the modeled clock of the stream running this work by an operation's modeled
   // time (fakegpu's runtime only; cudaEventElapsedTime and paced mode read that clock).
   void add_modeled_time(double us) const {
@@ -71,6 +74,7 @@ class CudaBridge {
   int (*memcpy_async_)(void*, const void*, size_t, int, cudaStream_t) = nullptr;
   void (*add_modeled_time_)(double) = nullptr;
   int (*is_capturing_)(cudaStream_t, int*) = nullptr;
+  int (*host_register_)(void*, size_t, unsigned) = nullptr;
   bool host_accessible_ = true;
 };
 

@@ -29,6 +29,16 @@ void info(uint32_t subsys, const std::string& message);
 void info(const std::string& message);  // INIT
 std::string last_error();
 
+// Host functions queued on a stream must not call CUDA, so log lines written while one runs
+// take their device from the scope instead of asking the runtime.
+class LogDeviceScope {
+ public:
+  explicit LogDeviceScope(int device);
+  ~LogDeviceScope();
+  LogDeviceScope(const LogDeviceScope&) = delete;
+  LogDeviceScope& operator=(const LogDeviceScope&) = delete;
+};
+
 // Runs an API body, translating exceptions into an ncclResult_t and a WARN line that names fn.
 template <typename Body>
 ncclResult_t guarded(const char* fn, Body&& body) noexcept {

@@ -9,6 +9,7 @@
 
 #include "cuda_bridge.h"
 #include "reduce.h"
+#include "staging.h"
 
 namespace fakegpu::stub {
 namespace {
@@ -19,23 +20,6 @@ struct GroupState {
   std::vector<CollectiveCall> calls;
 };
 thread_local GroupState t_group;
-
-// Host copies of a call's buffers, for device memory the host cannot touch (hybrid mode).
-struct Staging {
-  std::vector<uint8_t> send, recv;
-  uint64_t scalar = 0;
-};
-using StagingSet = std::vector<Staging>;
-
-// Staging is needed over a real CUDA runtime. FAKEGPU_FORCE_STAGING=1 takes the same path over
-// fakegpu's runtime, so that it can be tested without a GPU.
-bool needs_staging() {
-  static const bool forced = [] {
-    const char* v = std::getenv("FAKEGPU_FORCE_STAGING");
-    return v && std::strcmp(v, "1") == 0;
-  }();
-  return forced || !cuda().host_accessible();
-}
 
 // FAKEGPU_PAYLOAD=none: timing-only runs. Operations are matched, checked and modeled, but no
 // data moves, so neither staging nor buffers are needed.
@@ -51,8 +35,7 @@ bool staging_needed() { return needs_staging() && !payload_free(); }
 
 // Posts every call before waiting on any: a group may hold several ranks of one communicator,
 // and none of them can finish until all have been posted. With staging, the calls read and
-// write the host copies; otherwise buffers in shared fake device memory are named, not sent,
-// and the coordinator works on them in place.
+// write the host copies instead of the device buffers.
 void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
   const CudaBridge& cu = cuda();
   std::vector<std::shared_ptr<Request>> requests;
@@ -72,21 +55,29 @@ void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
         desc.flags |= wire::kNoPayload;
         send = recv = nullptr;
         send_bytes = recv_bytes = 0;
-      } else if (staging) {
-        Staging& st = (*staging)[i];
-        send = st.send.data();
-        recv = st.recv.data();
-        if (c.device_scalar) desc.scalar = st.scalar;
       } else {
-        if (c.device_scalar) std::memcpy(&desc.scalar, c.device_scalar, dtype_size(desc.dtype));
-        CudaBridge::Segment seg;
+        CudaBridge::Segment send_home, recv_home;  // fd -1: not in shared memory
+        if (staging) {
+          StagingSet::Entry& st = (*staging)[i];
+          send = st.send.data, recv = st.recv.data;
+          send_home = st.send.segment, recv_home = st.recv.segment;
+          if (c.device_scalar) std::memcpy(&desc.scalar, st.scalar, dtype_size(desc.dtype));
+        } else {
+          if (c.device_scalar) std::memcpy(&desc.scalar, c.device_scalar, dtype_size(desc.dtype));
+          if (send_bytes) cu.find_segment(send, send_bytes, &send_home);
+          if (recv_bytes) cu.find_segment(recv, recv_bytes, &recv_home);
+        }
+        // A buffer in shared memory is named, not sent: the coordinator works on it in place.
         Client& client = *c.comm->client;
-        if (send_bytes && cu.find_segment(send, send_bytes, &seg) && client.share_segment(seg.id, seg.fd, seg.size)) {
-          desc.send = {seg.id, seg.offset};
+        auto in_place = [&](const CudaBridge::Segment& seg) {
+          return seg.fd >= 0 && client.share_segment(seg.id, seg.fd, seg.size);
+        };
+        if (send_bytes && in_place(send_home)) {
+          desc.send = {send_home.id, send_home.offset};
           send_bytes = 0;
         }
-        if (recv_bytes && cu.find_segment(recv, recv_bytes, &seg) && client.share_segment(seg.id, seg.fd, seg.size)) {
-          desc.recv = {seg.id, seg.offset};
+        if (recv_bytes && in_place(recv_home)) {
+          desc.recv = {recv_home.id, recv_home.offset};
           recv_bytes = 0;
         }
       }
@@ -108,39 +99,6 @@ void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
   cu.add_modeled_time(modeled_us);
 }
 
-StagingSet make_staging(const std::vector<CollectiveCall>& calls) {
-  StagingSet staging(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) {
-    staging[i].send.resize(calls[i].send_bytes);
-    staging[i].recv.resize(calls[i].recv_bytes);
-  }
-  return staging;
-}
-
-// Copies the calls' inputs (and device scalars) into the staging buffers, or their results back
-// out: now, or queued on `stream` when one is given.
-void stage_inputs(const std::vector<CollectiveCall>& calls, StagingSet& staging, std::optional<cudaStream_t> stream) {
-  const CudaBridge& cu = cuda();
-  auto to_host = [&](void* dst, const void* src, size_t bytes) {
-    stream ? cu.copy_to_host_async(dst, src, bytes, *stream) : cu.copy_to_host(dst, src, bytes);
-  };
-  for (size_t i = 0; i < calls.size(); ++i) {
-    to_host(staging[i].send.data(), calls[i].sendbuff, calls[i].send_bytes);
-    if (calls[i].device_scalar) to_host(&staging[i].scalar, calls[i].device_scalar, dtype_size(calls[i].desc.dtype));
-  }
-}
-
-void unstage_outputs(const std::vector<CollectiveCall>& calls, StagingSet& staging,
-                     std::optional<cudaStream_t> stream) {
-  const CudaBridge& cu = cuda();
-  for (size_t i = 0; i < calls.size(); ++i) {
-    if (stream)
-      cu.copy_to_device_async(calls[i].recvbuff, staging[i].recv.data(), calls[i].recv_bytes, *stream);
-    else
-      cu.copy_to_device(calls[i].recvbuff, staging[i].recv.data(), calls[i].recv_bytes);
-  }
-}
-
 // Runs calls now, from the calling thread: for the legacy stream, or without a runtime that can
 // queue work. A failure is returned by the call and, as on a queued stream, also becomes the
 // communicators' asynchronous error, which watchdogs such as torch's poll.
@@ -148,7 +106,7 @@ void run_now(const std::vector<CollectiveCall>& calls) {
   for (const auto& c : calls) cuda().sync_stream(c.stream);  // their inputs are complete once this is done
   try {
     if (!staging_needed()) return run_batch(calls, nullptr);
-    StagingSet staging = make_staging(calls);
+    StagingSet staging(calls);
     stage_inputs(calls, staging, std::nullopt);
     run_batch(calls, &staging);
     unstage_outputs(calls, staging, std::nullopt);
@@ -175,6 +133,7 @@ void end_inflight(const std::vector<CollectiveCall>& calls) {
 
 // Runs queued calls from their stream: a failure becomes the communicators' asynchronous error.
 void run_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
+  LogDeviceScope device(calls.front().comm->cuda_device);
   try {
     run_batch(calls, staging);
   } catch (const NcclError& e) {
@@ -194,7 +153,7 @@ void enqueue_captured(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   auto calls = std::make_shared<const std::vector<CollectiveCall>>(std::move(batch));
   std::shared_ptr<StagingSet> staging;
   if (staging_needed()) {
-    staging = std::make_shared<StagingSet>(make_staging(*calls));
+    staging = std::make_shared<StagingSet>(*calls);
     stage_inputs(*calls, *staging, stream);
   }
   cu.enqueue(stream, [calls, staging] {
@@ -219,7 +178,7 @@ void enqueue(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   begin_inflight(*calls);
   std::shared_ptr<StagingSet> staging;
   if (staging_needed()) {
-    staging = std::make_shared<StagingSet>(make_staging(*calls));
+    staging = std::make_shared<StagingSet>(*calls);
     stage_inputs(*calls, *staging, stream);
   }
   // The operation is over once its results are in the caller's buffers: after the collective,

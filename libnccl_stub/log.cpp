@@ -65,11 +65,12 @@ uint32_t subsys_mask() {
 
 std::mutex g_mu;
 std::string g_last_error;
+thread_local int t_log_device = -1;  // set by LogDeviceScope
 
 void emit(const char* level, const std::string& message) {
   static const std::string host = identity_from_environment().hostname;
   std::fprintf(stderr, "%s:%d:%ld [%d] NCCL %s %s\n", host.c_str(), static_cast<int>(getpid()),
-               static_cast<long>(syscall(SYS_gettid)), cuda().current_device(), level, message.c_str());
+               static_cast<long>(syscall(SYS_gettid)), t_log_device >= 0 ? t_log_device : cuda().current_device(), level, message.c_str());
 }
 
 }  // namespace
@@ -81,6 +82,9 @@ void warn(const std::string& message) {
   }
   if (debug_level() >= Level::kWarn) emit("WARN", message);
 }
+
+LogDeviceScope::LogDeviceScope(int device) { t_log_device = device; }
+LogDeviceScope::~LogDeviceScope() { t_log_device = -1; }
 
 bool info_enabled(uint32_t subsys) { return debug_level() >= Level::kInfo && (subsys_mask() & subsys) != 0; }
 

@@ -9,7 +9,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from rank_jobs import Coordinator, built, rank_environment, single_node_config
+from rank_jobs import Coordinator, built, rank_environment, run_rank_processes, single_node_config
 
 
 def run(extra_env):
@@ -34,8 +34,32 @@ class StreamOrdering(unittest.TestCase):
         r, report = run({"FAKEGPU_FORCE_STAGING": "1"})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("STREAMS OK", r.stdout)
+        # The staging buffers live in shared memory: the coordinator works on them in place.
+        self.assertEqual(report["data_plane"]["socket_bytes"], 0)
+        self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)
+
+    def test_through_staging_buffers_over_the_socket(self):
+        r, report = run({"FAKEGPU_FORCE_STAGING": "1", "FAKEGPU_STAGING_FORCE_SOCKET": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("STREAMS OK", r.stdout)
+        self.assertEqual(report["data_plane"]["shared_memory_bytes"], 0)
         self.assertGreater(report["data_plane"]["socket_bytes"], 0, "staged data travels in the frames")
 
+    def test_staging_buffers_are_reused(self):
+        # Each AllReduce stages through blocks from a pool. Ten times the operations must not
+        # take one block more: nothing is allocated per operation once the pool has grown.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-pool-"))
+        growth = {}
+        for iters in (2, 20):
+            with Coordinator(single_node_config(2), "unix") as coord:
+                results = run_rank_processes(built("allreduce_bench"), [tmp / f"id{iters}", "100000", iters], coord, 2,
+                                             extra_env={"FAKEGPU_FORCE_STAGING": "1", "NCCL_DEBUG": "INFO",
+                                                        "NCCL_DEBUG_SUBSYS": "ALLOC"})
+            for r in results:
+                self.assertEqual(r.returncode, 0, r.stderr)
+            growth[iters] = [r.stderr.count("Staging pool: new") for r in results]
+        self.assertEqual(growth[2], growth[20])
+        self.assertGreater(min(growth[2]), 0, "the pool announces each block it adds")
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -65,7 +65,10 @@ def node_layout(cluster_config: str):
 
 
 def run_job(args, quiet_summary=False) -> int:
-    check_modes(args.mode, args.dist_mode)
+    gpus = check_modes(args.mode, args.dist_mode)
+    if gpus and args.device_count:
+        raise SetupError(f"--device-count sets how many fake devices a rank sees; with --mode {args.mode} "
+                         f"the ranks see this machine's {gpus} GPU(s)")
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
     if not args.command:
@@ -82,9 +85,14 @@ def run_job(args, quiet_summary=False) -> int:
         address = owned.address
         registration = register_job(owned, args.command)
     env = rank_environment(os.environ, args.coordinator_transport, address, str(Path(config).resolve()),
-                           args.device_count)
+                           args.device_count, args.mode)
     try:
         names, nodes = node_layout(config)
+        if gpus:
+            per_node = max(len(n) for n in nodes)
+            print(f"fgpu: --mode {args.mode}: up to {per_node} ranks per node compute on this machine's {gpus} "
+                  "GPU(s), each on the device its program selects; where they outnumber the GPUs, select "
+                  "LOCAL_RANK % device count", file=sys.stderr)
         several = len(nodes) > 1
         if args.nproc:
             world = sum(len(n) for n in nodes)

@@ -13,13 +13,15 @@ def prepend(var: str, value: str, env: dict) -> str:
     return value + (":" + old if old else "")
 
 
-def rank_environment(base: dict, transport: str, address: str, cluster_config: str, device_count=None) -> dict:
-    """The variables every rank needs: our libraries first on the search path, and the coordinator."""
+def rank_environment(base: dict, transport: str, address: str, cluster_config: str, device_count=None,
+                     mode="simulate") -> dict:
+    """The variables every rank needs: our libraries first on the search path, and the coordinator.
+    In hybrid mode only our libnccl.so.2: the program computes on its own CUDA runtime, NVIDIA's."""
     env = dict(base)
-    lib_dir = str(built("libnccl.so.2").parent)
     env["LD_PRELOAD"] = prepend("LD_PRELOAD", str(built("libnccl.so.2")), env)
-    env["LD_LIBRARY_PATH"] = prepend("LD_LIBRARY_PATH", lib_dir, env)
-    env["FAKEGPU_MODE"] = env.get("FAKEGPU_MODE", "simulate")
+    if mode == "simulate":  # the build directory also holds fakegpu's libcudart.so.12 and .13
+        env["LD_LIBRARY_PATH"] = prepend("LD_LIBRARY_PATH", str(built("libnccl.so.2").parent), env)
+    env["FAKEGPU_MODE"] = mode
     env["FAKEGPU_DIST_MODE"] = env.get("FAKEGPU_DIST_MODE", "simulate")
     env["FAKEGPU_COORDINATOR_TRANSPORT"] = transport
     env["FAKEGPU_COORDINATOR_ADDR"] = address

@@ -1,6 +1,7 @@
 """Which mode pairs can run on this machine. simulate/simulate needs nothing. The others run on
 a real GPU: hybrid computes on it, passthrough hands it the whole program, and the proxy and
-passthrough dist modes record around NVIDIA's libnccl.so.2 (FAKEGPU_REAL_NCCL_PATH)."""
+passthrough dist modes record around NVIDIA's libnccl.so.2 (FAKEGPU_REAL_NCCL_PATH). Of those,
+hybrid/simulate is implemented."""
 
 import ctypes
 import os
@@ -14,28 +15,35 @@ def local_gpus():
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return 0, "no NVIDIA driver (libcuda.so.1 cannot be loaded)"
-    rc = cuda.cuInit(0)
+    try:
+        init, get_count = cuda.cuInit, cuda.cuDeviceGetCount
+    except AttributeError as e:
+        return 0, f"libcuda.so.1 is not an NVIDIA driver ({e})"
+    rc = init(0)
     if rc != 0:
         return 0, f"the NVIDIA driver is there but cuInit failed with CUresult {rc}"
     count = ctypes.c_int(0)
-    if cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+    if get_count(ctypes.byref(count)) != 0 or count.value == 0:
         return 0, "the NVIDIA driver reports no device"
     return count.value, ""
 
 
-def check_modes(mode: str, dist_mode: str):
-    """Returns when the pair can run here; otherwise raises SetupError saying what is missing."""
+def check_modes(mode: str, dist_mode: str) -> int:
+    """Returns how many GPUs the pair computes on (0 for simulate/simulate) when it can run
+    here; otherwise raises SetupError saying what is missing."""
     if mode == "simulate" and dist_mode == "simulate":
-        return
+        return 0
     pair = f"--mode {mode} --dist-mode {dist_mode}"
     count, why = local_gpus()
     if count == 0:
         raise SetupError(f"{pair} runs on a real GPU, and this machine has none: {why}. "
                          "--mode simulate --dist-mode simulate (the default) needs no GPU")
+    if mode == "hybrid" and dist_mode == "simulate":
+        return count
     if dist_mode in ("proxy", "passthrough"):
         real = os.environ.get("FAKEGPU_REAL_NCCL_PATH", "")
         if not real or not os.path.isfile(real):
             raise SetupError(f"--dist-mode {dist_mode} records around NVIDIA's libnccl.so.2: set "
                              "FAKEGPU_REAL_NCCL_PATH to that file" + (f" ({real} does not exist)" if real else ""))
     raise SetupError(f"{pair}: this machine has {count} GPU(s), but fakegpu does not implement this mode "
-                     "yet; only --mode simulate --dist-mode simulate runs")
+                     "yet; --mode simulate and --mode hybrid run with --dist-mode simulate")

@@ -11,20 +11,39 @@
 
 namespace fakegpu::stub {
 
+namespace {
+// A runtime function: among the process's global symbols, or else in a CUDA runtime loaded
+// without RTLD_GLOBAL (a Python extension's dependency, say), which RTLD_DEFAULT cannot see.
+void* runtime_symbol(const char* name) {
+  if (void* sym = dlsym(RTLD_DEFAULT, name)) return sym;
+  static void* const loaded = [] {
+    for (const char* soname : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
+      if (void* handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD)) return handle;
+    return static_cast<void*>(nullptr);
+  }();
+  return loaded ? dlsym(loaded, name) : nullptr;
+}
+
+template <typename Fn>
+void find(Fn*& fn, const char* name) {
+  fn = reinterpret_cast<Fn*>(runtime_symbol(name));
+}
+}  // namespace
+
 CudaBridge::CudaBridge() {
-  get_device_ = reinterpret_cast<GetDevice>(dlsym(RTLD_DEFAULT, "cudaGetDevice"));
-  stream_sync_ = reinterpret_cast<StreamSync>(dlsym(RTLD_DEFAULT, "cudaStreamSynchronize"));
-  memcpy_ = reinterpret_cast<Memcpy>(dlsym(RTLD_DEFAULT, "cudaMemcpy"));
-  malloc_ = reinterpret_cast<int (*)(void**, size_t)>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
-  free_ = reinterpret_cast<int (*)(void*)>(dlsym(RTLD_DEFAULT, "cudaFree"));
-  launch_host_func_ = reinterpret_cast<decltype(launch_host_func_)>(dlsym(RTLD_DEFAULT, "cudaLaunchHostFunc"));
-  memcpy_async_ = reinterpret_cast<decltype(memcpy_async_)>(dlsym(RTLD_DEFAULT, "cudaMemcpyAsync"));
-  find_segment_ = reinterpret_cast<decltype(find_segment_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_find_segment"));
-  host_register_ = reinterpret_cast<decltype(host_register_)>(dlsym(RTLD_DEFAULT, "cudaHostRegister"));
-  is_capturing_ = reinterpret_cast<decltype(is_capturing_)>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
-  add_modeled_time_ = reinterpret_cast<decltype(add_modeled_time_)>(dlsym(RTLD_DEFAULT, "fakegpu_cuda_add_modeled_time"));
+  find(get_device_, "cudaGetDevice");
+  find(stream_sync_, "cudaStreamSynchronize");
+  find(memcpy_, "cudaMemcpy");
+  find(malloc_, "cudaMalloc");
+  find(free_, "cudaFree");
+  find(launch_host_func_, "cudaLaunchHostFunc");
+  find(memcpy_async_, "cudaMemcpyAsync");
+  find(find_segment_, "fakegpu_cuda_find_segment");
+  find(host_register_, "cudaHostRegister");
+  find(is_capturing_, "cudaStreamIsCapturing");
+  find(add_modeled_time_, "fakegpu_cuda_add_modeled_time");
   // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
-  bool fake = dlsym(RTLD_DEFAULT, "fakegpu_cuda_is_fake") != nullptr;
+  bool fake = runtime_symbol("fakegpu_cuda_is_fake") != nullptr;
   host_accessible_ = fake || memcpy_ == nullptr;
 }
 

@@ -1,6 +1,6 @@
 // The stub never links a CUDA runtime: it finds whichever one the program loaded (fakegpu's
 // libcudart or, in hybrid mode, NVIDIA's) at run time. With none loaded it behaves as one
-// device whose memory is host memory.
+// device whose memory is host memory, except in hybrid mode, where that is an error.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +33,8 @@ class CudaBridge {
   }
   // True when device pointers are plain host memory (fakegpu's runtime, or none at all).
   bool host_accessible() const { return host_accessible_; }
+  // Whether a CUDA runtime (NVIDIA's or fakegpu's) is loaded where the stub can call it.
+  bool has_runtime() const { return memcpy_ != nullptr; }
   // Where fake device memory lives: true when [ptr, ptr + len) is in a shareable segment.
   struct Segment {
     uint64_t id = 0, offset = 0, size = 0;

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# The seed's hybrid check: N ranks compute on this machine's real GPU and communicate through
-# the simulator. Without a GPU it skips (exit 77) and says why. Usage: test/run_hybrid_multinode.sh N
+# The seed's hybrid check: N virtual nodes of 2 ranks compute on this machine's real GPU(s) and
+# communicate through the simulator. It is run_multinode_sim.sh in hybrid mode, its rank program
+# nccl_check built against NVIDIA's headers and run on NVIDIA's runtime, so that its buffers are
+# GPU memory. Without a GPU or the CUDA toolkit it skips (exit 77) and says why.
+# Usage: test/run_hybrid_multinode.sh N
 set -euo pipefail
 nodes=${1:?usage: $0 NODES}
 cd "$(dirname "$0")/.."
-if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
-  echo "run_hybrid_multinode: skipped: hybrid mode needs a real GPU and this machine has none (nvidia-smi -L)"
-  exit 77
-fi
+check=run_hybrid_multinode
+. test/require_gpu.sh
 build=${FAKEGPU_BUILD_DIR:-build}
-work=$(mktemp -d "${TMPDIR:-/tmp}/fakegpu-hybrid-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-./fgpu --mode hybrid --nproc "$((2 * nodes))" "$build/nccl_check" "$work/id" --tp 2 --iters 3
+program=$build/nccl_check_real_headers
+[[ -x $program ]] || skip "$program was not built (the build found no CUDA toolkit headers)"
+cuda_lib=${CUDA_HOME:-/usr/local/cuda}/lib64
+export LD_LIBRARY_PATH=$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+runtime=$(ldd "$program" | awk '/libcudart/ {print $3}')
+[[ $runtime == "$cuda_lib"/* ]] || skip "NVIDIA's libcudart is not in $cuda_lib (set CUDA_HOME); $program found '$runtime'"
+echo "run_hybrid_multinode: ranks run $program on $runtime"
+FAKEGPU_MODE=hybrid RANK_PROGRAM=$program exec test/run_multinode_sim.sh "$nodes"

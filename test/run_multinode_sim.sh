@@ -2,7 +2,8 @@
 # The seed's multi-node simulation check: N virtual nodes of 2 GPUs on this host, one rank per
 # GPU, running the TP x DP job (TP inside a node, DP across nodes) through fgpu. Every rank
 # checks every element; the report must show the nodes and traffic between them.
-# Usage: test/run_multinode_sim.sh N   (N >= 2)
+# Usage: test/run_multinode_sim.sh N   (N >= 2). run_hybrid_multinode.sh runs it in hybrid mode,
+# with FAKEGPU_MODE=hybrid and RANK_PROGRAM naming a build of nccl_check on NVIDIA's runtime.
 set -euo pipefail
 nodes=${1:?usage: $0 NODES}
 [[ $nodes =~ ^[0-9]+$ && $nodes -ge 2 ]] || { echo "run_multinode_sim: NODES must be an integer >= 2, got '$nodes'" >&2; exit 2; }
@@ -26,7 +27,7 @@ config=$work/cluster.yaml
 
 world=$((2 * nodes))
 ./fgpu --cluster-config "$config" --report "$work/report.json" --nproc "$world" \
-  "$build/nccl_check" "$work/id" --tp 2 --iters 3 --count 4096 > "$work/out.txt"
+  "${RANK_PROGRAM:-$build/nccl_check}" "$work/id" --tp 2 --iters 3 --count 4096 > "$work/out.txt"
 oks=$(grep -c ": OK (" "$work/out.txt" || true)
 [[ $oks -eq $world ]] || { cat "$work/out.txt"; echo "run_multinode_sim: $oks of $world ranks verified" >&2; exit 1; }
 
@@ -40,4 +41,4 @@ across = {p for p in pairs if p[0] != p[1]}
 assert len(across) >= nodes, f"traffic crossed only {sorted(across)}"
 assert not report["errors"], report["errors"]
 PY
-echo "run_multinode_sim: $nodes nodes x 2 GPUs, all $world ranks verified, traffic crossed between the nodes"
+echo "run_multinode_sim (--mode ${FAKEGPU_MODE:-simulate}): $nodes nodes x 2 GPUs, all $world ranks verified, traffic crossed between the nodes"

@@ -15,6 +15,17 @@ from fakegpu.paths import built  # noqa: E402
 
 CONFIGS = REPO / "configs"
 
+# Two nodes of two GPUs: the smallest cluster with traffic inside and between nodes.
+TWO_BY_TWO = """version: 1
+cluster: {name: two-by-two}
+nodes:
+  - {id: n0, ranks: [0, 1], gpus: [{profile: h100}, {profile: h100}]}
+  - {id: n1, ranks: [2, 3], gpus: [{profile: h100}, {profile: h100}]}
+fabric:
+  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
+  inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}
+"""
+
 
 def single_node_config(world: int) -> Path:
     return Path(write_single_node_config(world, name=f"test-{world}"))

@@ -1,0 +1,106 @@
+"""fgpu's hybrid mode, driven on a machine without a GPU. A stand-in driver library reports one
+GPU, and fakegpu's runtime, which the rank program finds through its own run path, stands in for
+NVIDIA's: one device (FAKEGPU_DEVICE_COUNT=1) whose memory the host is treated as unable to touch
+(FAKEGPU_FORCE_STAGING=1). The check on a real GPU is test/run_hybrid_multinode.sh."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from rank_jobs import REPO, TWO_BY_TWO, Coordinator, built, single_node_config
+
+FGPU = str(REPO / "fgpu")
+
+
+def with_one_gpu(**extra):
+    """fgpu's environment on a machine whose driver reports one GPU."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKEGPU_")}
+    driver_dir = str(built("nccl_check").parent / "standin-driver")
+    env["LD_LIBRARY_PATH"] = driver_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env.update(extra)
+    return env
+
+
+def fgpu(*args, env):
+    return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+
+
+class HybridMode(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="fakegpu-hybrid-"))
+
+    def test_ranks_share_the_gpu_and_communicate_through_the_simulator(self):
+        config = self.tmp / "c.yaml"
+        config.write_text(TWO_BY_TWO)
+        # The rank program selects LOCAL_RANK % device count: all four ranks on the one GPU.
+        r = fgpu("--mode", "hybrid", "--cluster-config", config, "--report", self.tmp / "r.json", "--nproc", "4",
+                 "env", "FAKEGPU_DEVICE_COUNT=1", built("nccl_check"), self.tmp / "id", "--tp", "2", "--iters", "3",
+                 env=with_one_gpu(FAKEGPU_FORCE_STAGING="1", NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="ALLOC"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count(": OK ("), 4, r.stdout)
+        self.assertIn("up to 2 ranks per node compute on this machine's 1 GPU(s)", r.stderr)
+        self.assertIn("Staging pool: new", r.stderr, "device data is staged through host blocks")
+        report = json.loads((self.tmp / "r.json").read_text())
+        self.assertEqual(report["world_size"], 4)
+        self.assertGreater(report["collectives"]["AllReduce"]["calls"], 0)
+        # The staged copies are shared with the coordinator, which works on them in place.
+        self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)
+        self.assertEqual(report["data_plane"]["socket_bytes"], 0)
+
+    def test_ranks_keep_their_own_cuda_runtime(self):
+        probe = 'echo "$LD_PRELOAD|${LD_LIBRARY_PATH:-}|$FAKEGPU_MODE"'
+        r = fgpu("--mode", "hybrid", "--nproc", "2", "sh", "-c", probe, env=with_one_gpu())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [line for line in r.stdout.splitlines() if line.count("|") == 2]
+        self.assertEqual(len(lines), 2, r.stdout)
+        for line in lines:
+            preload, library_path, mode = line.split("|")
+            self.assertEqual(preload, str(built("libnccl.so.2")), "only fakegpu's NCCL is preloaded")
+            self.assertNotIn(str(built("libnccl.so.2").parent) + ":", library_path + ":",
+                             "the directory with fakegpu's libcudart stays off the search path")
+            self.assertEqual(mode, "hybrid")
+
+    def test_device_count_is_the_gpus_business(self):
+        r = fgpu("--mode", "hybrid", "--device-count", "4", "true", env=with_one_gpu())
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("with --mode hybrid the ranks see this machine's 1 GPU(s)", r.stderr)
+
+    def test_modes_not_implemented_say_so_on_a_machine_with_a_gpu(self):
+        r = fgpu("--mode", "hybrid", "--dist-mode", "proxy", "true", env=with_one_gpu())
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("set FAKEGPU_REAL_NCCL_PATH", r.stderr)
+        real = self.tmp / "libnccl.so.2"
+        real.write_bytes(b"")
+        r = fgpu("--mode", "hybrid", "--dist-mode", "proxy", "true", env=with_one_gpu(FAKEGPU_REAL_NCCL_PATH=str(real)))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("this machine has 1 GPU(s), but fakegpu does not implement this mode yet", r.stderr)
+
+    def test_a_rank_without_a_cuda_runtime_is_refused(self):
+        # Only libnccl.so.2 is loaded: in hybrid mode its buffers would be GPU memory it cannot copy.
+        program = """
+import ctypes, sys
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+nccl = ctypes.CDLL(sys.argv[1])
+nccl.ncclGetLastError.restype = ctypes.c_char_p
+uid, comm = UniqueId(), ctypes.c_void_p()
+assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+print(nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0), nccl.ncclGetLastError(None).decode())
+"""
+        with Coordinator(single_node_config(1), "unix") as coord:
+            env = dict(os.environ, FAKEGPU_MODE="hybrid", FAKEGPU_COORDINATOR_TRANSPORT="unix",
+                       FAKEGPU_COORDINATOR_ADDR=coord.address, RANK="0", WORLD_SIZE="1", NCCL_DEBUG="NONE")
+            r = subprocess.run([sys.executable, "-c", program, str(built("libnccl.so.2"))], env=env,
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        code, message = r.stdout.strip().split(" ", 1)
+        self.assertEqual(code, "2")  # ncclSystemError
+        self.assertIn("FAKEGPU_MODE=hybrid, but this process has no CUDA runtime that fakegpu can call", message)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -18,7 +18,8 @@ FGPU = str(REPO / "fgpu")
 
 def with_one_gpu(**extra):
     """fgpu's environment on a machine whose driver reports one GPU."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKEGPU_")}
+    kept = ("FAKEGPU_BUILD_DIR", "FAKEGPU_SANITIZER_PRELOAD")  # which build the suite tests
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKEGPU_") or k in kept}
     driver_dir = str(built("nccl_check").parent / "standin-driver")
     env["LD_LIBRARY_PATH"] = driver_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env.update(extra)

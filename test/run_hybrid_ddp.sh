@@ -22,4 +22,4 @@ report, ranks = json.load(open(sys.argv[1])), int(sys.argv[2])
 assert report["world_size"] == ranks, report["world_size"]
 assert report["collectives"]["AllReduce"]["calls"] > 0, "DDP's gradient AllReduces did not reach the simulator"
 PY
-echo "run_hybrid_ddp: $ranks ranks on $(nvidia-smi -L | wc -l) GPU(s) match the single-process reference: $(cat "$work/result.json" | tr -d '\n ')"
+echo "run_hybrid_ddp: $ranks ranks on $(nvidia-smi -L | wc -l) GPU(s) match the single-process reference: $(tr -d '\n ' < "$work/result.json")"

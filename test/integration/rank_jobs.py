@@ -14,6 +14,7 @@ from fakegpu.launch import rank_environment  # noqa: E402
 from fakegpu.paths import built  # noqa: E402
 
 CONFIGS = REPO / "configs"
+FGPU = str(REPO / "fgpu")
 
 # Two nodes of two GPUs: the smallest cluster with traffic inside and between nodes.
 TWO_BY_TWO = """version: 1
@@ -25,6 +26,11 @@ fabric:
   intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
   inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}
 """
+
+
+def fgpu(*args, env=None):
+    """Runs the fgpu launcher and captures its output."""
+    return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
 
 
 def single_node_config(world: int) -> Path:

@@ -12,15 +12,8 @@ from pathlib import Path
 
 import jsonschema
 
-from rank_jobs import CONFIGS, REPO, TWO_BY_TWO, built
+from rank_jobs import CONFIGS, FGPU, REPO, TWO_BY_TWO, built, fgpu
 from fakegpu.modes import local_gpus
-
-FGPU = str(REPO / "fgpu")
-
-
-def fgpu(*args, env=None):
-    return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
-
 
 # torchrun's static-rendezvous interface, enough to start one node's ranks.
 FAKE_TORCHRUN = """#!/usr/bin/env python3

@@ -11,10 +11,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from rank_jobs import REPO, TWO_BY_TWO, Coordinator, built, single_node_config
-
-FGPU = str(REPO / "fgpu")
-
+from rank_jobs import TWO_BY_TWO, Coordinator, built, fgpu, single_node_config
 
 def with_one_gpu(**extra):
     """fgpu's environment on a machine whose driver reports one GPU."""
@@ -24,10 +21,6 @@ def with_one_gpu(**extra):
     env["LD_LIBRARY_PATH"] = driver_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env.update(extra)
     return env
-
-
-def fgpu(*args, env):
-    return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
 
 
 class HybridMode(unittest.TestCase):

@@ -16,7 +16,7 @@ from .launch import rank_environment, run_all, run_ranks, virtual_nodes_value
 from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
-from .torchrun import per_node_launches
+from .torchrun import free_port, per_node_launches
 
 SUBCOMMANDS = ("demo", "validate", "report", "model", "coordinator")
 
@@ -98,6 +98,9 @@ def run_job(args, quiet_summary=False) -> int:
             world = sum(len(n) for n in nodes)
             if args.nproc != world:
                 raise SetupError(f"--nproc {args.nproc} does not match the world size {world} of {config}")
+            # As torchrun does: torch's env:// rendezvous on this host, unless the caller chose one.
+            env.setdefault("MASTER_ADDR", "127.0.0.1")
+            env.setdefault("MASTER_PORT", str(free_port()))
             code = run_ranks(args.command, nodes, env, names if several else None)
         elif several and (launches := per_node_launches(args.command, names, nodes, env)):
             code = run_all(launches)  # one torchrun per node

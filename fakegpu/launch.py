@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from .paths import built
 
@@ -21,6 +22,9 @@ def rank_environment(base: dict, transport: str, address: str, cluster_config: s
     env["LD_PRELOAD"] = prepend("LD_PRELOAD", str(built("libnccl.so.2")), env)
     if mode == "simulate":  # the build directory also holds fakegpu's libcudart.so.12 and .13
         env["LD_LIBRARY_PATH"] = prepend("LD_LIBRARY_PATH", str(built("libnccl.so.2").parent), env)
+        # Python ranks (PyTorch) load fakegpu's CUDA libraries before torch: python_hook/sitecustomize.py.
+        env["PYTHONPATH"] = prepend("PYTHONPATH", str(Path(__file__).resolve().parent / "python_hook"), env)
+        env["FAKEGPU_BUILD_DIR"] = str(built("libnccl.so.2").parent)
     env["FAKEGPU_MODE"] = mode
     env["FAKEGPU_DIST_MODE"] = env.get("FAKEGPU_DIST_MODE", "simulate")
     env["FAKEGPU_COORDINATOR_TRANSPORT"] = transport

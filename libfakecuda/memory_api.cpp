@@ -23,6 +23,7 @@ void* allocate(size_t bytes, MemoryKind kind) {
   const VirtualDevice& d = current();
   void* p = memory().allocate(bytes, kind, current_device(), d.memory_bytes);
   if (!p) throw cudaErrorMemoryAllocation;
+  mark_context_active(current_device());
   return p;
 }
 
@@ -371,6 +372,19 @@ FAKECUDA_API int fakegpu_cuda_find_segment(const void* ptr, size_t len, uint64_t
   *offset = ref.offset;
   *fd = ref.fd;
   *segment_size = ref.size;
+  return 1;
+}
+
+// For fakegpu's driver API (cuMemGetAddressRange, cuPointerGetAttribute): the live allocation
+// holding ptr. Returns 1 and fills its start, size, kind (0 device, 1 host, 2 managed) and
+// device when there is one.
+FAKECUDA_API int fakegpu_cuda_allocation_of(const void* ptr, void** base, size_t* bytes, int* kind, int* device) {
+  Allocation a;
+  if (!ptr || !memory().lookup(ptr, &a)) return 0;
+  *base = a.base;
+  *bytes = a.bytes;
+  *kind = a.kind == MemoryKind::kDevice ? 0 : a.kind == MemoryKind::kHost ? 1 : 2;
+  *device = a.device;
   return 1;
 }
 

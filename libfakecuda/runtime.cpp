@@ -32,16 +32,19 @@ const VirtualDevice& device_or_throw(int ordinal) {
 
 const VirtualDevice& current() { return device_or_throw(current_device()); }
 
+namespace {
+std::mutex active_mu;
+std::set<int> active_contexts;
+}  // namespace
+
+void mark_context_active(int device) {
+  std::lock_guard<std::mutex> lock(active_mu);
+  active_contexts.insert(device);
+}
+
 cudaError_t fail(cudaError_t e) {
   t_last_error = e;
   return e;
-}
-
-void log_once(const char* api, const char* what) {
-  static std::mutex mu;
-  static auto* seen = new std::set<std::string>;
-  std::lock_guard<std::mutex> lock(mu);
-  if (seen->insert(api).second) std::fprintf(stderr, "fakegpu: %s: %s\n", api, what);
 }
 
 }  // namespace fakegpu::cuda
@@ -62,6 +65,24 @@ bool same_node(int a, int b) { return device_or_throw(a).node == device_or_throw
 
 FAKECUDA_API int fakegpu_cuda_is_fake(void) { return 1; }
 
+// For fakegpu's driver API (cuDeviceGetName, cuDeviceGetUuid, cuDeviceTotalMem).
+FAKECUDA_API cudaError_t fakegpu_cuda_device_identity(int device, char name[256], unsigned char uuid[16],
+                                                      uint64_t* memory_bytes) {
+  return guarded([&] {
+    cudaDeviceProp prop;
+    fill_properties(device_or_throw(device), &prop);
+    std::memcpy(name, prop.name, sizeof prop.name);
+    std::memcpy(uuid, prop.uuid.bytes, 16);
+    *memory_bytes = prop.totalGlobalMem;
+  });
+}
+
+// For fakegpu's driver API (cuDevicePrimaryCtxGetState).
+FAKECUDA_API int fakegpu_cuda_primary_context_active(int device) {
+  std::lock_guard<std::mutex> lock(active_mu);
+  return active_contexts.count(device) ? 1 : 0;
+}
+
 FAKECUDA_API cudaError_t cudaGetDeviceCount(int* count) {
   return guarded([&] {
     if (!count) throw cudaErrorInvalidValue;
@@ -75,6 +96,7 @@ FAKECUDA_API cudaError_t cudaSetDevice(int device) {
   return guarded([&] {
     device_or_throw(device);
     current_device() = device;
+    mark_context_active(device);
   });
 }
 
@@ -85,7 +107,10 @@ FAKECUDA_API cudaError_t cudaGetDevice(int* device) {
 }
 
 FAKECUDA_API cudaError_t cudaInitDevice(int device, unsigned int /*deviceFlags*/, unsigned int /*flags*/) {
-  return guarded([&] { device_or_throw(device); });
+  return guarded([&] {
+    device_or_throw(device);
+    mark_context_active(device);
+  });
 }
 
 FAKECUDA_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {

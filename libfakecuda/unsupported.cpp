@@ -23,8 +23,7 @@
     X(cudaFreeMipmappedArray) X(cudaFuncGetName) X(cudaFuncGetParamInfo) \
     X(cudaFuncSetSharedMemConfig) X(cudaGLGetDevices) X(cudaGLMapBufferObject) X(cudaGLMapBufferObjectAsync) \
     X(cudaGLRegisterBufferObject) X(cudaGLSetBufferObjectMapFlags) X(cudaGLSetGLDevice) X(cudaGLUnmapBufferObject) \
-    X(cudaGLUnmapBufferObjectAsync) X(cudaGLUnregisterBufferObject) X(cudaGetChannelDesc) X(cudaGetDriverEntryPoint) \
-    X(cudaGetDriverEntryPointByVersion) X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaGetDriverEntryPoint_ptsz) \
+    X(cudaGLUnmapBufferObjectAsync) X(cudaGLUnregisterBufferObject) X(cudaGetChannelDesc) \
     X(cudaGetExportTable) X(cudaGetFuncBySymbol) X(cudaGetKernel) X(cudaGetMipmappedArrayLevel) \
     X(cudaGetSurfaceObjectResourceDesc) X(cudaGetTextureObjectResourceDesc) X(cudaGetTextureObjectResourceViewDesc) \
     X(cudaGetTextureObjectTextureDesc) X(cudaGraphAddChildGraphNode) X(cudaGraphAddDependencies) \

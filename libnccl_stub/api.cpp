@@ -313,6 +313,7 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
   {
     std::lock_guard<std::mutex> lock(c->mu);
     require(!c->revoked, ncclInvalidUsage, "the communicator was revoked");
+    require(!c->suspended, ncclInvalidUsage, "the communicator is suspended (ncclCommSuspend); call ncclCommResume first");
   }
   const size_t elem = dtype_size(datatype);
   require(elem != 0, ncclInvalidArgument, [&] { return "invalid datatype " + std::to_string(datatype); });

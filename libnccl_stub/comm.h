@@ -50,6 +50,7 @@ struct ncclComm {
   uint64_t next_split = 0;  // ncclCommSplit calls on this comm so far
   uint64_t next_shrink = 0;  // ncclCommShrink calls on this comm so far
   bool revoked = false;      // ncclCommRevoke was called: no more operations
+  bool suspended = false;    // between ncclCommSuspend and ncclCommResume: no operations
   // Point-to-point sequence numbers per peer: a send and a recv match on (sender, receiver, seq).
   std::map<int, uint64_t> next_send_seq, next_recv_seq;
   std::vector<fakegpu::stub::PreMulSumOp> premulsum_ops;

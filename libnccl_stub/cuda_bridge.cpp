@@ -8,22 +8,13 @@
 #include <string>
 
 #include "errors.h"
+#include "runtime_symbol.h"
 
 namespace fakegpu::stub {
 
-namespace {
-// A runtime function: among the process's global symbols, or else in a CUDA runtime loaded
-// without RTLD_GLOBAL (a Python extension's dependency, say), which RTLD_DEFAULT cannot see.
-void* runtime_symbol(const char* name) {
-  if (void* sym = dlsym(RTLD_DEFAULT, name)) return sym;
-  static void* const loaded = [] {
-    for (const char* soname : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"})
-      if (void* handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD)) return handle;
-    return static_cast<void*>(nullptr);
-  }();
-  return loaded ? dlsym(loaded, name) : nullptr;
-}
+using fakegpu::runtime_symbol;
 
+namespace {
 template <typename Fn>
 void find(Fn*& fn, const char* name) {
   fn = reinterpret_cast<Fn*>(runtime_symbol(name));

@@ -1,6 +1,9 @@
 """DDP training compared with a single-process reference: the loss of every step and the final
-weights must agree. Started by torchrun; under `fgpu --mode hybrid` the ranks compute on the real
-GPU and DDP averages their gradients through fakegpu's simulator (test/run_hybrid_ddp.sh).
+weights must agree. Started by torchrun or `fgpu --nproc`. Under fgpu's simulate mode the ranks
+compute on fake GPUs (PyTorch's CPU kernels over the device memory) and the reference can train
+on the CPU (--reference-device cpu; test/run_ddp_multinode.sh); under `fgpu --mode hybrid` they
+compute on the real GPU (test/run_hybrid_ddp.sh). Either way DDP averages the gradients through
+fakegpu's simulator.
 
 Each rank trains on its slice of every global batch. DDP averages the gradients, so with equal
 slices every step equals one step of a single process on the whole batch, which rank 0 replays
@@ -56,6 +59,8 @@ def main():
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--backend", default="nccl")
     p.add_argument("--out", help="write the compared figures here as JSON (rank 0)")
+    p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of the comparison")
+    p.add_argument("--reference-device", help="where rank 0 trains the reference (default: where the ranks train)")
     a = p.parse_args()
     dist.init_process_group(a.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -81,14 +86,17 @@ def main():
 
     ok = same_replicas
     if rank == 0:
-        reference = make_model(device)
-        ref_losses = torch.stack(train(reference, global_batches(world, device), slice(None)))
-        losses_agree = torch.allclose(losses, ref_losses, rtol=1e-4, atol=1e-6)
-        weights_agree = torch.allclose(weights, flat(reference), rtol=1e-4, atol=1e-6)
+        ref_device = torch.device(a.reference_device) if a.reference_device else device
+        reference = make_model(ref_device)
+        ref_losses = torch.stack(train(reference, global_batches(world, ref_device), slice(None))).to(device)
+        ref_weights = flat(reference).to(device)
+        losses_agree = torch.allclose(losses, ref_losses, rtol=a.rtol, atol=1e-6)
+        weights_agree = torch.allclose(weights, ref_weights, rtol=a.rtol, atol=1e-6)
         ok = ok and losses_agree and weights_agree
         result = {"world": world, "device": str(device), "backend": a.backend,
                   "ddp_losses": losses.tolist(), "reference_losses": ref_losses.tolist(),
-                  "max_weight_difference": (weights - flat(reference)).abs().max().item(),
+                  "reference_device": str(ref_device),
+                  "max_weight_difference": (weights - ref_weights).abs().max().item(),
                   "losses_agree": losses_agree, "weights_agree": weights_agree}
         print(json.dumps(result))
         if a.out:

@@ -133,9 +133,25 @@ static void check_bad_calls(void) {
   EXPECT(ncclCommDeregister(comm, handle) == ncclInvalidArgument, "double deregistration");
   ncclWindow_t win;
   EXPECT_OK(ncclCommWindowRegister(comm, mem, 1 << 20, &win, NCCL_WIN_COLL_SYMMETRIC));
+  void* user = NULL;
+  EXPECT_OK(ncclWinGetUserPtr(comm, win, &user));
+  EXPECT(user == mem, "ncclWinGetUserPtr gave %p for a window on %p", user, mem);
   EXPECT_OK(ncclCommWindowDeregister(comm, win));
   EXPECT_OK(ncclCommRegister(comm, mem, 64, &handle)); /* left registered: freed with the comm */
   EXPECT_OK(ncclMemFree(mem));
+
+  /* NCCL 2.29's suspend and resume: no operations while suspended. */
+  uint64_t stat = 7;
+  EXPECT_OK(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &stat));
+  EXPECT(stat == 0, "a new communicator reports suspended = %llu", (unsigned long long)stat);
+  EXPECT_OK(ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+  EXPECT_OK(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &stat));
+  EXPECT(stat == 1, "a suspended communicator reports suspended = %llu", (unsigned long long)stat);
+  EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidUsage, "collective while suspended");
+  EXPECT(ncclCommSuspend(comm, 0) == ncclInvalidUsage, "suspending twice");
+  EXPECT_OK(ncclCommResume(comm));
+  EXPECT(ncclCommResume(comm) == ncclInvalidUsage, "resuming a communicator that is not suspended");
+  EXPECT(ncclCommGrow(comm, 2, NULL, -1, NULL, NULL) == ncclInvalidUsage, "growing is not simulated");
 
   /* PreMulSum operator misuse. */
   ncclRedOp_t premul;

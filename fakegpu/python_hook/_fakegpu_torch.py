@@ -1,0 +1,190 @@
+"""Real results for PyTorch on fake GPUs. Fake device memory is host memory, so every ATen
+operator that has a CUDA kernel gets, in its place, a kernel that runs PyTorch's own CPU kernel
+on CPU tensors aliasing the same bytes, once the current stream has reached that point (NCCL
+results land on streams asynchronously). What stays with the CUDA kernels: allocation, views
+and other metadata-only operators, and stream bookkeeping. An operator with no CPU kernel fails
+with one line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's
+CUDA kernels in place (they then do not run: only copies, NCCL and cuBLAS compute)."""
+
+import ctypes
+import os
+import sys
+import warnings
+
+# Imported by install(), which runs once `import torch` has finished: importing torch here would
+# load it in every Python process fgpu starts.
+torch = None
+tree_map = None
+
+# Operators whose CUDA kernels must stay: they allocate, only rearrange metadata, or keep stream
+# and memory bookkeeping, none of which computes on element values.
+KEEP_CUDA = {
+    "aten::empty.memory_format", "aten::empty_strided", "aten::resize_", "aten::set_.source_Storage",
+    "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor", "aten::set_",
+    "aten::record_stream", "aten::is_pinned", "aten::_pin_memory", "aten::_local_scalar_dense",
+    "aten::set_.source_Tensor_storage_offset", "aten::_has_same_storage_numel", "aten::is_set_to",
+}
+
+_installed = False
+
+
+def _is_view(schema):
+    """Whether the operator returns an alias of an input without writing it (a view)."""
+    for ret in schema.returns:
+        info = ret.alias_info
+        if info is not None and not info.is_write:
+            return True
+    return False
+
+
+class _CpuView:
+    """CPU tensors over the bytes of CUDA tensors, for one operator call."""
+
+    def __init__(self):
+        self.originals = {}  # id(cpu alias) -> (cuda tensor, storage address)
+        self.device = None
+
+    def alias(self, t):
+        if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
+            if isinstance(t, torch.Generator) and t.device.type == "cuda":
+                return None  # the CPU kernel draws from the CPU generator instead
+            if isinstance(t, torch.device) and t.type == "cuda":
+                self.device = self.device or t
+                return torch.device("cpu")
+            return t
+        self.device = self.device or t.device
+        storage = t.untyped_storage()
+        address, nbytes = storage.data_ptr(), storage.nbytes()
+        cpu = torch.empty(0, dtype=t.dtype)
+        if nbytes:
+            raw = torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=torch.uint8)
+            cpu.set_(raw.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+        else:
+            cpu = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
+        self.originals[id(cpu)] = (t, address, cpu)
+        return cpu
+
+    def result(self, r):
+        """A CPU result as the CUDA operator would have returned it: an input the operator wrote
+        (in place, or an out= argument) is returned as that CUDA tensor; a new tensor is copied to
+        new device memory."""
+        if not isinstance(r, torch.Tensor):
+            return r
+        known = self.originals.get(id(r))
+        if known is not None:
+            cuda, address, _ = known
+            if r.untyped_storage().data_ptr() != address:  # the CPU kernel resized an out= tensor
+                cuda.resize_(r.size())
+                _copy_into(cuda, r)
+            return cuda
+        return _to_device(r, self.device)
+
+
+def _copy_into(cuda, cpu):
+    cpu = cpu.contiguous()
+    if cuda.is_contiguous() and cpu.numel():
+        ctypes.memmove(cuda.data_ptr(), cpu.data_ptr(), cpu.numel() * cpu.element_size())
+    elif cpu.numel():
+        _CpuView().alias(cuda).copy_(cpu)
+
+
+def _dense(t):
+    """Whether t's elements fill its span exactly once (contiguous in some dimension order), so
+    that its bytes can be copied as one block with its strides kept."""
+    expected = 1
+    for stride, size in sorted((st, s) for s, st in zip(t.size(), t.stride()) if s != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _to_device(cpu, device):
+    if not _dense(cpu):
+        cpu = cpu.contiguous()
+    out = torch.empty_strided(cpu.size(), cpu.stride(), dtype=cpu.dtype, device=device)
+    if cpu.numel():
+        ctypes.memmove(out.data_ptr(), cpu.data_ptr(), cpu.numel() * cpu.element_size())
+    return out
+
+
+def _cpu_kernel(op):
+    def kernel(*args, **kwargs):
+        view = _CpuView()
+        cpu_args = tree_map(view.alias, args)
+        cpu_kwargs = tree_map(view.alias, kwargs)
+        if view.device is None:
+            view.device = torch.device("cuda", torch.cuda.current_device())
+        # Work queued on the stream (copies, collectives) must land before the CPU reads.
+        torch.cuda.current_stream(view.device).synchronize()
+        out = op(*cpu_args, **cpu_kwargs)
+        return tree_map(view.result, out)
+
+    return kernel
+
+
+def _no_cpu_kernel(name):
+    def kernel(*args, **kwargs):
+        raise NotImplementedError(f"fakegpu: {name} has no CPU kernel, so fakegpu cannot compute it "
+                                  "(set FAKEGPU_TORCH_COMPUTE=0 to run without real results)")
+
+    return kernel
+
+
+def _overload(name):
+    packet_name, _, overload = name[len("aten::"):].partition(".")
+    packet = getattr(torch.ops.aten, packet_name, None)
+    return None if packet is None else getattr(packet, overload or "default", None)
+
+
+def install():
+    """Registers the CPU-backed kernels for the CUDA dispatch key, once per process."""
+    global _installed, torch, tree_map
+    if _installed or os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") == "0":
+        return
+    _installed = True
+    import torch as torch_module
+    from torch.utils._pytree import tree_map as pytree_map
+
+    torch, tree_map = torch_module, pytree_map
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
+    lib = torch.library.Library("aten", "IMPL")
+    keep = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # each registration replaces a CUDA kernel, and says so
+        for name in torch._C._dispatch_get_all_op_names():
+            if not name.startswith("aten::") or name in KEEP_CUDA or not has_kernel(name, "CUDA"):
+                continue
+            op = _overload(name)
+            if op is None or _is_view(op._schema):
+                continue
+            kernel = _cpu_kernel(op) if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
+            lib.impl(name[len("aten::"):], kernel, "CUDA")
+    keep.append(lib)
+    install.library = lib  # registrations last as long as the Library object
+
+
+def install_after_torch_import():
+    """Arranges for install() to run right after `import torch` completes."""
+    import importlib.abc
+    import importlib.machinery
+
+    class AfterTorch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "torch":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            load = spec.loader.exec_module
+
+            def exec_module(module):
+                load(module)
+                install()
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, AfterTorch())

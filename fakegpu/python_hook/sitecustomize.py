@@ -1,0 +1,70 @@
+"""Run by every Python process that fgpu starts in simulate mode (fgpu puts this folder first
+on PYTHONPATH). PyTorch's CUDA build finds NVIDIA's libraries through RPATH, which
+LD_LIBRARY_PATH cannot override. The dynamic loader, though, satisfies a library's dependency
+with an already loaded library of the same soname. So fakegpu's CUDA runtime, driver and cuBLAS
+are loaded here, globally, before anything imports torch; torch then runs on them unchanged.
+A sitecustomize of the user's own, later on the path, still runs afterwards."""
+
+import ctypes
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+
+def _torch_cuda_major():
+    """The CUDA major version the installed torch was built for: None for a CPU build, 0 when
+    torch is not installed. Read from torch/version.py without importing torch."""
+    spec = importlib.machinery.PathFinder.find_spec("torch", sys.path)
+    if spec is None or not spec.submodule_search_locations:
+        return 0
+    version_file = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(version_file) as f:
+            for line in f:
+                if line.startswith("cuda"):
+                    value = line.split("=", 1)[1].split("#")[0].strip().strip("'\"")
+                    return int(value.split(".")[0]) if value and value != "None" else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _preload():
+    build = os.environ.get("FAKEGPU_BUILD_DIR", "")
+    major = _torch_cuda_major()
+    if major is None:
+        sys.stderr.write("fakegpu: the installed torch is a CPU build; fakegpu runs PyTorch's CUDA build "
+                         "(pip install torch==2.14.1 gives the CUDA 13 build)\n")
+        return
+    if major not in (0, 12, 13):
+        sys.stderr.write(f"fakegpu: the installed torch is built for CUDA {major}; fakegpu provides CUDA 12 and 13 "
+                         "runtimes (pip install torch==2.14.1 gives the CUDA 13 build)\n")
+        return
+    major = major or 13
+    # The runtime first: the driver and cuBLAS find it among the process's symbols.
+    for name in (f"libcudart.so.{major}", "libcuda.so.1", f"libcublasLt.so.{major}", f"libcublas.so.{major}"):
+        path = os.path.join(build, name)
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            sys.stderr.write(f"fakegpu: cannot load {path} ({e}); build fakegpu first\n")
+            return
+
+
+def _chain_user_sitecustomize():
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+if os.environ.get("FAKEGPU_MODE", "simulate") == "simulate":
+    _preload()
+    if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0":
+        import _fakegpu_torch
+
+        _fakegpu_torch.install_after_torch_import()
+_chain_user_sitecustomize()

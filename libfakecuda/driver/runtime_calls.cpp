@@ -1,0 +1,52 @@
+#include "runtime_calls.h"
+
+#include "runtime_symbol.h"
+
+namespace fakegpu::driver {
+
+namespace {
+
+template <typename Fn>
+void find(Fn*& fn, const char* name) {
+  fn = reinterpret_cast<Fn*>(runtime_symbol(name));
+}
+
+RuntimeCalls resolve() {
+  RuntimeCalls r;
+  find(r.is_fake, "fakegpu_cuda_is_fake");
+  // NVIDIA's runtime has the cuda* names too; the driver only ever talks to fakegpu's.
+  if (!r.is_fake) return r;
+  find(r.get_device_count, "cudaGetDeviceCount");
+  find(r.get_device, "cudaGetDevice");
+  find(r.set_device, "cudaSetDevice");
+  find(r.device_get_attribute, "cudaDeviceGetAttribute");
+  find(r.device_get_pci_bus_id, "cudaDeviceGetPCIBusId");
+  find(r.device_synchronize, "cudaDeviceSynchronize");
+  find(r.driver_get_version, "cudaDriverGetVersion");
+  find(r.mem_get_info, "cudaMemGetInfo");
+  find(r.malloc, "cudaMalloc");
+  find(r.free, "cudaFree");
+  find(r.memcpy, "cudaMemcpy");
+  find(r.memcpy_async, "cudaMemcpyAsync");
+  find(r.memset_async, "cudaMemsetAsync");
+  find(r.launch_host_func, "cudaLaunchHostFunc");
+  find(r.stream_synchronize, "cudaStreamSynchronize");
+  find(r.device_identity, "fakegpu_cuda_device_identity");
+  find(r.primary_context_active, "fakegpu_cuda_primary_context_active");
+  find(r.allocation_of, "fakegpu_cuda_allocation_of");
+  return r;
+}
+
+}  // namespace
+
+const RuntimeCalls& runtime() {
+  static const RuntimeCalls calls = resolve();
+  return calls;
+}
+
+bool runtime_loaded() {
+  const RuntimeCalls& r = runtime();
+  return r.is_fake && r.device_identity && r.allocation_of && r.primary_context_active;
+}
+
+}  // namespace fakegpu::driver

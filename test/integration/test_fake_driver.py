@@ -1,0 +1,109 @@
+"""fakegpu's CUDA driver (libcuda.so.1) over fakegpu's runtime, through ctypes: devices from the
+cluster YAML, primary contexts, pointer queries, entry points, and a clear refusal for what it
+does not simulate."""
+
+import ctypes
+import os
+import subprocess
+import sys
+import unittest
+
+from rank_jobs import CONFIGS, built
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Run in a child process: each case needs its own environment (cluster, node) before the
+# runtime reads it.
+PROLOGUE = f"""
+import ctypes, os, sys
+cudart = ctypes.CDLL({str(built("libcudart.so.13"))!r}, mode=os.RTLD_GLOBAL)
+cu = ctypes.CDLL({str(built("libcuda.so.1"))!r}, mode=os.RTLD_GLOBAL)
+def ok(rc, what):
+    if rc != 0:
+        sys.exit(f"{{what}} returned {{rc}}")
+"""
+
+
+def run(body, **env):
+    full = dict(os.environ, FAKEGPU_CLUSTER_CONFIG=str(CONFIGS / "cluster_valid.yaml"), **env)
+    return subprocess.run([sys.executable, "-c", PROLOGUE + body], capture_output=True, text=True, env=full,
+                          timeout=60)
+
+
+class FakeDriver(unittest.TestCase):
+    def check(self, body, **env):
+        r = run(body, **env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout
+
+    def test_devices_are_the_nodes_gpus(self):
+        out = self.check("""
+ok(cu.cuInit(0), "cuInit")
+n = ctypes.c_int(); ok(cu.cuDeviceGetCount(ctypes.byref(n)), "cuDeviceGetCount")
+name = ctypes.create_string_buffer(64); ok(cu.cuDeviceGetName(name, 64, 1), "cuDeviceGetName")
+sms = ctypes.c_int(); ok(cu.cuDeviceGetAttribute(ctypes.byref(sms), 16, 1), "cuDeviceGetAttribute")
+mem = ctypes.c_size_t(); ok(cu.cuDeviceTotalMem_v2(ctypes.byref(mem), 0), "cuDeviceTotalMem")
+version = ctypes.c_int(); ok(cu.cuDriverGetVersion(ctypes.byref(version)), "cuDriverGetVersion")
+print(n.value, name.value.decode(), sms.value, mem.value >> 20, version.value)
+bad = cu.cuDeviceGetName(name, 64, 2)
+print("bad device", bad)
+""", FAKEGPU_NODE="1")
+        self.assertIn("2 NVIDIA H100 80GB HBM3 132 81559 13000", out)
+        self.assertIn("bad device 101", out)  # CUDA_ERROR_INVALID_DEVICE
+
+    def test_a_device_context_is_active_once_the_runtime_uses_the_device(self):
+        out = self.check("""
+state, active = ctypes.c_uint(), ctypes.c_int()
+ok(cu.cuDevicePrimaryCtxGetState(1, ctypes.byref(state), ctypes.byref(active)), "state")
+before = active.value
+ctx = ctypes.c_void_p(); ok(cu.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+none_current = ctx.value is None
+ok(cudart.cudaSetDevice(1), "cudaSetDevice")
+ok(cu.cuDevicePrimaryCtxGetState(1, ctypes.byref(state), ctypes.byref(active)), "state")
+ok(cu.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+dev = ctypes.c_int(); ok(cu.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
+retained = ctypes.c_void_p(); ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(retained), 1), "retain")
+print(before, none_current, active.value, dev.value, retained.value == ctx.value)
+""")
+        self.assertIn("0 True 1 1 True", out)
+
+    def test_pointer_queries_and_32_bit_fills(self):
+        out = self.check("""
+p = ctypes.c_void_p(); ok(cudart.cudaMalloc(ctypes.byref(p), 4096), "cudaMalloc")
+inner = ctypes.c_uint64(p.value + 100)
+base, size = ctypes.c_uint64(), ctypes.c_size_t()
+ok(cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), inner), "cuMemGetAddressRange")
+kind = ctypes.c_uint(); ok(cu.cuPointerGetAttribute(ctypes.byref(kind), 2, inner), "memory type")
+ordinal = ctypes.c_int(); ok(cu.cuPointerGetAttribute(ctypes.byref(ordinal), 9, inner), "device ordinal")
+ok(cu.cuMemsetD32Async(ctypes.c_uint64(p.value), ctypes.c_uint(0xdeadbeef), ctypes.c_size_t(8), None), "cuMemsetD32Async")
+ok(cudart.cudaDeviceSynchronize(), "sync")
+words = (ctypes.c_uint32 * 9).from_address(p.value)
+host = (ctypes.c_char * 8)()
+outside = cu.cuPointerGetAttribute(ctypes.byref(kind), 2, ctypes.c_uint64(ctypes.addressof(host)))
+print(base.value == p.value, size.value, kind.value, ordinal.value, hex(words[7]), words[8] == 0xdeadbeef, outside)
+""")
+        self.assertIn("True 4096 2 0 0xdeadbeef False 1", out)
+
+    def test_entry_points_are_the_drivers_newest_abi(self):
+        out = self.check("""
+fn, status = ctypes.c_void_p(), ctypes.c_int()
+ok(cudart.cudaGetDriverEntryPointByVersion(b"cuMemGetAddressRange", ctypes.byref(fn), 12000, 0, ctypes.byref(status)), "entry point")
+direct = ctypes.cast(cu.cuMemGetAddressRange_v2, ctypes.c_void_p).value
+missing = cudart.cudaGetDriverEntryPoint(b"cuNoSuchFunction", ctypes.byref(fn), 0, ctypes.byref(status))
+print(status.value, fn.value is None, missing)
+ok(cudart.cudaGetDriverEntryPoint(b"cuMemGetAddressRange", ctypes.byref(fn), 0, ctypes.byref(status)), "entry point")
+print(fn.value == direct, status.value)
+""")
+        self.assertIn("1 True 0", out)  # not found: cudaDriverEntryPointSymbolNotFound, no error
+        self.assertIn("True 0", out.splitlines()[-1])
+
+    def test_virtual_memory_is_refused_clearly(self):
+        r = run("print(cu.cuMemCreate(None, 0, None, 0))")
+        self.assertEqual(r.stdout.strip(), "801", r.stderr)  # CUDA_ERROR_NOT_SUPPORTED
+        self.assertIn("fakegpu: cuMemCreate: not simulated by fakegpu's CUDA driver", r.stderr)
+        r = run("e = ctypes.c_char_p(); cu.cuGetErrorString(801, ctypes.byref(e)); print(e.value.decode())")
+        self.assertIn("operation not supported", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

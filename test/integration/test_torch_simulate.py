@@ -1,0 +1,187 @@
+"""PyTorch on fake GPUs: unmodified torch scripts (test/torch) under fgpu in simulate mode, on
+PyTorch's CUDA build with no GPU. Skips (exit 77) when build/torch-venv has no such torch
+(./scripts/setup-torch installs it)."""
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from rank_jobs import CONFIGS, REPO, TWO_BY_TWO, built
+from torch_jobs import PYTHON, TORCH_SCRIPTS, TORCHRUN, fgpu_torch, require_torch
+
+TWO_BY_FOUR = """version: 1
+cluster: {name: two-by-four}
+nodes:
+  - {id: n0, ranks: [0, 1, 2, 3], gpus: [{profile: h100}, {profile: h100}, {profile: h100}, {profile: h100}]}
+  - {id: n1, ranks: [4, 5, 6, 7], gpus: [{profile: h100}, {profile: h100}, {profile: h100}, {profile: h100}]}
+fabric:
+  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
+  inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}
+"""
+
+
+class TorchTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="fakegpu-torch-"))
+
+    def config(self, text):
+        path = self.tmp / "cluster.yaml"
+        path.write_text(text)
+        return path
+
+    def run_ok(self, *args, **kw):
+        r = fgpu_torch(*args, **kw)
+        self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-8000:])
+        return r
+
+
+class Symbols(unittest.TestCase):
+    """Every NVIDIA symbol torch's libraries link against, from the libraries fakegpu replaces,
+    is exported by fakegpu's: a new torch release names at once what it needs."""
+
+    def test_every_symbol_torch_links_from_replaced_libraries_is_exported(self):
+        lib = Path(subprocess.run([str(PYTHON), "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
+                                  capture_output=True, text=True, check=True).stdout.strip()) / "lib"
+        needed = collections.defaultdict(set)  # our library -> symbols
+        for so in sorted(lib.glob("*.so*")):
+            out = subprocess.run(["nm", "-D", "--undefined-only", "--with-symbol-versions", str(so)],
+                                 capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                symbol, _, version = line.split()[-1].partition("@")
+                version = version.lstrip("@")
+                if version.startswith(("libcudart.so.", "libcublas.so.", "libcublasLt.so.")):
+                    needed[version].add(symbol)
+                elif symbol.startswith("nccl"):
+                    needed["libnccl.so.2"].add(symbol)
+                elif symbol.startswith("cu") and symbol[2:3].isupper() and not symbol.startswith("cuFile"):
+                    needed["libcuda.so.1"].add(symbol)  # the driver API (libcaffe2_nvrtc links it)
+        self.assertIn("libcudart.so.13", needed, "torch links no CUDA 13 runtime symbols: not the CUDA 13 build?")
+        missing = []
+        for library, symbols in sorted(needed.items()):
+            out = subprocess.run(["nm", "-D", "--defined-only", str(built(library))], capture_output=True,
+                                 text=True, check=True).stdout
+            exported = {line.split()[-1].split("@")[0] for line in out.splitlines()}
+            missing += [f"{library}: {s}" for s in sorted(symbols - exported)]
+        self.assertEqual(missing, [], "symbols torch needs that fakegpu's libraries do not export")
+
+
+class CudaFacts(TorchTest):
+    def check_facts(self, env):
+        r = self.run_ok("--cluster-config", CONFIGS / "cluster_valid.yaml", "--nproc", "4", PYTHON,
+                        TORCH_SCRIPTS / "cuda_facts.py", env=env)
+        self.assertEqual(r.stdout.count("NVIDIA A100-SXM4-80GB, modeled"), 2, r.stdout)
+        self.assertEqual(r.stdout.count("NVIDIA H100 80GB HBM3, modeled"), 2, r.stdout)
+
+    def test_torch_cuda_reports_the_rank_node_and_computes(self):
+        self.check_facts(dict(os.environ))
+
+    def test_without_cpu_compute_cublas_computes_the_matrix_products(self):
+        # PyTorch's own CUDA kernels then do not run; its GEMMs reach fakegpu's cuBLAS.
+        self.check_facts(dict(os.environ, FAKEGPU_TORCH_COMPUTE="0"))
+
+
+class Collectives(TorchTest):
+    def test_process_group_nccl_collectives_are_exact(self):
+        report = self.tmp / "r.json"
+        r = self.run_ok("--cluster-config", self.config(TWO_BY_TWO), "--report", report, "--nproc", "4", PYTHON,
+                        TORCH_SCRIPTS / "collectives.py")
+        self.assertEqual(r.stdout.count("collectives exact"), 4, r.stdout)
+        calls = json.loads(report.read_text())["collectives"]
+        for name in ("AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Send"):
+            self.assertIn(name, calls)
+
+    def test_device_mesh_tp_by_dp_on_two_nodes(self):
+        r = self.run_ok("--cluster-config", self.config(TWO_BY_FOUR), TORCHRUN, "--nproc_per_node=4",
+                        TORCH_SCRIPTS / "device_mesh.py")
+        for rank in range(8):
+            self.assertIn(f"rank {rank}: dp {rank // 4} tp {rank % 4} on n{rank // 4}: mesh collectives exact", r.stdout)
+
+
+class DDP(TorchTest):
+    """tests/torch/train_ddp.py, launched the ways users launch it."""
+
+    def check_job(self, report, world, nodes=1):
+        ranks = [json.loads((self.tmp / f"rank{r}.json").read_text()) for r in range(world)]
+        self.assertEqual(sorted(int(x["node"] or 0) for x in ranks), sorted(r * nodes // world for r in range(world)))
+        # Every gradient bucket DDP reduced, at every step, is an AllReduce of its size in the report.
+        buckets = collections.Counter(size for step in ranks[0]["buckets"] for size in step)
+        report = json.loads(report.read_text())
+        reduced = collections.Counter()
+        for op in report["operations"]:
+            if op["collective"] == "AllReduce" and op["communicator"] == 1:
+                reduced[op["bytes"]] += op["calls"]
+        self.assertEqual(reduced, buckets)
+        self.assertGreater(len(ranks[0]["buckets"][-1]), 1, "bucket_cap_mb should split the gradients")
+        self.assertEqual(report["world_size"], world)
+        # Computed for real (the default): DDP's initial broadcast gives every rank rank 0's
+        # weights, and the replicas stay identical after every step.
+        for r in ranks:
+            self.assertTrue(r["init_is_rank0s"], f"rank {r['rank']} did not start from rank 0's weights")
+            self.assertEqual(r["replicas_identical"], [True] * len(r["buckets"]))
+            self.assertTrue(all(0 < loss < 10 for loss in r["losses"]), r["losses"])
+
+    def test_fgpu_nproc_with_device_id(self):
+        self.run_ok("--report", self.tmp / "r.json", "--nproc", "4", PYTHON, TORCH_SCRIPTS / "train_ddp.py",
+                    "--device-id", "--out", self.tmp)
+        self.check_job(self.tmp / "r.json", 4)
+
+    def test_fgpu_torchrun_without_device_id(self):
+        self.run_ok("--report", self.tmp / "r.json", TORCHRUN, "--nproc_per_node=4", TORCH_SCRIPTS / "train_ddp.py",
+                    "--out", self.tmp)
+        self.check_job(self.tmp / "r.json", 4)
+
+    def test_two_virtual_nodes_with_torchrun_per_node(self):
+        self.run_ok("--cluster-config", self.config(TWO_BY_FOUR), "--report", self.tmp / "r.json", TORCHRUN,
+                    "--nproc_per_node=4", TORCH_SCRIPTS / "train_ddp.py", "--device-id", "--out", self.tmp)
+        self.check_job(self.tmp / "r.json", 8, nodes=2)
+
+    def test_losses_and_weights_match_a_single_process_reference(self):
+        result = self.tmp / "result.json"
+        self.run_ok("--report", self.tmp / "r.json", TORCHRUN, "--nproc_per_node=4",
+                    REPO / "verification" / "ddp_reference_check.py", "--rtol", "1e-5", "--reference-device", "cpu", "--out", result)
+        figures = json.loads(result.read_text())
+        self.assertTrue(figures["losses_agree"] and figures["weights_agree"], figures)
+        self.assertEqual(len(figures["ddp_losses"]), 6)
+        self.assertEqual(figures["reference_device"], "cpu")
+
+    def test_python_m_fakegpu(self):
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        r = subprocess.run([sys.executable, "-m", "fakegpu", "--report", self.tmp / "r.json", "--nproc", "2", PYTHON,
+                            TORCH_SCRIPTS / "train_ddp.py", "--out", self.tmp], capture_output=True, text=True,
+                           env=env, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr[-8000:])
+        self.check_job(self.tmp / "r.json", 2)
+
+
+class BadInput(TorchTest):
+    def fake_torch(self, cuda):
+        package = self.tmp / "site" / "torch"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "version.py").write_text(f"__version__ = '9.9.9'\ncuda = {cuda!r}\n")
+        return self.tmp / "site"
+
+    def hook_output(self, site):
+        hook = Path(__file__).resolve().parents[2] / "fakegpu" / "python_hook"
+        env = dict(os.environ, PYTHONPATH=f"{hook}:{site}", FAKEGPU_MODE="simulate",
+                   FAKEGPU_BUILD_DIR=str(built("libnccl.so.2").parent))
+        return subprocess.run([sys.executable, "-c", "pass"], capture_output=True, text=True, env=env, timeout=60)
+
+    def test_a_cpu_build_of_torch_is_named(self):
+        r = self.hook_output(self.fake_torch(None))
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("fakegpu: the installed torch is a CPU build", r.stderr)
+
+    def test_a_torch_for_another_cuda_major_is_named(self):
+        r = self.hook_output(self.fake_torch("11.8"))
+        self.assertIn("fakegpu: the installed torch is built for CUDA 11", r.stderr)
+
+
+if __name__ == "__main__":
+    require_torch()
+    unittest.main()

@@ -1,0 +1,82 @@
+"""What torch.cuda reports on fake GPUs: the rank's node in the cluster YAML, its memory
+accounting, out-of-memory, streams and events with modeled time, and matrix products on the
+device against the CPU. Run as a rank of `fgpu --cluster-config configs/cluster_valid.yaml
+--nproc 4` (node0: two A100-80GB, node1: two H100-SXM); prints one line per rank."""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+# The profiles of configs/cluster_valid.yaml's nodes (common/gpu_profiles.cpp).
+A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920)
+H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559)
+
+
+def check(what, ok):
+    if not ok:
+        raise AssertionError(f"rank {os.environ['RANK']}: {what}")
+
+
+def main():
+    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    name, capability, sms, mib = A100 if rank < 2 else H100
+    check(f"device_count {torch.cuda.device_count()} != 2", torch.cuda.device_count() == 2)
+    torch.cuda.set_device(local)
+    props = torch.cuda.get_device_properties(local)
+    check(f"name {torch.cuda.get_device_name()!r} != {name!r}", torch.cuda.get_device_name() == name)
+    check(f"capability {torch.cuda.get_device_capability()} != {capability}", torch.cuda.get_device_capability() == capability)
+    check(f"SM count {props.multi_processor_count} != {sms}", props.multi_processor_count == sms)
+    check(f"total memory {props.total_memory} != {mib} MiB", props.total_memory == mib << 20)
+
+    free0, total = torch.cuda.mem_get_info()
+    check(f"mem_get_info total {total}", total == mib << 20)
+    block = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    free1, _ = torch.cuda.mem_get_info()
+    check(f"free memory did not drop by the allocation ({free0} -> {free1})", free0 - free1 >= 256 << 20)
+    check(f"max_memory_allocated {torch.cuda.max_memory_allocated()}", torch.cuda.max_memory_allocated() >= 256 << 20)
+    del block
+    try:
+        torch.empty((mib + 1024) << 20, dtype=torch.uint8, device="cuda")
+        raise AssertionError(f"rank {rank}: allocating more than the GPU's {mib} MiB succeeded")
+    except torch.cuda.OutOfMemoryError:
+        pass
+
+    # Host data through the device and back, on a side stream ordered by an event.
+    side = torch.cuda.Stream()
+    host = torch.arange(1 << 16, dtype=torch.float32)
+    with torch.cuda.stream(side):
+        dev = host.to("cuda", non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+    torch.cuda.current_stream().wait_event(done)
+    check("round trip through a side stream changed the data", torch.equal(dev.cpu(), host))
+
+    # cuBLAS products on the device (fakegpu's cuBLAS computes them) against the CPU.
+    a = torch.randn(33, 17, dtype=torch.float64)
+    b = torch.randn(17, 9, dtype=torch.float64)
+    check("float64 matmul", torch.allclose((a.cuda() @ b.cuda()).cpu(), a @ b, rtol=1e-12, atol=1e-12))
+    lin = torch.nn.Linear(17, 9)
+    x = a.float()
+    check("nn.Linear (cuBLASLt with bias)", torch.allclose(lin.cuda()(x.cuda()).cpu(), lin.cpu()(x), rtol=1e-5, atol=1e-5))
+    ab = torch.randn(4, 8, 5)
+    bb = torch.randn(4, 5, 3)
+    check("batched matmul", torch.allclose(torch.bmm(ab.cuda(), bb.cuda()).cpu(), torch.bmm(ab, bb), rtol=1e-5, atol=1e-5))
+
+    # Event timing is modeled: an all-reduce of 64 MiB takes the time the cluster model gives it.
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    payload = torch.ones(16 << 20).cuda()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    dist.all_reduce(payload)
+    end.record()
+    torch.cuda.synchronize()
+    elapsed = start.elapsed_time(end)
+    check(f"modeled all-reduce time {elapsed} ms is not positive", elapsed > 0)
+    check("all-reduce of ones", torch.equal(payload[:8].cpu(), torch.full((8,), 4.0)))
+    dist.destroy_process_group()
+    print(f"rank {rank}: {name}, modeled 64 MiB all-reduce {elapsed:.3f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()

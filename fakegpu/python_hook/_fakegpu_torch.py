@@ -2,8 +2,9 @@
 operator that has a CUDA kernel gets, in its place, a kernel that runs PyTorch's own CPU kernel
 on CPU tensors aliasing the same bytes, once the current stream has reached that point (NCCL
 results land on streams asynchronously). What stays with the CUDA kernels: allocation, views
-and other metadata-only operators, and stream bookkeeping. An operator with no CPU kernel fails
-with one line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's
+and other metadata-only operators, and stream bookkeeping. Fused attention and cuDNN are turned
+off, so PyTorch takes its math and native paths. An operator with no CPU kernel fails with one
+line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's
 CUDA kernels in place (they then do not run: only copies, NCCL and cuBLAS compute)."""
 
 import ctypes
@@ -25,7 +26,13 @@ KEEP_CUDA = {
     "aten::set_.source_Tensor_storage_offset", "aten::_has_same_storage_numel", "aten::is_set_to",
 }
 
+COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
 _installed = False
+
+
+def _takes_device(schema):
+    return any(arg.name == "device" for arg in schema.arguments)
 
 
 def _is_view(schema):
@@ -154,15 +161,29 @@ def install():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # each registration replaces a CUDA kernel, and says so
         for name in torch._C._dispatch_get_all_op_names():
-            if not name.startswith("aten::") or name in KEEP_CUDA or not has_kernel(name, "CUDA"):
+            if not name.startswith("aten::") or name in KEEP_CUDA:
+                continue
+            # CompositeExplicitAutograd kernels (copy_ among them) run for CUDA tensors too, and
+            # some reach CUDA kernels through device-type stubs the dispatcher never sees.
+            explicit = any(has_kernel(name, key) for key in COMPOSITE_EXPLICIT)
+            if not (has_kernel(name, "CUDA") or explicit):
                 continue
             op = _overload(name)
             if op is None or _is_view(op._schema):
                 continue
+            if explicit and not has_kernel(name, "CUDA") and _takes_device(op._schema):
+                continue  # factories and _to_copy: their own kernels place the result
             kernel = _cpu_kernel(op) if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
             lib.impl(name[len("aten::"):], kernel, "CUDA")
     keep.append(lib)
     install.library = lib  # registrations last as long as the Library object
+    # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
+    # dispatcher; none of those kernels has a CPU twin. Their math and native paths decompose into
+    # operators that do.
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    torch.backends.cudnn.enabled = False
 
 
 def install_after_torch_import():

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -158,6 +159,68 @@ class DDP(TorchTest):
         self.check_job(self.tmp / "r.json", 2)
 
 
+class Parallel(TorchTest):
+    """FSDP2, tensor x data parallelism and mixed precision train for real."""
+
+    def check_reference(self, result):
+        figures = json.loads(result.read_text())
+        self.assertTrue(figures["losses_agree"] and figures["weights_agree"], figures)
+        self.assertLess(figures["max_weight_difference"], 1e-5)
+        return figures
+
+    def test_fsdp2_matches_a_single_process_reference(self):
+        report = self.tmp / "r.json"
+        self.run_ok("--report", report, "--nproc", "4", PYTHON, TORCH_SCRIPTS / "train_parallel.py", "--style", "fsdp",
+                    "--out", self.tmp / "result.json")
+        self.check_reference(self.tmp / "result.json")
+        # Parameters are all-gathered and gradients reduce-scattered on the job's communicator,
+        # in the report and in the trace.
+        ops = {(op["collective"], op["communicator"]) for op in json.loads(report.read_text())["operations"]}
+        self.assertIn(("AllGather", 1), ops)
+        self.assertIn(("ReduceScatter", 1), ops)
+        trace = json.loads(report.with_suffix(".trace.json").read_text())
+        names = {e.get("name", "").split()[0] for e in trace["traceEvents"] if e.get("ph") != "M"}
+        self.assertTrue({"AllGather", "ReduceScatter"} <= names, names)
+
+    def test_tensor_by_data_parallel_transformer_on_two_nodes_matches_a_reference(self):
+        self.run_ok("--cluster-config", self.config(TWO_BY_FOUR), TORCHRUN, "--nproc_per_node=4",
+                    TORCH_SCRIPTS / "train_parallel.py", "--style", "tp_dp", "--out", self.tmp / "result.json")
+        self.assertEqual(self.check_reference(self.tmp / "result.json")["world"], 8)
+
+    def test_bf16_autocast_and_grad_scaler(self):
+        r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "mixed_precision.py")
+        self.assertIn("overflow skipped, scale 1024.0 -> 512.0", r.stdout)
+
+
+class Failures(TorchTest):
+    """A torch user's mistakes end the job with the coordinator's diagnosis, not a hang."""
+
+    def run_case(self, case):
+        env = dict(os.environ, FAKEGPU_DEADLOCK_TIMEOUT_MS="3000", FAKEGPU_COORDINATOR_TIMEOUT_MS="20000")
+        start = time.monotonic()
+        r = fgpu_torch("--nproc", "4", PYTHON, TORCH_SCRIPTS / "failures.py", "--case", case, env=env, timeout=300)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertLess(time.monotonic() - start, 120, "the job should end within the configured timeouts")
+        self.assertIn("torch.distributed.DistBackendError", r.stderr)
+        self.assertNotIn("finished", r.stdout)
+        return r.stderr
+
+    def test_ranks_calling_different_collectives(self):
+        err = self.run_case("mismatch")
+        self.assertIn("COLLECTIVE_TYPE_MISMATCH: collective mismatch on communicator 1 at operation 2: "
+                      "rank 0 called AllReduce(count=1024, float32, sum); rank 1 called Broadcast", err)
+
+    def test_a_rank_that_skips_a_collective(self):
+        # Rank 1 goes on to the barrier (an AllReduce of one element) while the others all-reduce.
+        err = self.run_case("skip")
+        self.assertIn("rank 0 called AllReduce(count=1024, float32, sum); rank 1 called AllReduce(count=1,", err)
+
+    def test_a_rank_killed_mid_step(self):
+        err = self.run_case("kill")
+        self.assertIn("rank 2 of communicator 1 (global rank 2", err)
+        self.assertIn("disconnected without destroying it", err)
+
+
 class BadInput(TorchTest):
     def fake_torch(self, cuda):
         package = self.tmp / "site" / "torch"
@@ -176,6 +239,14 @@ class BadInput(TorchTest):
         r = self.hook_output(self.fake_torch(None))
         self.assertEqual(r.returncode, 0)
         self.assertIn("fakegpu: the installed torch is a CPU build", r.stderr)
+
+    def test_an_operator_without_a_cpu_kernel_is_named(self):
+        script = self.tmp / "op.py"
+        script.write_text("import torch\na = torch.ones(2, 2, dtype=torch.bfloat16).cuda()\n"
+                          "torch.mm(a, a, out_dtype=torch.float32)\n")
+        r = fgpu_torch("--nproc", "1", PYTHON, script)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("fakegpu: aten::mm.dtype has no CPU kernel, so fakegpu cannot compute it", r.stderr)
 
     def test_a_torch_for_another_cuda_major_is_named(self):
         r = self.hook_output(self.fake_torch("11.8"))

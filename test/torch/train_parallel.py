@@ -1,0 +1,123 @@
+"""FSDP2 and 2-D (tensor-parallel x FSDP2) training of a tiny transformer block under fgpu,
+compared with the same training in one process on the CPU: the loss of every step and the final
+weights must agree (fp32, rtol 1e-5), the way they would on real GPUs.
+
+--style fsdp: every rank is data-parallel; parameters are sharded with fully_shard.
+--style tp_dp: a (dp, tp) DeviceMesh, tp the ranks of one node: the block's linear layers are
+  split column-/row-wise over tp (parallelize_module), and fully_shard shards over dp.
+Each data-parallel rank trains on its slice of every global batch. Rank 0 writes --out."""
+
+import argparse
+import json
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+STEPS, PER_RANK, SEQ, DIM, HEADS, LR = 4, 2, 8, 32, 4, 0.05
+
+
+class Block(torch.nn.Module):
+    """Pre-norm attention and MLP; the projections are separate so that they can be split."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm1, self.norm2 = torch.nn.LayerNorm(DIM), torch.nn.LayerNorm(DIM)
+        self.q, self.k, self.v = (torch.nn.Linear(DIM, DIM) for _ in range(3))
+        self.o = torch.nn.Linear(DIM, DIM)
+        self.up, self.down = torch.nn.Linear(DIM, 4 * DIM), torch.nn.Linear(4 * DIM, DIM)
+        self.head = torch.nn.Linear(DIM, 1)
+
+    def forward(self, x):
+        h = self.norm1(x)
+        b, s, _ = h.shape
+        split = lambda t: t.view(b, s, -1, DIM // HEADS).transpose(1, 2)  # heads local to this rank
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, -1)
+        x = x + self.o(a)
+        x = x + self.down(F.gelu(self.up(self.norm2(x))))
+        return self.head(x).squeeze(-1)
+
+
+def make_model(device):
+    torch.manual_seed(0)
+    return Block().to(device)
+
+
+def batches(dp_world):
+    g = torch.Generator().manual_seed(1)
+    for _ in range(STEPS):
+        yield (torch.randn(dp_world * PER_RANK, SEQ, DIM, generator=g),
+               torch.randn(dp_world * PER_RANK, SEQ, generator=g))
+
+
+def train(model, rows, device, dp_world):
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    losses = []
+    for x, y in batches(dp_world):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x[rows].to(device)), y[rows].to(device))
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return losses
+
+
+def full_weights(model):
+    """Every parameter whole, in a fixed order: sharded ones are gathered from their ranks."""
+    out = []
+    for name, p in sorted(model.named_parameters()):
+        t = p.full_tensor() if isinstance(p, DTensor) else p
+        out.append(t.detach().reshape(-1).cpu())
+    return torch.cat(out)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--style", choices=("fsdp", "tp_dp"), required=True)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    local, world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(local)
+    device = torch.device("cuda", local)
+    model = make_model(device)
+    if a.style == "fsdp":
+        dist.init_process_group("nccl", device_id=device)
+        dp_mesh, dp_rank, dp_world = None, dist.get_rank(), world
+        fully_shard(model)
+    else:
+        tp = int(os.environ["LOCAL_WORLD_SIZE"])
+        mesh = init_device_mesh("cuda", (world // tp, tp), mesh_dim_names=("dp", "tp"))
+        parallelize_module(model, mesh["tp"], {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
+                                               "o": RowwiseParallel(), "up": ColwiseParallel(),
+                                               "down": RowwiseParallel()})
+        dp_mesh, dp_rank, dp_world = mesh["dp"], mesh.get_local_rank("dp"), world // tp
+        fully_shard(model, mesh=dp_mesh)
+    rank = dist.get_rank()
+    losses = torch.stack(train(model, slice(dp_rank * PER_RANK, (dp_rank + 1) * PER_RANK), device, dp_world))
+    # The loss over the whole batch is the mean of the data-parallel ranks' losses.
+    dp_group = dp_mesh.get_group() if dp_mesh is not None else None
+    dist.all_reduce(losses, group=dp_group)
+    losses = (losses / dp_world).cpu()
+    weights = full_weights(model)
+    if rank == 0:
+        reference = make_model("cpu")
+        ref_losses = torch.stack(train(reference, slice(None), "cpu", dp_world))
+        ref_weights = full_weights(reference)
+        result = {"style": a.style, "world": world, "losses": losses.tolist(), "reference_losses": ref_losses.tolist(),
+                  "losses_agree": torch.allclose(losses, ref_losses, rtol=1e-5, atol=1e-6),
+                  "weights_agree": torch.allclose(weights, ref_weights, rtol=1e-5, atol=1e-6),
+                  "max_weight_difference": (weights - ref_weights).abs().max().item()}
+        with open(a.out, "w") as f:
+            json.dump(result, f)
+        print(json.dumps(result), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

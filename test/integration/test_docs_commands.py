@@ -42,6 +42,10 @@ COVERAGE = [
     (r"^python3 verification/bench/allreduce_latency\.py", "test", "bench_runs"),
     (r"^python3 verification/bench/coordinator_soak\.py", "test", "soak_runs"),
     (r"^build/model_speed \d+$", "test", "model_speed_runs"),
+    (r"^python3 verification/bench/torch_ddp_bench\.py", "test", "torch_bench_runs"),
+    (r"^\./fgpu --nproc 4 build/torch-venv/bin/python train\.py$", "test", "test_fgpu_nproc_with_device_id"),
+    (r"^\./fgpu --cluster-config configs/presets/\S+\.yaml build/torch-venv/bin/torchrun --nproc_per_node=\d+ train\.py$",
+     "test", "test_two_virtual_nodes_with_torchrun_per_node"),
     (r"^\./build/fakegpu-coordinator --transport (unix|tcp) --address (/tmp/fakegpu\.sock|127\.0\.0\.1:29591) "
      r"--cluster-config configs/cluster_valid\.yaml --report /tmp/fakegpu-report\.json$", "test", "coordinator_smoke"),
     (r"^export (LD_PRELOAD|FAKEGPU_)", "test", "allreduce_end_to_end"),
@@ -58,7 +62,8 @@ COVERAGE = [
      "needs a GPU and CUDA torch; run_hybrid_ddp_4 runs it where they are, test_hybrid_mode.py drives hybrid mode here"),
     (r"^MASTER_ADDR=\S+ MASTER_PORT=\d+ \./fgpu --nproc 4 python3 verification/ddp_reference_check\.py --device cpu",
      "manual",
-     "needs torch, which CI does not install; docs/hybrid.md records its result"),
+     "runs the check on the CPU with gloo under the machine's own python3; run_ddp_multinode_2 runs the same "
+     "script under fgpu on fake GPUs"),
 ]
 
 

@@ -24,6 +24,13 @@ struct GpuProfile {
   int smem_per_sm_kib;      // shared memory per SM
   int smem_optin_kib;       // the most one block may opt in to
   int max_threads_per_sm;
+  // Dense peak math rates, TFLOP/s, for modeled compute time: FP64 (tensor cores where the GPU
+  // has them for FP64), FP32 on CUDA cores, TF32 and FP16/BF16 on tensor cores, FP8.
+  double fp64_tflops;
+  double fp32_tflops;
+  double tf32_tflops;
+  double half_tflops;
+  double fp8_tflops;
 };
 
 // Returns nullptr for an unknown name. Lookup is case-insensitive and accepts aliases

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "device_facts.h"
 #include "device_memory.h"
 #include "devices.h"
 #include "kernel_registry.h"
@@ -43,9 +44,6 @@ bool on_device(const void* ptr) {
   return memory().lookup(ptr, &a) && a.kind != MemoryKind::kHost;
 }
 
-// Device memory bandwidth: double data rate over the memory bus.
-double hbm_gbytes_per_s(const fakegpu::GpuProfile& p) { return 2.0 * p.memory_clock_mhz * 1e6 * p.memory_bus_bits / 8 / 1e9; }
-
 // Modeled copy time: over PCIe between host and device; within a device at HBM speed, where
 // every byte is read and written.
 int64_t copy_cost_ns(size_t bytes, const void* dst, const void* src) {
@@ -53,7 +51,7 @@ int64_t copy_cost_ns(size_t bytes, const void* dst, const void* src) {
   if (!d || bytes == 0) return 0;
   const bool from_device = on_device(src), to_device = on_device(dst);
   if (!from_device && !to_device) return 0;
-  const double gbytes_per_s = from_device && to_device ? hbm_gbytes_per_s(*d->profile) / 2
+  const double gbytes_per_s = from_device && to_device ? memory_gbytes_per_s(*d->profile) / 2
                                                        : 3.0 * (1 << d->profile->pcie_gen);  // x16 after overhead
   return static_cast<int64_t>(bytes / gbytes_per_s);  // bytes / (GB/s) = ns
 }
@@ -62,7 +60,7 @@ int64_t copy_cost_ns(size_t bytes, const void* dst, const void* src) {
 int64_t set_cost_ns(size_t bytes, const void* ptr) {
   const VirtualDevice* d = device_at(current_device());
   if (!d || bytes == 0 || !on_device(ptr)) return 0;
-  return static_cast<int64_t>(bytes / hbm_gbytes_per_s(*d->profile));
+  return static_cast<int64_t>(bytes / memory_gbytes_per_s(*d->profile));
 }
 
 void check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {

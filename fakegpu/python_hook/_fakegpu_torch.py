@@ -1,7 +1,9 @@
 """Real results for PyTorch on fake GPUs. Fake device memory is host memory, so every ATen
-operator that has a CUDA kernel gets, in its place, a kernel that runs PyTorch's own CPU kernel
-on CPU tensors aliasing the same bytes, once the current stream has reached that point (NCCL
-results land on streams asynchronously). What stays with the CUDA kernels: allocation, views
+operator that has a CUDA kernel (or a CompositeExplicitAutograd one, which CUDA tensors also
+reach) gets, for the CUDA dispatch key, a kernel that runs PyTorch's own CPU kernel on CPU
+tensors aliasing the same bytes, once the current stream has reached that point (NCCL results
+land on streams asynchronously), and then queues the operator's modeled time on that stream
+(_fakegpu_cost.py). What stays with the CUDA kernels: allocation, views
 and other metadata-only operators, and stream bookkeeping. Fused attention and cuDNN are turned
 off, so PyTorch takes its math and native paths. An operator with no CPU kernel fails with one
 line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's
@@ -12,10 +14,12 @@ import os
 import sys
 import warnings
 
+import _fakegpu_cost
+
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
 # load it in every Python process fgpu starts.
 torch = None
-tree_map = None
+_record_kernel = None  # the runtime's fakegpu_cuda_record_kernel: modeled time on the stream
 
 # Operators whose CUDA kernels must stay: they allocate, only rearrange metadata, or keep stream
 # and memory bookkeeping, none of which computes on element values.
@@ -29,6 +33,16 @@ KEEP_CUDA = {
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 
 _installed = False
+
+
+# Operator arguments and results are tensors, scalars, and lists, tuples and dicts of them: a
+# plain walk over those is several times cheaper than torch's general pytree, and runs per operator.
+def tree_map(fn, x):
+    if isinstance(x, (list, tuple)):
+        return type(x)(tree_map(fn, v) for v in x)
+    if isinstance(x, dict):
+        return {k: tree_map(fn, v) for k, v in x.items()}
+    return fn(x)
 
 
 def _takes_device(schema):
@@ -48,7 +62,7 @@ class _CpuView:
     """CPU tensors over the bytes of CUDA tensors, for one operator call."""
 
     def __init__(self):
-        self.originals = {}  # id(cpu alias) -> (cuda tensor, storage address)
+        self.originals = {}  # id(cpu alias) -> (cuda tensor, its storage address, the alias itself)
         self.device = None
 
     def alias(self, t):
@@ -116,6 +130,8 @@ def _to_device(cpu, device):
 
 
 def _cpu_kernel(op):
+    name = op._schema.name
+
     def kernel(*args, **kwargs):
         view = _CpuView()
         cpu_args = tree_map(view.alias, args)
@@ -123,9 +139,14 @@ def _cpu_kernel(op):
         if view.device is None:
             view.device = torch.device("cuda", torch.cuda.current_device())
         # Work queued on the stream (copies, collectives) must land before the CPU reads.
-        torch.cuda.current_stream(view.device).synchronize()
+        stream = torch.cuda.current_stream(view.device)
+        stream.synchronize()
         out = op(*cpu_args, **cpu_kwargs)
-        return tree_map(view.result, out)
+        result = tree_map(view.result, out)
+        if _record_kernel is not None:
+            math, flops, nbytes = _fakegpu_cost.modeled_cost(torch, name, args, result)
+            _record_kernel(stream.cuda_stream, math, flops, nbytes, None)
+        return result
 
     return kernel
 
@@ -146,18 +167,20 @@ def _overload(name):
 
 def install():
     """Registers the CPU-backed kernels for the CUDA dispatch key, once per process."""
-    global _installed, torch, tree_map
+    global _installed, torch, _record_kernel
     if _installed or os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") == "0":
         return
     _installed = True
     import torch as torch_module
-    from torch.utils._pytree import tree_map as pytree_map
 
-    torch, tree_map = torch_module, pytree_map
+    torch = torch_module
+    record = getattr(ctypes.CDLL(None), "fakegpu_cuda_record_kernel", None)
+    if record is not None:
+        record.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_void_p]
+        _record_kernel = record
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")
-    keep = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # each registration replaces a CUDA kernel, and says so
         for name in torch._C._dispatch_get_all_op_names():
@@ -175,7 +198,6 @@ def install():
                 continue  # factories and _to_copy: their own kernels place the result
             kernel = _cpu_kernel(op) if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
             lib.impl(name[len("aten::"):], kernel, "CUDA")
-    keep.append(lib)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
     # dispatcher; none of those kernels has a CPU twin. Their math and native paths decompose into

@@ -8,9 +8,15 @@ import os
 import torch
 import torch.distributed as dist
 
-# The profiles of configs/cluster_valid.yaml's nodes (common/gpu_profiles.cpp).
-A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920)
-H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559)
+# The profiles of configs/cluster_valid.yaml's nodes (common/gpu_profiles.cpp): name, compute
+# capability, SMs, MiB, FP32 TFLOP/s, memory GB/s.
+A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 19.5, 2.0 * 1593 * 5120 / 8 / 1000)
+H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 67.0, 2.0 * 2619 * 5120 / 8 / 1000)
+
+
+def rss_mib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) >> 10
 
 
 def check(what, ok):
@@ -20,7 +26,7 @@ def check(what, ok):
 
 def main():
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    name, capability, sms, mib = A100 if rank < 2 else H100
+    name, capability, sms, mib, fp32_tflops, memory_gbs = A100 if rank < 2 else H100
     check(f"device_count {torch.cuda.device_count()} != 2", torch.cuda.device_count() == 2)
     torch.cuda.set_device(local)
     props = torch.cuda.get_device_properties(local)
@@ -36,6 +42,12 @@ def main():
     check(f"free memory did not drop by the allocation ({free0} -> {free1})", free0 - free1 >= 256 << 20)
     check(f"max_memory_allocated {torch.cuda.max_memory_allocated()}", torch.cuda.max_memory_allocated() >= 256 << 20)
     del block
+    # Device memory nobody writes costs no host memory: a model's weights allocated on the
+    # device and never initialised (meta-device init, then to_empty) take address space only.
+    before = rss_mib()
+    huge = torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
+    check(f"an untouched 8 GiB allocation grew the resident set by {rss_mib() - before} MiB", rss_mib() - before < 64)
+    del huge
     try:
         torch.empty((mib + 1024) << 20, dtype=torch.uint8, device="cuda")
         raise AssertionError(f"rank {rank}: allocating more than the GPU's {mib} MiB succeeded")
@@ -62,6 +74,21 @@ def main():
     ab = torch.randn(4, 8, 5)
     bb = torch.randn(4, 5, 3)
     check("batched matmul", torch.allclose(torch.bmm(ab.cuda(), bb.cuda()).cpu(), torch.bmm(ab, bb), rtol=1e-5, atol=1e-5))
+
+    if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0":
+        # Computed operators take their modeled time on the node's GPU: a product at the FP32
+        # peak, an elementwise operator at the memory bandwidth (it reads and writes each byte).
+        x, w = torch.randn(512, 1024).cuda(), torch.randn(1024, 256).cuda()
+        big = torch.empty(16 << 20, device="cuda")
+        for what, run, want_ms in (("matmul", lambda: x @ w, 2 * 512 * 1024 * 256 / (fp32_tflops * 1e9)),
+                                   ("mul_", lambda: big.mul_(2), 2 * big.numel() * 4 / (memory_gbs * 1e6))):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            got = start.elapsed_time(end)
+            check(f"modeled {what} time {got} ms, expected {want_ms} ms", abs(got - want_ms) <= 0.01 * want_ms)
 
     # Event timing is modeled: an all-reduce of 64 MiB takes the time the cluster model gives it.
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))

@@ -7,7 +7,8 @@ Three cases in one run, so that their ratios are fair on a shared machine:
 - fakegpu, no compute: the same with FAKEGPU_TORCH_COMPUTE=0 (kernels accepted, not run);
 - CPU + gloo: the same script on CPU tensors with the gloo backend, started by torchrun, without
   fakegpu: what the same training costs on this machine with no GPU pretence at all.
-Prints one table. Needs PyTorch's CUDA build in build/torch-venv (./scripts/setup-torch).
+Then the cost fakegpu adds to one operator: a one-element in-place add on a fake-GPU tensor
+against the same on a CPU tensor. Prints one table and that line. Needs PyTorch's CUDA build in build/torch-venv (./scripts/setup-torch).
 Usage: verification/bench/torch_ddp_bench.py [--steps 30]
 """
 
@@ -62,6 +63,34 @@ dist.destroy_process_group()
 '''
 
 
+OVERHEAD_SCRIPT = r'''
+import time, torch
+def per_call(x, n=3000):
+    for _ in range(200):
+        x.add_(1)
+    start = time.perf_counter()
+    for _ in range(n):
+        x.add_(1)
+    return (time.perf_counter() - start) / n * 1e6
+cpu = per_call(torch.zeros(1))
+cuda = per_call(torch.zeros(1).cuda())
+print(f"OVERHEAD {cpu:.2f} {cuda:.2f}")
+'''
+
+
+def op_overhead(python, tmp):
+    """(us per tiny in-place add on a CPU tensor, the same on a fake-GPU tensor under fgpu)."""
+    script = tmp / "overhead.py"
+    script.write_text(OVERHEAD_SCRIPT)
+    r = subprocess.run([str(REPO / "fgpu"), "--nproc", "1", "--report", str(tmp / "overhead.json"), str(python),
+                        str(script)], capture_output=True, text=True, timeout=600)
+    line = [l for l in r.stdout.splitlines() if l.startswith("OVERHEAD")]
+    if r.returncode != 0 or not line:
+        sys.exit(f"bench: the per-operator overhead run failed:\n{r.stderr[-3000:]}")
+    cpu, cuda = map(float, line[0].split()[1:])
+    return cpu, cuda
+
+
 def run_case(command, env, out, steps):
     env = dict(env, BENCH_T0=repr(time.time()), PYTHONWARNINGS="ignore")
     r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
@@ -102,6 +131,7 @@ def main():
             else:
                 command = [str(VENV / "bin" / "torchrun"), "--standalone", "--nproc_per_node=4", *args]
             rows.append((name, run_case(command, dict(os.environ, **extra), out, a.steps)))
+        cpu_us, cuda_us = op_overhead(python, tmp)
     base = rows[-1][1]["step_ms"]
     print("4 ranks, DDP, MLP 256-512-512-10 (0.4 M parameters), batch 64 per rank; times from launch")
     print(f"{'case':<22}{'import torch':>14}{'init PG':>10}{'1st all-reduce':>16}{'step (median)':>15}"
@@ -109,6 +139,8 @@ def main():
     for name, f in rows:
         print(f"{name:<22}{f['import']:>12.2f} s{f['init']:>8.2f} s{f['first']:>14.2f} s{f['step_ms']:>12.1f} ms"
               f"{f['step_ms'] / base:>8.2f}{f['rss_mib']:>7.0f} MiB")
+    print(f"one operator (x.add_(1), one element): {cpu_us:.1f} us on a CPU tensor, {cuda_us:.1f} us on a fake GPU; "
+          f"fakegpu adds {cuda_us - cpu_us:.1f} us per operator")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import _fakegpu_cost
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
 # load it in every Python process fgpu starts.
 torch = None
-_record_kernel = None  # the runtime's fakegpu_cuda_record_kernel: modeled time on the stream
+_runtime = None  # fakegpu's CUDA runtime, loaded by sitecustomize before torch
 
 # Operators whose CUDA kernels must stay: they allocate, only rearrange metadata, or keep stream
 # and memory bookkeeping, none of which computes on element values.
@@ -138,14 +138,14 @@ def _cpu_kernel(op):
         cpu_kwargs = tree_map(view.alias, kwargs)
         if view.device is None:
             view.device = torch.device("cuda", torch.cuda.current_device())
-        # Work queued on the stream (copies, collectives) must land before the CPU reads.
-        stream = torch.cuda.current_stream(view.device)
-        stream.synchronize()
+        # Work queued on the stream (copies, collectives) must land before the CPU reads. The raw
+        # stream and the runtime's own synchronize cost far less than torch.cuda.Stream objects.
+        stream = torch._C._cuda_getCurrentRawStream(view.device.index)
+        _runtime.cudaStreamSynchronize(stream)
         out = op(*cpu_args, **cpu_kwargs)
         result = tree_map(view.result, out)
-        if _record_kernel is not None:
-            math, flops, nbytes = _fakegpu_cost.modeled_cost(torch, name, args, result)
-            _record_kernel(stream.cuda_stream, math, flops, nbytes, None)
+        math, flops, nbytes = _fakegpu_cost.modeled_cost(torch, name, args, result)
+        _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, None)
         return result
 
     return kernel
@@ -167,17 +167,20 @@ def _overload(name):
 
 def install():
     """Registers the CPU-backed kernels for the CUDA dispatch key, once per process."""
-    global _installed, torch, _record_kernel
+    global _installed, torch, _runtime
     if _installed or os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") == "0":
         return
     _installed = True
     import torch as torch_module
 
     torch = torch_module
-    record = getattr(ctypes.CDLL(None), "fakegpu_cuda_record_kernel", None)
-    if record is not None:
-        record.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_void_p]
-        _record_kernel = record
+    _runtime = ctypes.CDLL(None)
+    if not hasattr(_runtime, "fakegpu_cuda_record_kernel"):
+        raise RuntimeError("fakegpu: PyTorch compute needs fakegpu's CUDA runtime, which is not loaded "
+                           "(run the job under fgpu, or set FAKEGPU_TORCH_COMPUTE=0)")
+    _runtime.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
+    _runtime.fakegpu_cuda_record_kernel.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
+                                                    ctypes.c_void_p]
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")

@@ -31,16 +31,17 @@ def _torch_cuda_major():
 
 
 def _preload():
+    """Loads fakegpu's CUDA libraries; False (having said why, where it matters) when it did not."""
     build = os.environ.get("FAKEGPU_BUILD_DIR", "")
     major = _torch_cuda_major()
     if major is None:
         sys.stderr.write("fakegpu: the installed torch is a CPU build; fakegpu runs PyTorch's CUDA build "
                          "(pip install torch==2.14.1 gives the CUDA 13 build)\n")
-        return
+        return False
     if major not in (0, 12, 13):
         sys.stderr.write(f"fakegpu: the installed torch is built for CUDA {major}; fakegpu provides CUDA 12 and 13 "
                          "runtimes (pip install torch==2.14.1 gives the CUDA 13 build)\n")
-        return
+        return False
     major = major or 13
     # The runtime first: the driver and cuBLAS find it among the process's symbols.
     for name in (f"libcudart.so.{major}", "libcuda.so.1", f"libcublasLt.so.{major}", f"libcublas.so.{major}"):
@@ -49,7 +50,8 @@ def _preload():
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
             sys.stderr.write(f"fakegpu: cannot load {path} ({e}); build fakegpu first\n")
-            return
+            return False
+    return True
 
 
 def _chain_user_sitecustomize():
@@ -61,8 +63,7 @@ def _chain_user_sitecustomize():
         spec.loader.exec_module(module)
 
 
-if os.environ.get("FAKEGPU_MODE", "simulate") == "simulate":
-    _preload()
+if os.environ.get("FAKEGPU_MODE", "simulate") == "simulate" and _preload():
     if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0":
         import _fakegpu_torch
 

@@ -6,8 +6,10 @@ land on streams asynchronously), and then queues the operator's modeled time on 
 (_fakegpu_cost.py). What stays with the CUDA kernels: allocation, views
 and other metadata-only operators, and stream bookkeeping. Fused attention and cuDNN are turned
 off, so PyTorch takes its math and native paths. An operator with no CPU kernel fails with one
-line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's
-CUDA kernels in place (they then do not run: only copies, NCCL and cuBLAS compute)."""
+line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=shapes runs the operators on
+the meta device instead (result shapes and modeled time, no values: for predicting the step time
+of models too large to compute on a CPU); FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's CUDA kernels
+in place (they then do not run: only copies, NCCL and cuBLAS compute)."""
 
 import ctypes
 import os
@@ -129,21 +131,60 @@ def _to_device(cpu, device):
     return out
 
 
-def _cpu_kernel(op):
+class _MetaView(_CpuView):
+    """Shape-only stand-ins for CUDA tensors (FAKEGPU_TORCH_COMPUTE=shapes): the operator runs on
+    the meta device, which computes result shapes and nothing else, and new results get device
+    memory that nobody writes."""
+
+    def alias(self, t):
+        if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
+            return super().alias(t)
+        self.device = self.device or t.device
+        meta = torch.empty(0, dtype=t.dtype, device="meta").as_strided(t.size(), t.stride(), t.storage_offset())
+        self.originals[id(meta)] = (t, None, meta)
+        return meta
+
+    def result(self, r):
+        if not isinstance(r, torch.Tensor):
+            return r
+        known = self.originals.get(id(r))
+        if known is not None:
+            cuda = known[0]
+            if cuda.size() != r.size():  # an out= tensor the operator resized
+                cuda.resize_(r.size())
+            return cuda
+        return torch.empty_strided(r.size(), r.stride(), dtype=r.dtype, device=self.device)
+
+
+def _run(view_type, op, args, kwargs):
+    """The operator on stand-ins for its CUDA tensors, and its results as CUDA tensors; also the
+    current raw stream of the operator's device."""
+    view = view_type()
+    stand_in_args = tree_map(view.alias, args)
+    stand_in_kwargs = tree_map(view.alias, kwargs)
+    if view.device is None:
+        view.device = torch.device("cuda", torch.cuda.current_device())
+    stream = torch._C._cuda_getCurrentRawStream(view.device.index)
+    if view_type is _CpuView:
+        # Work queued on the stream (copies, collectives) must land before the CPU reads. The raw
+        # stream and the runtime's own synchronize cost far less than torch.cuda.Stream objects.
+        _runtime.cudaStreamSynchronize(stream)
+    out = op(*stand_in_args, **stand_in_kwargs)
+    return tree_map(view.result, out), stream
+
+
+def _kernel(op, shapes_only):
     name = op._schema.name
 
     def kernel(*args, **kwargs):
-        view = _CpuView()
-        cpu_args = tree_map(view.alias, args)
-        cpu_kwargs = tree_map(view.alias, kwargs)
-        if view.device is None:
-            view.device = torch.device("cuda", torch.cuda.current_device())
-        # Work queued on the stream (copies, collectives) must land before the CPU reads. The raw
-        # stream and the runtime's own synchronize cost far less than torch.cuda.Stream objects.
-        stream = torch._C._cuda_getCurrentRawStream(view.device.index)
-        _runtime.cudaStreamSynchronize(stream)
-        out = op(*cpu_args, **cpu_kwargs)
-        result = tree_map(view.result, out)
+        result = None
+        if shapes_only:
+            try:
+                result, stream = _run(_MetaView, op, args, kwargs)
+            except (NotImplementedError, RuntimeError):
+                pass  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
+        if result is None:
+            result, stream = _run(_CpuView, op, args, kwargs)
         math, flops, nbytes = _fakegpu_cost.modeled_cost(torch, name, args, result)
         _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, None)
         return result
@@ -168,8 +209,12 @@ def _overload(name):
 def install():
     """Registers the CPU-backed kernels for the CUDA dispatch key, once per process."""
     global _installed, torch, _runtime
-    if _installed or os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") == "0":
+    mode = os.environ.get("FAKEGPU_TORCH_COMPUTE", "1")
+    if _installed or mode == "0":
         return
+    if mode not in ("1", "shapes"):
+        raise RuntimeError(f"fakegpu: FAKEGPU_TORCH_COMPUTE={mode!r}: expected 1 (compute on the CPU), "
+                           "shapes (modeled time only) or 0 (PyTorch's kernels, which do not run)")
     _installed = True
     import torch as torch_module
 
@@ -199,7 +244,10 @@ def install():
                 continue
             if explicit and not has_kernel(name, "CUDA") and _takes_device(op._schema):
                 continue  # factories and _to_copy: their own kernels place the result
-            kernel = _cpu_kernel(op) if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
+            # Copies stay real even for shapes only: programs exchange metadata and control values
+            # through the device (DDP checks its parameters' shapes across ranks so).
+            shapes_only = mode == "shapes" and name != "aten::copy_"
+            kernel = _kernel(op, shapes_only) if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
             lib.impl(name[len("aten::"):], kernel, "CUDA")
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the

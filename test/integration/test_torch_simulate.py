@@ -196,6 +196,34 @@ class Parallel(TorchTest):
         self.assertIn("overflow skipped, scale 1024.0 -> 512.0", r.stdout)
 
 
+class Prediction(TorchTest):
+    """The modeled time of a DDP step (test/torch/step_time.py, timed with CUDA events)."""
+
+    def step_ms(self, *args, mode="shapes"):
+        out = self.tmp / "steps.json"
+        self.run_ok(*args, PYTHON, TORCH_SCRIPTS / "step_time.py", "--out", out,
+                    env=dict(os.environ, FAKEGPU_TORCH_COMPUTE=mode))
+        return json.loads(out.read_text())["step_ms"]
+
+    def test_shapes_only_predicts_the_same_step_time_as_computing(self):
+        computed = self.step_ms("--nproc", "2", mode="1")
+        shapes = self.step_ms("--nproc", "2", mode="shapes")
+        self.assertEqual(len(computed), 3)
+        for c, s in zip(computed, shapes):
+            self.assertAlmostEqual(c, s, delta=1e-9 * c)
+
+    def test_a_slow_network_shows_in_the_step_as_communication_compute_cannot_hide(self):
+        single = self.step_ms("--nproc", "1")[-1]
+        fast = self.step_ms("--cluster-config", self.config(TWO_BY_TWO), "--nproc", "4")[-1]
+        slow_network = TWO_BY_TWO.replace("bandwidth_gbps: 400", "bandwidth_gbps: 10")
+        slow = self.step_ms("--cluster-config", self.config(slow_network), "--nproc", "4")[-1]
+        # 33.6 MB of gradients: about 1 ms of ring all-reduce over 400 Gbit/s, mostly behind the
+        # backward pass; about 40 ms over 10 Gbit/s, which nothing hides.
+        self.assertLess(single, fast)
+        self.assertLess(fast, 2 * single)
+        self.assertGreater(slow, fast + 20)
+
+
 class Failures(TorchTest):
     """A torch user's mistakes end the job with the coordinator's diagnosis, not a hang."""
 

@@ -4,8 +4,9 @@ reach) gets, for the CUDA dispatch key, a kernel that runs PyTorch's own CPU ker
 tensors aliasing the same bytes, once the current stream has reached that point (NCCL results
 land on streams asynchronously), and then queues the operator's modeled time on that stream
 (_fakegpu_cost.py). What stays with the CUDA kernels: allocation, views
-and other metadata-only operators, and stream bookkeeping. Fused attention and cuDNN are turned
-off, so PyTorch takes its math and native paths. An operator with no CPU kernel fails with one
+and other metadata-only operators, and stream bookkeeping. Flash attention runs as PyTorch's CPU
+flash attention (_fakegpu_attention.py); memory-efficient attention and cuDNN are turned off, so
+PyTorch takes its math and native paths there. An operator with no CPU kernel fails with one
 line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=shapes runs the operators on
 the meta device instead (result shapes and modeled time, no values: for predicting the step time
 of models too large to compute on a CPU); FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's CUDA kernels
@@ -16,6 +17,7 @@ import os
 import sys
 import warnings
 
+import _fakegpu_attention
 import _fakegpu_cost
 
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
@@ -173,12 +175,26 @@ def _run(view_type, op, args, kwargs):
     return tree_map(view.result, out), stream
 
 
+# Shapes only still makes some copies real: programs exchange metadata and control values through
+# the device, to and from the host and, inside a collective library, between device buffers (DDP
+# checks its parameters' shapes across ranks with an all-gather that ProcessGroupNCCL copies out
+# of a flat buffer). Such data is small; activations and weights are not.
+REAL_COPY_BYTES = 64 << 10
+
+
+def _real_copy(dst, src):
+    if not isinstance(src, torch.Tensor):
+        return True
+    return dst.device.type == "cpu" or src.device.type == "cpu" or src.numel() * src.element_size() <= REAL_COPY_BYTES
+
+
 def _kernel(op, shapes_only):
     name = op._schema.name
+    copy = name == "aten::copy_"
 
     def kernel(*args, **kwargs):
         result = None
-        if shapes_only:
+        if shapes_only and not (copy and _real_copy(args[0], args[1])):
             try:
                 result, stream = _run(_MetaView, op, args, kwargs)
             except (NotImplementedError, RuntimeError):
@@ -244,16 +260,16 @@ def install():
                 continue
             if explicit and not has_kernel(name, "CUDA") and _takes_device(op._schema):
                 continue  # factories and _to_copy: their own kernels place the result
-            # Copies stay real even for shapes only: programs exchange metadata and control values
-            # through the device (DDP checks its parameters' shapes across ranks so).
-            shapes_only = mode == "shapes" and name != "aten::copy_"
-            kernel = _kernel(op, shapes_only) if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
+            if name in (_fakegpu_attention.FORWARD, _fakegpu_attention.BACKWARD):
+                continue  # registered below
+            kernel = _kernel(op, mode == "shapes") if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
             lib.impl(name[len("aten::"):], kernel, "CUDA")
+        _fakegpu_attention.install(torch, lib, _run, _runtime, _MetaView if mode == "shapes" else _CpuView)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
-    # dispatcher; none of those kernels has a CPU twin. Their math and native paths decompose into
+    # dispatcher. Flash attention has a CPU twin (_fakegpu_attention.py); memory-efficient and
+    # cuDNN attention and cuDNN itself have none, and their math and native paths decompose into
     # operators that do.
-    torch.backends.cuda.enable_flash_sdp(False)
     torch.backends.cuda.enable_mem_efficient_sdp(False)
     torch.backends.cuda.enable_cudnn_sdp(False)
     torch.backends.cudnn.enabled = False

@@ -34,15 +34,16 @@ def _preload():
     """Loads fakegpu's CUDA libraries; False (having said why, where it matters) when it did not."""
     build = os.environ.get("FAKEGPU_BUILD_DIR", "")
     major = _torch_cuda_major()
+    if major == 0:
+        return False  # no torch: a Python rank that loads CUDA itself picks its own runtime
     if major is None:
         sys.stderr.write("fakegpu: the installed torch is a CPU build; fakegpu runs PyTorch's CUDA build "
                          "(pip install torch==2.14.1 gives the CUDA 13 build)\n")
         return False
-    if major not in (0, 12, 13):
+    if major not in (12, 13):
         sys.stderr.write(f"fakegpu: the installed torch is built for CUDA {major}; fakegpu provides CUDA 12 and 13 "
                          "runtimes (pip install torch==2.14.1 gives the CUDA 13 build)\n")
         return False
-    major = major or 13
     # The runtime first: the driver and cuBLAS find it among the process's symbols.
     for name in (f"libcudart.so.{major}", "libcuda.so.1", f"libcublasLt.so.{major}", f"libcublas.so.{major}"):
         path = os.path.join(build, name)

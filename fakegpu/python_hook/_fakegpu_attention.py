@@ -1,0 +1,51 @@
+"""Flash attention for CUDA tensors on fake GPUs. PyTorch's CUDA flash-attention operators have
+no CPU twin under their own name, but PyTorch's CPU flash attention computes the same thing with
+the same tensors (query, key and value as batch x heads x length x dim; the log-sum-exp per
+query row). So scaled_dot_product_attention keeps choosing flash attention on a fake GPU, as on
+a real one, and its modeled time is one fused kernel's: its FLOPs at the tensor-core rate, its
+inputs and outputs read and written once, not the materialised score matrix of the math path."""
+
+import _fakegpu_cost
+
+FORWARD = "aten::_scaled_dot_product_flash_attention"
+BACKWARD = "aten::_scaled_dot_product_flash_attention_backward"
+
+
+def _attention_flops(query, key, is_causal):
+    """Multiply-adds x 2 of the forward pass: the scores and the weighted sum of the values."""
+    batch_heads = query.shape[0] * query.shape[1]
+    flops = 4 * batch_heads * query.shape[2] * key.shape[2] * query.shape[3]
+    return flops / 2 if is_causal else flops
+
+
+def install(torch, lib, run, runtime, view_type):
+    """Registers the two CUDA operators; run(view_type, op, args, kwargs) -> (results, stream)."""
+    cpu_forward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    cpu_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+
+    def record(stream, tensors, flops, dtype):
+        math = _fakegpu_cost.HALF if dtype in (torch.float16, torch.bfloat16) else _fakegpu_cost.FP32
+        nbytes = float(sum(t.numel() * t.element_size() for t in tensors))
+        runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), nbytes, None)
+
+    def forward(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        (out, logsumexp), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),
+                                       {"scale": scale})
+        record(stream, (query, key, value, out), _attention_flops(query, key, is_causal), query.dtype)
+        empty = torch.empty(0, dtype=torch.int64, device=query.device)
+        # The cumulative sequence lengths and RNG state of CUDA's kernel: unused without nested
+        # tensors or dropout, and the backward below does not read them.
+        return (out, logsumexp, empty, empty, query.shape[2], key.shape[2], empty, empty,
+                torch.empty(0, dtype=query.dtype, device=query.device))
+
+    def backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+                 is_causal, philox_seed, philox_offset, *, scale=None):
+        grads, stream = run(view_type, cpu_backward,
+                            (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal), {"scale": scale})
+        # The backward recomputes the scores and takes about 2.5 times the forward's work.
+        record(stream, (grad_out, query, key, value, out) + tuple(grads),
+               2.5 * _attention_flops(query, key, is_causal), query.dtype)
+        return grads
+
+    lib.impl(FORWARD[len("aten::"):], forward, "CUDA")
+    lib.impl(BACKWARD[len("aten::"):], backward, "CUDA")

@@ -18,6 +18,7 @@ import sys
 import warnings
 
 import _fakegpu_attention
+import _fakegpu_fallbacks
 import _fakegpu_cost
 
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
@@ -260,11 +261,13 @@ def install():
                 continue
             if explicit and not has_kernel(name, "CUDA") and _takes_device(op._schema):
                 continue  # factories and _to_copy: their own kernels place the result
-            if name in (_fakegpu_attention.FORWARD, _fakegpu_attention.BACKWARD):
+            if name in (_fakegpu_attention.FORWARD, _fakegpu_attention.BACKWARD) or name in _fakegpu_fallbacks.NAMES:
                 continue  # registered below
             kernel = _kernel(op, mode == "shapes") if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
             lib.impl(name[len("aten::"):], kernel, "CUDA")
-        _fakegpu_attention.install(torch, lib, _run, _runtime, _MetaView if mode == "shapes" else _CpuView)
+        view_type = _MetaView if mode == "shapes" else _CpuView
+        _fakegpu_attention.install(torch, lib, _run, _runtime, view_type)
+        _fakegpu_fallbacks.install(torch, lib, _run, _runtime, view_type)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
     # dispatcher. Flash attention has a CPU twin (_fakegpu_attention.py); memory-efficient and

@@ -2,7 +2,8 @@
 every result and every gradient must agree (PyTorch's CPU kernels compute both, so they agree to
 the last bit in most cases; a tolerance of 1e-6 covers kernels whose order of summation depends
 on the layout). Includes non-contiguous inputs, in-place and out= forms, integer and boolean
-results, and the paths fakegpu diverts (attention, convolution without cuDNN). Run as one rank
+results, and the paths fakegpu diverts or supplies (attention, convolution without cuDNN,
+RMSNorm's backward, the LSTM cell). Run as one rank
 under fgpu; prints one line, or raises naming each operator that differs."""
 
 import torch
@@ -44,6 +45,10 @@ def cases():
     yield "flash attention bf16", lambda q: F.scaled_dot_product_attention(q, q.flip(2), q, is_causal=True), \
         [SEQ.transpose(1, 2).to(torch.bfloat16)]
     yield "embedding", lambda e: F.embedding(IDX, e), [X]
+    yield "rms_norm", lambda x, w: F.rms_norm(x, (8,), w[:, 0], eps=1e-6), [X, W]
+    yield "lstm", lambda x, w_ih, w_hh: torch._VF.lstm(x, (torch.zeros_like(x[:1, :, :4]),) * 2, [w_ih, w_hh], False, 1,
+                                                        0.0, True, False, False)[0], \
+        [SEQ[0, :, :3, :], torch.randn(16, 8), torch.randn(16, 4)], 1e-5
     yield "topk/sort", lambda x: x.topk(3, 1).values + x.sort(1).values[:, :3], [X]
     yield "to(dtype)", lambda x: x.to(torch.float64).sin().to(torch.float32), [X]
 

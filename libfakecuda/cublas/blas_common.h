@@ -62,6 +62,12 @@ class Scalar {
   double value_ = 0;
 };
 
+// The cuBLAS release each build reports: 13.1 with CUDA 13, 12.9 with CUDA 12.
+#ifdef FAKEGPU_CUDA_MAJOR
+constexpr int kBlasMajor = FAKEGPU_CUDA_MAJOR, kBlasMinor = FAKEGPU_CUDA_MAJOR >= 13 ? 1 : 9;
+constexpr int kCudartVersion = FAKEGPU_CUDA_MAJOR * 1000;
+#endif
+
 // The cudaDataType_t of alpha and beta for a cublasComputeType_t; -1 for one not supported.
 int scale_type_of(int compute_type);
 

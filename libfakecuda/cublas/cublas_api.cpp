@@ -23,7 +23,7 @@ using Handle = cublasContext*;
 
 namespace {
 
-constexpr int kVersionMajor = 13, kVersionMinor = 1, kVersionPatch = 0;
+constexpr int kVersionMajor = kBlasMajor, kVersionMinor = kBlasMinor, kVersionPatch = 0;
 
 Handle checked(Handle h) {
   require(h != nullptr, kNotInitialized);
@@ -146,7 +146,7 @@ FAKEBLAS_API Status cublasGetProperty(int type, int* value) {
     *value = type == 0 ? kVersionMajor : type == 1 ? kVersionMinor : kVersionPatch;
   });
 }
-FAKEBLAS_API size_t cublasGetCudartVersion(void) { return 13000; }
+FAKEBLAS_API size_t cublasGetCudartVersion(void) { return kCudartVersion; }
 FAKEBLAS_API Status cublasSetStream_v2(Handle handle, void* stream) {
   return guarded([&] { checked(handle)->stream = stream; });
 }

@@ -105,8 +105,8 @@ FAKEBLAS_API Status cublasLtDestroy(LtHandle handle) {
     delete handle;
   });
 }
-FAKEBLAS_API size_t cublasLtGetVersion(void) { return 130100; }
-FAKEBLAS_API size_t cublasLtGetCudartVersion(void) { return 13000; }
+FAKEBLAS_API size_t cublasLtGetVersion(void) { return kBlasMajor * 10000 + kBlasMinor * 100; }
+FAKEBLAS_API size_t cublasLtGetCudartVersion(void) { return kCudartVersion; }
 
 FAKEBLAS_API Status cublasLtMatmulDescCreate(Desc* desc, int compute_type, int scale_type) {
   return guarded([&] {

@@ -75,8 +75,8 @@ void run(const Gemm& g) {
     void* d = const_cast<void*>(offset(g.d, g.d_type, batch * g.d_batch_stride));
     for (int64_t j = 0; j < g.n; ++j)
       for (int64_t i = 0; i < g.m; ++i) {
-        const double* ar = &a_rows[static_cast<size_t>(i * g.k)];
-        const double* bc = &b_cols[static_cast<size_t>(j * g.k)];
+        const double* ar = a_rows.data() + i * g.k;  // data(), not [], so that k == 0 is fine
+        const double* bc = b_cols.data() + j * g.k;
         double sum = 0;
         for (int64_t p = 0; p < g.k; ++p) sum += ar[p] * bc[p];
         double v = g.alpha * sum;

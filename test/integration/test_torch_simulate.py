@@ -108,6 +108,14 @@ class Collectives(TorchTest):
             self.assertIn(f"rank {rank}: dp {rank // 4} tp {rank % 4} on n{rank // 4}: mesh collectives exact", r.stdout)
 
 
+    def test_device_mesh_tp8_by_dp2_on_two_dgx_h100_nodes(self):
+        # The seeds' layout at full size: 16 torch processes, which this machine's memory allows.
+        r = self.run_ok("--cluster-config", REPO / "configs/presets/dgx-h100-2node.yaml", TORCHRUN,
+                        "--nproc_per_node=8", TORCH_SCRIPTS / "device_mesh.py")
+        self.assertEqual(r.stdout.count("mesh collectives exact"), 16, r.stdout)
+        self.assertIn("rank 15: dp 1 tp 7", r.stdout)
+
+
 class DDP(TorchTest):
     """tests/torch/train_ddp.py, launched the ways users launch it."""
 

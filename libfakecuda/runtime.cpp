@@ -38,8 +38,13 @@ std::set<int> active_contexts;
 }  // namespace
 
 void mark_context_active(int device) {
+  // PyTorch's device guards set the device around most calls: skip the lock when this thread
+  // has already marked it.
+  thread_local int marked = -1;
+  if (marked == device) return;
   std::lock_guard<std::mutex> lock(active_mu);
   active_contexts.insert(device);
+  marked = device;
 }
 
 cudaError_t fail(cudaError_t e) {

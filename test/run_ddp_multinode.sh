@@ -22,17 +22,15 @@ export PYTHONWARNINGS=ignore::FutureWarning
 ./fgpu --nproc "$ranks" --report "$work/reference-report.json" "$python" verification/ddp_reference_check.py \
   --rtol 1e-5 --reference-device cpu --out "$work/reference.json"
 python3 - "$work" "$ranks" <<'PY'
-import collections, json, sys
+import json, sys
 from pathlib import Path
+sys.path.insert(0, "test/torch")
+from ddp_buckets import reducer_buckets, reported_allreduces
 work, ranks = Path(sys.argv[1]), int(sys.argv[2])
 results = [json.loads((work / f"rank{r}.json").read_text()) for r in range(ranks)]
 report = json.loads((work / "report.json").read_text())
 assert report["world_size"] == ranks, report["world_size"]
-buckets = collections.Counter(size for step in results[0]["buckets"] for size in step)
-reduced = collections.Counter()
-for op in report["operations"]:
-    if op["collective"] == "AllReduce" and op["communicator"] == 1:
-        reduced[op["bytes"]] += op["calls"]
+buckets, reduced = reducer_buckets(results[0]), reported_allreduces(report)
 assert reduced == buckets, f"DDP's buckets {dict(buckets)} but the simulator saw AllReduces {dict(reduced)}"
 for r in results:
     assert r["init_is_rank0s"], f"rank {r['rank']} did not start from rank 0's weights"

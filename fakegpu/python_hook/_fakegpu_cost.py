@@ -3,6 +3,11 @@ queue on the operator's stream (libfakecuda/compute_time.cpp turns it into time 
 GPU profile). torch is passed in: this module is imported before torch is."""
 
 
+def tensor_bytes(tensors):
+    """The bytes of the given tensors' elements (None entries count nothing)."""
+    return float(sum(t.numel() * t.element_size() for t in tensors if t is not None))
+
+
 def tree_leaves(x, out=None):
     """The tensors, scalars and other leaves of nested lists, tuples and dicts."""
     out = [] if out is None else out
@@ -79,7 +84,7 @@ def modeled_cost(torch, name, args, result):
     convolutions by their FLOP counts, everything by the bytes of its tensors, and copies that
     cross to or from the host at the host link's speed."""
     tensors = [t for t in tree_leaves((args, result)) if isinstance(t, torch.Tensor)]
-    nbytes = float(sum(t.numel() * t.element_size() for t in tensors))
+    nbytes = tensor_bytes(tensors)
     if name == "aten::copy_" and any(t.device.type == "cpu" for t in tensors):
         return HOST_DEVICE_COPY, 0.0, float(args[1].numel() * args[1].element_size())
     flops = _gemm_flops(name, args)

@@ -3,10 +3,29 @@ in terms of operators that have: the backward of the fused RMSNorm (nn.RMSNorm, 
 forward has a CPU kernel, and the fused LSTM cell and its backward (nn.LSTM without cuDNN). The
 LSTM cell's workspace is this module's own: the four activated gates, which the backward reads."""
 
+import _fakegpu_cost
+
 RMS_NORM_BACKWARD = "aten::_fused_rms_norm_backward"
 LSTM_CELL = "aten::_thnn_fused_lstm_cell"
 LSTM_CELL_BACKWARD = "aten::_thnn_fused_lstm_cell_backward_impl"
 NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD)
+
+
+def _rms_norm_backward(torch, grad_out, x, normalized_shape, rstd, weight, output_mask):
+    # y = x * rstd * w over the last len(normalized_shape) dimensions, so with x^ = x * rstd and
+    # g = dy * w: dx = rstd * (g - x^ * mean(g * x^)), dw = sum of dy * x^ over the other dims.
+    dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf, gf = x.to(work), grad_out.to(work)
+    r = rstd.to(work).reshape(x.shape[:x.dim() - len(dims)] + (1,) * len(dims))
+    x_hat = xf * r
+    g = gf * weight.to(work) if weight is not None else gf
+    grad_input = (r * (g - x_hat * (g * x_hat).mean(dims, keepdim=True))).to(x.dtype) if output_mask[0] else None
+    grad_weight = None
+    if output_mask[1] and weight is not None:
+        other = tuple(range(x.dim() - len(dims)))
+        grad_weight = (gf * x_hat).sum(other).to(weight.dtype)
+    return grad_input, grad_weight
 
 
 def _lstm_cell(torch, input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
@@ -35,39 +54,15 @@ def _lstm_cell_backward(torch, grad_hy, grad_cy, cx, cy, workspace, has_bias):
 def install(torch, lib, run, runtime, view_type):
     """Registers the operators; run(view_type, fn, args, kwargs) -> (results, stream)."""
 
-    def rms_norm_backward_on_cpu(grad_out, x, normalized_shape, rstd, weight, output_mask):
-        # y = x * rstd * w over the last len(normalized_shape) dimensions, so with x^ = x * rstd and
-        # g = dy * w: dx = rstd * (g - x^ * mean(g * x^)), dw = sum of dy * x^ over the other dims.
-        dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
-        work = torch.float64 if x.dtype == torch.float64 else torch.float32
-        xf, gf = x.to(work), grad_out.to(work)
-        r = rstd.to(work).reshape(x.shape[:x.dim() - len(dims)] + (1,) * len(dims))
-        x_hat = xf * r
-        g = gf * weight.to(work) if weight is not None else gf
-        grad_input = (r * (g - x_hat * (g * x_hat).mean(dims, keepdim=True))).to(x.dtype) if output_mask[0] else None
-        grad_weight = None
-        if output_mask[1] and weight is not None:
-            other = tuple(range(x.dim() - len(dims)))
-            grad_weight = (gf * x_hat).sum(other).to(weight.dtype)
-        return grad_input, grad_weight
-
-    def rms_norm_backward(grad_out, x, normalized_shape, rstd, weight, output_mask):
-        grads, stream = run(view_type, rms_norm_backward_on_cpu, (grad_out, x, normalized_shape, rstd, weight,
-                                                                  output_mask), {})
-        nbytes = sum(t.numel() * t.element_size() for t in (grad_out, x, rstd) + tuple(g for g in grads if g is not None))
-        runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, float(nbytes), None)  # memory bound
-        return grads
-
     def memory_bound(fn):
         def kernel(*args):
             results, stream = run(view_type, fn, (torch,) + args, {})
-            tensors = [t for t in tuple(args) + tuple(results) if isinstance(t, torch.Tensor)]
-            runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, float(sum(t.numel() * t.element_size() for t in tensors)),
-                                               None)
+            tensors = [t for t in args + tuple(results) if isinstance(t, torch.Tensor)]
+            runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, _fakegpu_cost.tensor_bytes(tensors), None)
             return results
 
         return kernel
 
-    lib.impl(RMS_NORM_BACKWARD[len("aten::"):], rms_norm_backward, "CUDA")
+    lib.impl(RMS_NORM_BACKWARD[len("aten::"):], memory_bound(_rms_norm_backward), "CUDA")
     lib.impl(LSTM_CELL[len("aten::"):], memory_bound(_lstm_cell), "CUDA")
     lib.impl(LSTM_CELL_BACKWARD[len("aten::"):], memory_bound(_lstm_cell_backward), "CUDA")

@@ -35,12 +35,17 @@ bool transposed(int op) {
   return op != 0;
 }
 
-// Checks a GEMM's shape as cuBLAS does and queues it on the handle's stream.
-void queue_gemm(Handle h, Gemm g, Scalar alpha, Scalar beta) {
+// Checks a GEMM's shape and types as cuBLAS does.
+void check_shape(const Gemm& g) {
   require(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0);
   require(supported_type(g.a.type) && supported_type(g.b.type) && supported_type(g.d_type), kNotSupported);
   const int64_t a_rows = g.a.transposed ? g.k : g.m, b_rows = g.b.transposed ? g.n : g.k;
   require(g.a.ld >= (a_rows > 1 ? a_rows : 1) && g.b.ld >= (b_rows > 1 ? b_rows : 1) && g.ldd >= (g.m > 1 ? g.m : 1));
+}
+
+// Checks a GEMM and queues it on the handle's stream.
+void queue_gemm(Handle h, Gemm g, Scalar alpha, Scalar beta) {
+  check_shape(g);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   enqueue(h->stream, [g, alpha, beta]() mutable {
     g.alpha = alpha.value();
@@ -82,9 +87,7 @@ Status pointer_array_gemm(Handle h, int ta, int tb, int m, int n, int k, const v
     require(batch >= 0 && (batch == 0 || (a && b && c)));
     const bool device = h->pointer_mode == 1;
     Scalar al(alpha, scale_type, device), be(beta, scale_type, device);
-    Gemm shape = make_gemm(ta, tb, m, n, k, nullptr, a_type, lda, nullptr, b_type, ldb, nullptr, c_type, ldc);
-    shape.batch = 0;
-    queue_gemm(h, shape, al, be);  // checks the shape only: a batch of zero queues nothing
+    check_shape(make_gemm(ta, tb, m, n, k, nullptr, a_type, lda, nullptr, b_type, ldb, nullptr, c_type, ldc));
     if (m == 0 || n == 0 || batch == 0) return;
     enqueue(h->stream, [=] {
       for (int i = 0; i < batch; ++i) {

@@ -3,6 +3,7 @@
 // so the driver and the runtime can never disagree. Every call goes through `call`, the one
 // place where a failure becomes a CUresult.
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -201,39 +202,39 @@ FAKECU_API CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev
   });
 }
 
-FAKECU_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-  return call([&](const RuntimeCalls& rt) {
-    require(name != nullptr && len > 0);
-    char full[256];
-    unsigned char uuid[16];
-    uint64_t memory = 0;
-    check(rt.device_identity(dev, full, uuid, &memory));
-    std::snprintf(name, static_cast<size_t>(len), "%s", full);
-  });
-}
-
 namespace {
-CUresult device_uuid(unsigned char* out, CUdevice dev) {
-  return call([&](const RuntimeCalls& rt) {
-    require(out != nullptr);
-    char name[256];
-    uint64_t memory = 0;
-    check(rt.device_identity(dev, name, out, &memory));
-  });
+// What the runtime reports of a device that the driver hands out piece by piece.
+struct Identity {
+  char name[256];
+  unsigned char uuid[16];
+  uint64_t memory_bytes = 0;
+};
+Identity identity(const RuntimeCalls& rt, CUdevice dev) {
+  Identity id;
+  check(rt.device_identity(dev, id.name, id.uuid, &id.memory_bytes));
+  return id;
 }
 }  // namespace
 
-FAKECU_API CUresult cuDeviceGetUuid(unsigned char* uuid, CUdevice dev) { return device_uuid(uuid, dev); }
-FAKECU_API CUresult cuDeviceGetUuid_v2(unsigned char* uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+FAKECU_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  return call([&](const RuntimeCalls& rt) {
+    require(name != nullptr && len > 0);
+    std::snprintf(name, static_cast<size_t>(len), "%s", identity(rt, dev).name);
+  });
+}
+
+FAKECU_API CUresult cuDeviceGetUuid_v2(unsigned char* uuid, CUdevice dev) {
+  return call([&](const RuntimeCalls& rt) {
+    require(uuid != nullptr);
+    std::memcpy(uuid, identity(rt, dev).uuid, 16);
+  });
+}
+FAKECU_API CUresult cuDeviceGetUuid(unsigned char* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
 
 FAKECU_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   return call([&](const RuntimeCalls& rt) {
     require(bytes != nullptr);
-    char name[256];
-    unsigned char uuid[16];
-    uint64_t memory = 0;
-    check(rt.device_identity(dev, name, uuid, &memory));
-    *bytes = memory;
+    *bytes = identity(rt, dev).memory_bytes;
   });
 }
 

@@ -16,6 +16,9 @@ from pathlib import Path
 from rank_jobs import CONFIGS, REPO, TWO_BY_TWO, built
 from torch_jobs import PYTHON, TORCH_SCRIPTS, TORCHRUN, fgpu_torch, require_torch
 
+sys.path.insert(0, str(TORCH_SCRIPTS))
+from ddp_buckets import reducer_buckets, reported_allreduces  # noqa: E402
+
 TWO_BY_FOUR = """version: 1
 cluster: {name: two-by-four}
 nodes:
@@ -123,13 +126,8 @@ class DDP(TorchTest):
         ranks = [json.loads((self.tmp / f"rank{r}.json").read_text()) for r in range(world)]
         self.assertEqual(sorted(int(x["node"] or 0) for x in ranks), sorted(r * nodes // world for r in range(world)))
         # Every gradient bucket DDP reduced, at every step, is an AllReduce of its size in the report.
-        buckets = collections.Counter(size for step in ranks[0]["buckets"] for size in step)
         report = json.loads(report.read_text())
-        reduced = collections.Counter()
-        for op in report["operations"]:
-            if op["collective"] == "AllReduce" and op["communicator"] == 1:
-                reduced[op["bytes"]] += op["calls"]
-        self.assertEqual(reduced, buckets)
+        self.assertEqual(reported_allreduces(report), reducer_buckets(ranks[0]))
         self.assertGreater(len(ranks[0]["buckets"][-1]), 1, "bucket_cap_mb should split the gradients")
         self.assertEqual(report["world_size"], world)
         # Computed for real (the default): DDP's initial broadcast gives every rank rank 0's

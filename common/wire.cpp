@@ -1,5 +1,7 @@
 #include "wire.h"
 
+#include <cmath>
+
 namespace fakegpu::wire {
 
 const char* msg_type_name(MsgType type) {
@@ -26,6 +28,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kStatusReply: return "StatusReply";
     case MsgType::kOpenControlRing: return "OpenControlRing";
     case MsgType::kPayloadChunk: return "PayloadChunk";
+    case MsgType::kRankActivity: return "RankActivity";
   }
   return "Unknown";
 }
@@ -367,6 +370,8 @@ void Collective::encode(Writer& w) const {
   w.u64(recv.segment);
   w.u64(recv.offset);
   w.u8(flags);
+  w.f64(ready_us);
+  w.u64(track);
 }
 Collective Collective::decode(Reader& r) {
   Collective m;
@@ -386,6 +391,9 @@ Collective Collective::decode(Reader& r) {
   m.recv.segment = r.u64();
   m.recv.offset = r.u64();
   m.flags = r.u8();
+  m.ready_us = r.f64();
+  if (!std::isfinite(m.ready_us)) throw WireError("collective ready time is not a finite number");
+  m.track = r.u64();
   return m;
 }
 
@@ -422,11 +430,55 @@ ShareSegment ShareSegment::decode(Reader& r) {
 void CollectiveDone::encode(Writer& w) const {
   w.u64(seq);
   w.f64(modeled_us);
+  w.f64(start_us);
 }
 CollectiveDone CollectiveDone::decode(Reader& r) {
   CollectiveDone m;
   m.seq = r.u64();
   m.modeled_us = r.f64();
+  m.start_us = r.f64();
+  return m;
+}
+
+const char* activity_kind_name(ActivityKind kind) {
+  switch (kind) {
+    case ActivityKind::kKernel: return "kernels";
+    case ActivityKind::kCopy: return "copies";
+    case ActivityKind::kCollective: return "NCCL";
+    case ActivityKind::kStepBegin: return "step begins";
+    case ActivityKind::kStepEnd: return "step ends";
+  }
+  return "unknown";
+}
+
+void RankActivity::encode(Writer& w) const {
+  w.u64(dropped);
+  w.u32(static_cast<uint32_t>(slices.size()));
+  for (const ActivitySlice& s : slices) {
+    w.u64(s.track);
+    w.f64(s.start_us);
+    w.f64(s.end_us);
+    w.u32(s.count);
+    w.u8(static_cast<uint8_t>(s.kind));
+  }
+}
+RankActivity RankActivity::decode(Reader& r) {
+  RankActivity m;
+  m.dropped = r.u64();
+  uint32_t n = r.u32();
+  if (n > kMaxSlices) throw WireError("RankActivity with " + std::to_string(n) + " slices, more than " +
+                                      std::to_string(kMaxSlices));
+  m.slices.resize(n);
+  for (ActivitySlice& s : m.slices) {
+    s.track = r.u64();
+    s.start_us = r.f64();
+    s.end_us = r.f64();
+    s.count = r.u32();
+    uint8_t kind = r.u8();
+    if (kind >= kNumActivityKinds) throw WireError("unknown activity kind " + std::to_string(kind));
+    s.kind = static_cast<ActivityKind>(kind);
+    if (!(s.end_us >= s.start_us)) throw WireError("activity slice ends before it starts");
+  }
   return m;
 }
 

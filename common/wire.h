@@ -16,7 +16,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 7;
+constexpr uint32_t kProtocolVersion = 8;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -51,8 +51,9 @@ enum class MsgType : uint16_t {
   kStatusReply = 20,
   kOpenControlRing = 21,
   kPayloadChunk = 22,
+  kRankActivity = 23,
 };
-constexpr MsgType kLastMsgType = MsgType::kPayloadChunk;
+constexpr MsgType kLastMsgType = MsgType::kRankActivity;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -328,6 +329,12 @@ struct Collective {
   BufferRef send;
   BufferRef recv;
   uint8_t flags = 0;  // CollectiveFlags
+  // Where the call sits on the rank's modeled clock: the time its stream reaches it (-1 when
+  // the rank's runtime keeps no modeled clock, as NVIDIA's does not), and which of the rank's
+  // streams it is on (an id the rank's runtime gives; 0 when unknown). The operation starts
+  // once every rank's stream has reached it.
+  double ready_us = -1;
+  uint64_t track = 0;
   void encode(Writer& w) const;
   static Collective decode(Reader& r);
 };
@@ -343,6 +350,7 @@ struct CollectiveDone {
   static constexpr MsgType kType = MsgType::kCollectiveDone;
   uint64_t seq = 0;
   double modeled_us = 0;  // how long the operation takes on the modeled cluster; 0 if unmodeled
+  double start_us = -1;   // when it starts on the modeled clock; -1 if unmodeled
   void encode(Writer& w) const;
   static CollectiveDone decode(Reader& r);
 };
@@ -446,6 +454,32 @@ struct PayloadChunk {
   uint64_t total = 0;   // bytes of bulk data in the whole message, the last piece included
   void encode(Writer& w) const;
   static PayloadChunk decode(Reader& r);
+};
+
+// What a rank's GPU did on the modeled clock: kernels, copies and collectives on each of its
+// streams, and the step marks its program made (an optimizer step, an NVTX range), for the
+// report's step figures and the trace. Back-to-back work of one kind on one stream arrives as
+// one slice. No reply.
+enum class ActivityKind : uint8_t { kKernel = 0, kCopy = 1, kCollective = 2, kStepBegin = 3, kStepEnd = 4 };
+constexpr uint8_t kNumActivityKinds = 5;
+const char* activity_kind_name(ActivityKind kind);
+
+// Also the record the rank's runtime hands its NCCL library, so it must stay plain data.
+struct ActivitySlice {
+  uint64_t track = 0;  // the stream, as in Collective::track
+  double start_us = 0;
+  double end_us = 0;   // a step mark has end_us == start_us
+  uint32_t count = 0;  // pieces of work merged into this slice
+  ActivityKind kind = ActivityKind::kKernel;
+};
+
+struct RankActivity {
+  static constexpr MsgType kType = MsgType::kRankActivity;
+  static constexpr size_t kMaxSlices = 16384;  // per frame, well inside kMaxFieldsBytes
+  std::vector<ActivitySlice> slices;
+  uint64_t dropped = 0;  // slices the rank could not keep since its last frame
+  void encode(Writer& w) const;
+  static RankActivity decode(Reader& r);
 };
 
 // Encodes a message's fixed fields.

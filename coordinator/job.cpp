@@ -180,6 +180,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kCommRevoke: handle_comm_revoke(id, fields(wire::CommRevoke{}), header.request_id); break;
       case wire::MsgType::kCommInfo: handle_comm_info(id, fields(wire::CommInfo{}), header.request_id); break;
       case wire::MsgType::kSimulate: handle_simulate(id, fields(wire::Simulate{}), header.request_id); break;
+      case wire::MsgType::kRankActivity: handle_rank_activity(client, fields(wire::RankActivity{})); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
         handle_share_segment(client, msg, std::exchange(owned.fd, -1));
@@ -664,6 +665,7 @@ nlohmann::json Job::report() const {
     return a["global_rank"].get<int>() < b["global_rank"].get<int>();
   });
   j["ranks"] = ranks;
+  if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
 
   json comms = json::array();
   for (const auto& [id, comm] : comms_) {

@@ -131,7 +131,11 @@ class Job {
     uint64_t last_comm = 0, last_seq = 0;
     wire::CollType last_coll{};
     std::chrono::steady_clock::time_point last_post_at;
+    // What its GPU did on the modeled clock (wire::RankActivity), for step figures and the trace.
+    std::vector<wire::ActivitySlice> activity;
+    uint64_t activity_dropped = 0;  // slices lost on the rank, or beyond kMaxActivity here
   };
+  static constexpr size_t kMaxActivity = size_t{1} << 18;  // slices kept per rank
   struct Member {
     ClientId client = 0;
     int global_rank = -1;
@@ -155,6 +159,8 @@ class Job {
     int arrived = 0;
     std::string failure;
     wire::Status failure_code = wire::Status::kSuccess;
+    double ready_us = -1;  // when the last rank's stream reached it on the modeled clock
+    std::vector<uint64_t> tracks;  // per rank: the stream it is on (wire::Collective::track)
   };
   struct PendingP2P {
     wire::Collective send, recv;  // what each side called
@@ -248,6 +254,9 @@ class Job {
   void handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd);
   void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
   void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
+  void handle_rank_activity(Client& client, const wire::RankActivity& msg);
+  // Step figures per rank, and the job's steps (each as its slowest rank took it).
+  nlohmann::json steps_report() const;
   // The send data, when the frame carries it, is in `data` from bulk_offset to the end.
   void handle_collective(ClientId id, const wire::Collective& msg, std::shared_ptr<std::vector<uint8_t>> data,
                          size_t bulk_offset, uint64_t request_id);
@@ -262,9 +271,12 @@ class Job {
   void complete_init(const wire::CommKey& key, PendingInit& pending);
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
   void complete_split(Comm& parent, PendingSplit& pending);
-  void complete_op(Comm& comm, uint64_t seq, PendingOp& op);
-  // Counts and models a completed operation; returns its modeled duration (0 if unmodeled).
-  double count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm);
+  void complete_op(Comm& comm, PendingOp& op);
+  // Counts and models a completed operation that every rank's stream reached by ready_us, with
+  // each rank's (global rank, track) for the trace. Returns its modeled time: start -1 and
+  // duration 0 if unmodeled.
+  wire::CollectiveDone count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm, double ready_us,
+                                       std::vector<Trace::RankTrack> tracks);
   const planner::CommModel* model_of(Comm& comm);
   std::string too_big(uint64_t bytes, const std::string& what) const;
   void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);

@@ -14,27 +14,29 @@ using wire::CollType;
 using wire::Status;
 
 // Prices the call on its communicator's GPUs and places it on the job's modeled timeline.
-double Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm) {
+wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm, double ready_us,
+                                          std::vector<Trace::RankTrack> tracks) {
   ++completed_ops_;
   CollStats& stats = coll_stats_[static_cast<int>(call.coll)];
   ++stats.calls;
   stats.bytes += bytes;
+  wire::CollectiveDone done;
+  done.seq = call.seq;
   const planner::CommModel* model = model_of(comm);
-  if (!model) return 0;
+  if (!model) return done;
   planner::Estimate e;
   try {
     e = call.coll == CollType::kSend ? model->estimate_p2p(call.rank, call.root, bytes)
                                      : model->estimate(call.coll, bytes, call.root);
   } catch (const planner::TuningError& err) {
     if (!stats.unmodeled++) stats.unmodeled_why = err.what();
-    return 0;
+    return done;
   }
   stats.modeled_us += e.time_us;
   ++stats.algorithms[e.algo + 1][e.proto];
-  LinkTimeline::Span span = timeline_.place(&comm.clock_us, e);
-  Trace::Op op{comm.id, call.coll, bytes, span.start_us, span.end_us, e.algo, e.proto, e.channels, -1, -1, e.per_byte_links};
-  if (call.coll == CollType::kSend) op.from = comm.members[call.rank].global_rank, op.to = comm.members[call.root].global_rank;
-  trace_.record(op);
+  LinkTimeline::Span span = timeline_.place(&comm.clock_us, e, ready_us);
+  trace_.record({comm.id, call.coll, bytes, span.start_us, span.end_us, e.algo, e.proto, e.channels, e.per_byte_links},
+                std::move(tracks));
   auto it = op_kinds_.find(OpKey{comm.id, call.coll, bytes});
   if (it == op_kinds_.end() && op_kinds_.size() < kMaxOpKinds)
     it = op_kinds_.emplace(OpKey{comm.id, call.coll, bytes}, OpStats{0, e}).first;
@@ -42,7 +44,9 @@ double Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& 
     ++it->second.calls;
   else
     ++unlisted_op_calls_;
-  return span.end_us - span.start_us;
+  done.start_us = span.start_us;
+  done.modeled_us = span.end_us - span.start_us;
+  return done;
 }
 
 const planner::CommModel* Job::model_of(Comm& comm) {
@@ -61,10 +65,10 @@ const planner::CommModel* Job::model_of(Comm& comm) {
 }
 
 nlohmann::json Job::trace() const {
-  std::map<uint64_t, std::vector<int>> members;
-  for (const auto& [id, comm] : comms_)
-    for (const Member& m : comm.members) members[id].push_back(m.global_rank);
-  return trace_.to_json(topology_, members);
+  std::vector<Trace::RankActivity> activity;
+  for (const auto& [id, c] : clients_)
+    if (!c.activity.empty() && c.global_rank >= 0) activity.push_back({c.global_rank, &c.activity});
+  return trace_.to_json(topology_, activity);
 }
 
 void Job::handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id) {

@@ -148,6 +148,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.calls.resize(nranks);
     op.ranks.resize(nranks);
     op.arrived_at.resize(nranks);
+    op.tracks.resize(nranks);
     op.first_at = now;
     for (int r = 0; r < nranks; ++r)
       if (comm.members[r].destroyed) {
@@ -163,6 +164,8 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   op.request_ids[msg.rank] = request_id;
   op.calls[msg.rank] = describe_call(msg);
   op.arrived_at[msg.rank] = now;
+  op.ready_us = std::max(op.ready_us, msg.ready_us);
+  op.tracks[msg.rank] = msg.track;
   ++op.arrived;
 
   if (!op.failure.empty()) {
@@ -184,21 +187,24 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     const auto last = op.arrived_at[msg.rank];
     for (int r = 0; r < nranks; ++r)
       clients_[comm.members[r].client].wait_us += std::chrono::duration<double, std::micro>(last - op.arrived_at[r]).count();
-    if (op.failure.empty()) complete_op(comm, msg.seq, op);
+    if (op.failure.empty()) complete_op(comm, op);
     comm.ops.erase(msg.seq);
   }
 }
 
-void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
+void Job::complete_op(Comm& comm, PendingOp& op) {
   const auto& c = op.first;
   const int nranks = static_cast<int>(comm.members.size());
   const uint64_t elem = dtype_size(c.dtype);
   ++comm.collectives;
   CollShape per_rank;
   coll_shape(c.coll, c.count, c.root, c.root, nranks, &per_rank);
-  const double modeled_us = count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, comm);
+  std::vector<Trace::RankTrack> tracks(nranks);
+  for (int r = 0; r < nranks; ++r) tracks[r] = {comm.members[r].global_rank, op.tracks[r]};
+  const wire::CollectiveDone done =
+      count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, comm, op.ready_us, std::move(tracks));
   if (payload_free(c)) {
-    for (int r = 0; r < nranks; ++r) reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq, modeled_us});
+    for (int r = 0; r < nranks; ++r) reply(comm.members[r].client, op.request_ids[r], done);
     op.ranks.clear();
     return;
   }
@@ -230,7 +236,7 @@ void Job::complete_op(Comm& comm, uint64_t seq, PendingOp& op) {
   for (int r = 0; r < nranks; ++r) {
     std::vector<Bulk> bulk;
     if (replies[r]) bulk.push_back({replies[r], 0, replies[r]->size()});
-    reply(comm.members[r].client, op.request_ids[r], wire::CollectiveDone{seq, modeled_us}, std::move(bulk));
+    reply(comm.members[r].client, op.request_ids[r], done, std::move(bulk));
   }
   op.ranks.clear();  // releases socket-path bodies now
 }
@@ -274,7 +280,9 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     reply_error(receiver, p.recv_request, Status::kInvalidUsage, why);
   } else {
     const uint64_t bytes = p.send.count * dtype_size(p.send.dtype);
-    const double modeled_us = count_completed(p.send, bytes, comm);
+    const wire::CollectiveDone done =
+        count_completed(p.send, bytes, comm, std::max(p.send.ready_us, p.recv.ready_us),
+                        {{comm.members[src].global_rank, p.send.track}, {comm.members[dst].global_rank, p.recv.track}});
     std::vector<Bulk> bulk;
     // A payload-free message has no buffers on either side: nothing below moves.
     if (p.receiver.out) {
@@ -285,8 +293,8 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       auto copy = std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes);
       bulk.push_back({copy, 0, bytes});
     }
-    reply(receiver, p.recv_request, wire::CollectiveDone{msg.seq, modeled_us}, std::move(bulk));
-    reply(sender, p.send_request, wire::CollectiveDone{msg.seq, modeled_us});
+    reply(receiver, p.recv_request, done, std::move(bulk));
+    reply(sender, p.send_request, done);
   }
   comm.p2p.erase(key);
 }

@@ -33,9 +33,9 @@ int LinkTimeline::intern(const planner::Estimate& e) {
   return me;
 }
 
-LinkTimeline::Span LinkTimeline::place(double* comm_clock_us, const planner::Estimate& e) {
+LinkTimeline::Span LinkTimeline::place(double* comm_clock_us, const planner::Estimate& e, double ready_us) {
   Span span;
-  span.start_us = *comm_clock_us;
+  span.start_us = std::max(*comm_clock_us, ready_us);
   double wait = 0;
   if (e.per_byte_links && !e.per_byte_links->empty()) {
     Plan& plan = plans_[intern(e)];

@@ -1,10 +1,10 @@
 // Modeled time of the whole job: where each operation falls on a virtual timeline and how
 // busy it keeps every link.
 //
-// Operations of one communicator run one after another, as NCCL orders them; different
-// communicators run side by side (TP inside a node while DP crosses nodes). An operation
-// whose links overlap those of another's data phase waits for it to finish: the pair ends
-// when fair sharing would end it. Each flow plan (a cached pattern of the cost model) is
+// An operation starts once the last of its ranks' streams reaches it. Operations of one
+// communicator run one after another, as NCCL orders them; different communicators run side
+// by side (TP inside a node while DP crosses nodes). An operation whose links overlap those of
+// another's data phase waits for it to finish: the pair ends when fair sharing would end it. Each flow plan (a cached pattern of the cost model) is
 // interned once with the plans it shares links with, so placing an operation costs the same
 // on 16 ranks as on 1024, and memory grows with plans, never with operations.
 #pragma once
@@ -27,9 +27,10 @@ class LinkTimeline {
     double end_us = 0;
   };
   // Places an operation of a communicator whose clock is *comm_clock_us (advanced to the
-  // operation's end). The estimate's link plan must outlive the timeline (the job keeps every
+  // operation's end), starting no earlier than ready_us, when the last of its ranks' streams
+  // reached it. The estimate's link plan must outlive the timeline (the job keeps every
   // communicator's model).
-  Span place(double* comm_clock_us, const planner::Estimate& e);
+  Span place(double* comm_clock_us, const planner::Estimate& e, double ready_us = 0);
 
   double makespan_us() const { return makespan_us_; }
   // Per link that carried data: bytes, busy time, utilisation over the makespan.

@@ -33,6 +33,28 @@ std::string mix(const json& algorithms) {
   return out;
 }
 
+// Per step, as its slowest rank took it, then per rank on average; times on the modeled clock.
+std::string steps_section(const nlohmann::json& steps) {
+  auto us = [](const nlohmann::json& v) { return fmt::format("{:.1f}", v.get<double>()); };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : steps["per_step"])
+    rows.push_back({s["step"].dump(), us(s["time_us"]), s["slowest_rank"].dump(), us(s["compute_us"]), us(s["comm_us"]),
+                    us(s["exposed_comm_us"])});
+  std::string md = fmt::format(
+      "## Steps\n\nMarked by {}; {} steps, median {} us. Communication counts from when a rank's stream reaches a "
+      "call (waiting for peers included); exposed: while no kernel ran.\n\n",
+      steps["marked_by"].get<std::string>(), steps["count"].dump(), us(steps["median_time_us"]));
+  md += table({"step", "modeled us", "slowest rank", "compute us", "communication us", "exposed us"}, rows);
+  rows.clear();
+  for (const auto& k : steps["ranks"]) {
+    const auto& m = k["mean"];
+    rows.push_back({k["global_rank"].dump(), k["steps"].dump(), us(m["time_us"]), us(m["compute_us"]), us(m["comm_us"]),
+                    us(m["exposed_comm_us"])});
+  }
+  return md + "\nPer rank, the mean over its steps:\n\n" +
+         table({"rank", "steps", "modeled us", "compute us", "communication us", "exposed us"}, rows);
+}
+
 }  // namespace
 
 std::string bytes_text(double b) {
@@ -93,6 +115,8 @@ std::string report_markdown(const json& r) {
                     k["errors"].dump()});
   md += "## Ranks\n\nWait: time the rank's calls spent waiting for slower peers (small for a straggler).\n\n" +
         table({"rank", "host", "pid", "comm inits", "collectives", "wait us", "timeouts", "errors"}, rows);
+
+  if (r.contains("steps")) md += steps_section(r["steps"]);
 
   rows.clear();
   for (const auto& c : r["communicators"])

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "report_markdown.h"  // bytes_text
 
@@ -29,60 +30,139 @@ int node_of_link(const planner::Topology& topo, const planner::Link& link) {
 
 }  // namespace
 
-void Trace::record(Op op) {
+void Trace::record(const Op& op, std::vector<RankTrack> ranks) {
   if (ops_.size() >= kMaxOps) {
     ++dropped_;
     return;
   }
-  ops_.push_back(std::move(op));
+  auto [it, fresh] = rank_set_index_.emplace(std::move(ranks), static_cast<int>(rank_sets_.size()));
+  if (fresh) rank_sets_.push_back(it->first);
+  ops_.push_back({op, it->second});
 }
 
-json Trace::to_json(const planner::Topology& topo, const std::map<uint64_t, std::vector<int>>& members) const {
+namespace {
+
+// Each rank's tracks get thread ids rank * kTracksPerRank + n, numbered by when each stream
+// first did something, so a rank's streams sit together in order.
+constexpr int kTracksPerRank = 1000;
+
+class TrackIds {
+ public:
+  void saw(int rank, uint64_t track, double at) {
+    auto [it, fresh] = first_.emplace(std::make_pair(rank, track), at);
+    if (!fresh) it->second = std::min(it->second, at);
+  }
+  void number() {
+    std::map<int, std::vector<std::pair<double, uint64_t>>> by_rank;
+    for (const auto& [key, at] : first_) by_rank[key.first].emplace_back(at, key.second);
+    for (auto& [rank, tracks] : by_rank) {
+      std::sort(tracks.begin(), tracks.end());
+      for (size_t n = 0; n < tracks.size(); ++n)
+        tid_[{rank, tracks[n].second}] = rank * kTracksPerRank + static_cast<int>(std::min<size_t>(n, kTracksPerRank - 1));
+    }
+  }
+  int tid(int rank, uint64_t track) const { return tid_.at({rank, track}); }
+  // (rank, track, tid) of every track.
+  std::vector<std::tuple<int, uint64_t, int>> all() const {
+    std::vector<std::tuple<int, uint64_t, int>> out;
+    for (const auto& [key, tid] : tid_) out.emplace_back(key.first, key.second, tid);
+    return out;
+  }
+
+ private:
+  std::map<std::pair<int, uint64_t>, double> first_;
+  std::map<std::pair<int, uint64_t>, int> tid_;
+};
+
+bool is_mark(wire::ActivityKind kind) {
+  return kind == wire::ActivityKind::kStepBegin || kind == wire::ActivityKind::kStepEnd;
+}
+
+}  // namespace
+
+json Trace::to_json(const planner::Topology& topo, const std::vector<RankActivity>& activity) const {
+  const int nranks = static_cast<int>(topo.gpus.size());
+  auto known = [&](int rank) { return rank >= 0 && rank < nranks; };
+  // NCCL slices come from the operations; a rank's own log adds its kernels, copies and marks.
+  auto drawn = [](const wire::ActivitySlice& s) { return s.kind != wire::ActivityKind::kCollective; };
+  TrackIds tracks;
+  for (const Recorded& r : ops_)
+    for (const RankTrack& rt : rank_sets_[r.ranks])
+      if (known(rt.rank)) tracks.saw(rt.rank, rt.track, r.op.start_us);
+  for (const RankActivity& a : activity)
+    if (known(a.rank))
+      for (const auto& s : *a.slices)
+        if (drawn(s)) tracks.saw(a.rank, s.track, s.start_us);
+  tracks.number();
+
   json events = json::array();
   for (size_t n = 0; n < topo.nodes.size(); ++n)
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", n + 1}, {"args", {{"name", topo.nodes[n].id}}}});
-  for (size_t g = 0; g < topo.gpus.size(); ++g)
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", pid_of(topo, static_cast<int>(g))},
-                      {"tid", g},
-                      {"args", {{"name", fmt::format("rank {}", g)}}}});
+  for (const auto& [rank, track, tid] : tracks.all()) {
+    const int n = tid % kTracksPerRank;
+    std::string name = track == 0 ? fmt::format("rank {}", rank) : fmt::format("rank {} stream {}", rank, n + 1);
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid_of(topo, rank)}, {"tid", tid},
+                      {"args", {{"name", name}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid_of(topo, rank)}, {"tid", tid},
+                      {"args", {{"sort_index", tid}}}});
+  }
   uint64_t flow_id = 0;
-  static const std::vector<int> kNone;
-  for (const Op& op : ops_) {
+  for (const Recorded& r : ops_) {
+    const Op& op = r.op;
+    const std::vector<RankTrack>& ranks = rank_sets_[r.ranks];
     const bool send = op.coll == wire::CollType::kSend;
-    auto it = members.find(op.comm);
-    const std::vector<int> pair = {op.from, op.to};
-    const std::vector<int>& ranks = send ? pair : it == members.end() ? kNone : it->second;
     json args = {{"communicator", op.comm},
                  {"bytes", op.bytes},
                  {"algorithm", planner::algo_label(op.algo)},
                  {"protocol", planner::proto_name(op.proto)},
                  {"channels", op.channels}};
     for (size_t i = 0; i < ranks.size(); ++i) {
-      int rank = ranks[i];
-      if (rank < 0 || rank >= static_cast<int>(topo.gpus.size())) continue;
+      if (!known(ranks[i].rank)) continue;
       std::string name = send ? (i == 0 ? "Send " : "Recv ") : std::string(wire::coll_type_name(op.coll)) + " ";
       events.push_back({{"name", name + bytes_text(static_cast<double>(op.bytes))},
                         {"cat", fmt::format("comm {}", op.comm)},
                         {"ph", "X"},
                         {"ts", op.start_us},
                         {"dur", op.end_us - op.start_us},
-                        {"pid", pid_of(topo, rank)},
-                        {"tid", rank},
+                        {"pid", pid_of(topo, ranks[i].rank)},
+                        {"tid", tracks.tid(ranks[i].rank, ranks[i].track)},
                         {"args", args}});
     }
-    if (send) {
+    if (send && ranks.size() == 2 && known(ranks[0].rank) && known(ranks[1].rank)) {
       ++flow_id;
       events.push_back({{"name", "send"}, {"cat", "p2p"}, {"ph", "s"}, {"id", flow_id}, {"ts", op.start_us},
-                        {"pid", pid_of(topo, op.from)}, {"tid", op.from}});
+                        {"pid", pid_of(topo, ranks[0].rank)}, {"tid", tracks.tid(ranks[0].rank, ranks[0].track)}});
       events.push_back({{"name", "send"}, {"cat", "p2p"}, {"ph", "f"}, {"bp", "e"}, {"id", flow_id},
-                        {"ts", op.end_us}, {"pid", pid_of(topo, op.to)}, {"tid", op.to}});
+                        {"ts", op.end_us}, {"pid", pid_of(topo, ranks[1].rank)},
+                        {"tid", tracks.tid(ranks[1].rank, ranks[1].track)}});
+    }
+  }
+  uint64_t slices_drawn = 0, slices_left_out = 0;
+  for (const RankActivity& a : activity) {
+    if (!known(a.rank)) continue;
+    for (const auto& s : *a.slices) {
+      if (!drawn(s)) continue;
+      if (slices_drawn >= kMaxSlices) {
+        ++slices_left_out;
+        continue;
+      }
+      ++slices_drawn;
+      json event = {{"pid", pid_of(topo, a.rank)}, {"tid", tracks.tid(a.rank, s.track)}, {"ts", s.start_us}};
+      if (is_mark(s.kind)) {
+        event.update({{"name", s.kind == wire::ActivityKind::kStepBegin ? "step begins" : "step ends"},
+                      {"ph", "i"}, {"s", "t"}, {"cat", "step"}});
+      } else {
+        const bool kernels = s.kind == wire::ActivityKind::kKernel;
+        event.update({{"name", fmt::format("{} x{}", wire::activity_kind_name(s.kind), s.count)},
+                      {"cat", kernels ? "compute" : "copy"}, {"ph", "X"}, {"dur", s.end_us - s.start_us}});
+      }
+      events.push_back(std::move(event));
     }
   }
   for (auto& counter : utilization_counters(topo)) events.push_back(std::move(counter));
   json trace = {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
-  if (dropped_) trace["otherData"] = {{"operations_not_traced", dropped_}};
+  if (dropped_) trace["otherData"]["operations_not_traced"] = dropped_;
+  if (slices_left_out) trace["otherData"]["activity_slices_not_traced"] = slices_left_out;
   return trace;
 }
 
@@ -93,7 +173,8 @@ json Trace::utilization_counters(const planner::Topology& topo) const {
   for (const planner::Link& link : topo.links)
     if (int k = kind_of(link.kind); k >= 0) capacity[node_of_link(topo, link) * kKinds + k] += link.gbytes * 1e3;
   std::vector<std::tuple<double, int, double>> changes;  // (time, node * kKinds + kind, delta %)
-  for (const Op& op : ops_) {
+  for (const Recorded& r : ops_) {
+    const Op& op = r.op;
     double dur = op.end_us - op.start_us;
     if (!op.per_byte_links || dur <= 0) continue;
     std::map<int, double> bytes;

@@ -1,6 +1,7 @@
 // The modeled timeline as a Chrome / Perfetto trace (JSON, opens in ui.perfetto.dev and
-// chrome://tracing): one process per node, one track per rank, one slice per operation at its
-// modeled time, flow arrows from each Send to its Recv, and per node counters of how busy its
+// chrome://tracing): one process per node; per rank, one track per stream, holding its NCCL
+// operations at their modeled times and, from the rank's activity log, its kernels, copies and
+// step marks; flow arrows from each Send to its Recv; and per node counters of how busy its
 // NVLink and network links are. Keeps at most kMaxOps operations; later ones are counted.
 #pragma once
 
@@ -18,6 +19,7 @@ namespace fakegpu::coord {
 class Trace {
  public:
   static constexpr size_t kMaxOps = 100000;
+  static constexpr size_t kMaxSlices = 200000;  // activity slices drawn, over all ranks
 
   struct Op {
     uint64_t comm = 0;
@@ -25,19 +27,36 @@ class Trace {
     uint64_t bytes = 0;
     double start_us = 0, end_us = 0;
     int algo = -1, proto = 0, channels = 0;
-    int from = -1, to = -1;  // Send: the sender's and receiver's global ranks
     const std::vector<planner::LinkLoad>* per_byte_links = nullptr;
   };
+  // A rank taking part in an operation, and the stream it is on (wire::Collective::track).
+  struct RankTrack {
+    int rank = -1;  // global
+    uint64_t track = 0;
+    bool operator<(const RankTrack& o) const { return rank != o.rank ? rank < o.rank : track < o.track; }
+  };
+  // A rank's activity log, as the job keeps it.
+  struct RankActivity {
+    int rank = -1;
+    const std::vector<wire::ActivitySlice>* slices = nullptr;
+  };
 
-  void record(Op op);
+  // ranks: every rank of a collective, or a Send's sender then its receiver.
+  void record(const Op& op, std::vector<RankTrack> ranks);
   uint64_t dropped() const { return dropped_; }
-  // members: each communicator's global ranks, for the tracks of its collectives.
-  nlohmann::json to_json(const planner::Topology& topo, const std::map<uint64_t, std::vector<int>>& members) const;
+  nlohmann::json to_json(const planner::Topology& topo, const std::vector<RankActivity>& activity) const;
 
  private:
+  struct Recorded {
+    Op op;
+    int ranks;  // index into rank_sets_
+  };
   nlohmann::json utilization_counters(const planner::Topology& topo) const;
 
-  std::vector<Op> ops_;
+  std::vector<Recorded> ops_;
+  // Operations of a communicator mostly repeat the same ranks and streams: each set is kept once.
+  std::vector<std::vector<RankTrack>> rank_sets_;
+  std::map<std::vector<RankTrack>, int> rank_set_index_;
   uint64_t dropped_ = 0;
 };
 

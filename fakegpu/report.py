@@ -11,6 +11,22 @@ def human_bytes(n: float) -> str:
     return str(n)
 
 
+def human_us(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def step_line(steps: dict) -> str:
+    """The predicted step time, with the median step's compute and communication on its slowest rank."""
+    median = steps["median_time_us"]
+    typical = min(steps["per_step"], key=lambda s: abs(s["time_us"] - median))
+    split = (f"on rank {typical['slowest_rank']}: compute {human_us(typical['compute_us'])}, communication "
+             f"{human_us(typical['comm_us'])} ({human_us(typical['exposed_comm_us'])} of it not hidden behind compute)")
+    if steps["marked_by"] == "none":
+        return f"modeled run (no steps marked): {human_us(median)}; {split}"
+    return (f"predicted step time: {human_us(median)} (median of {steps['count']} steps, marked by "
+            f"{steps['marked_by']}); {split}")
+
+
 def summarize(report: dict) -> str:
     cluster = report.get("cluster", {})
     nodes = cluster.get("nodes", [])
@@ -33,6 +49,9 @@ def summarize(report: dict) -> str:
         busiest = max(links, key=lambda link: link["utilization"])
         lines.append(f"modeled timeline: {makespan:.1f} us; busiest link {busiest['link']} "
                      f"({busiest['utilization']:.0%} busy, {human_bytes(busiest['bytes'])})")
+    steps = report.get("steps")
+    if steps and steps.get("per_step"):
+        lines.append(step_line(steps))
     plane = report.get("data_plane")
     if plane:
         lines.append(f"data: {human_bytes(plane['shared_memory_bytes'])} in place in shared memory, "

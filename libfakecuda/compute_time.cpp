@@ -50,6 +50,6 @@ FAKECUDA_API cudaError_t fakegpu_cuda_record_kernel(cudaStream_t stream, int mat
     }
     const auto cost = static_cast<int64_t>(ns);
     if (cost_ns) *cost_ns = cost;
-    submit(stream, [] {}, cost);
+    submit(stream, [] {}, cost, math == kHostDeviceCopy ? kCopyWork : kKernelWork);
   });
 }

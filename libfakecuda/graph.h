@@ -7,11 +7,14 @@
 #include <functional>
 #include <vector>
 
+#include "streams.h"
+
 namespace fakegpu::cuda {
 
 struct GraphNode {
   std::function<void()> work;
   int64_t cost_ns = 0;
+  WorkKind kind = kUntracked;
 };
 
 struct Graph {

@@ -70,7 +70,7 @@ void check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
 
 void copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
   check_copy(dst, src, count, kind);
-  submit(stream, [=] { std::memmove(dst, src, count); }, copy_cost_ns(count, dst, src));
+  submit(stream, [=] { std::memmove(dst, src, count); }, copy_cost_ns(count, dst, src), kCopyWork);
 }
 
 void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, cudaMemcpyKind kind,
@@ -80,12 +80,12 @@ void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t wi
   submit(stream, [=] {
     for (size_t row = 0; row < height; ++row)
       std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
-  }, copy_cost_ns(width * height, dst, src));
+  }, copy_cost_ns(width * height, dst, src), kCopyWork);
 }
 
 void set(void* ptr, int value, size_t count, cudaStream_t stream) {
   if (count && !ptr) throw cudaErrorInvalidValue;
-  submit(stream, [=] { std::memset(ptr, value, count); }, set_cost_ns(count, ptr));
+  submit(stream, [=] { std::memset(ptr, value, count); }, set_cost_ns(count, ptr), kKernelWork);
 }
 
 void set_2d(void* ptr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
@@ -93,7 +93,7 @@ void set_2d(void* ptr, size_t pitch, int value, size_t width, size_t height, cud
   if (width && height && !ptr) throw cudaErrorInvalidValue;
   submit(stream, [=] {
     for (size_t row = 0; row < height; ++row) std::memset(static_cast<char*>(ptr) + row * pitch, value, width);
-  }, set_cost_ns(width * height, ptr));
+  }, set_cost_ns(width * height, ptr), kKernelWork);
 }
 
 // A __device__ variable's storage is its host shadow, registered by __cudaRegisterVar.
@@ -245,8 +245,12 @@ FAKECUDA_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, c
   });
 }
 
+// The host waits for a synchronous copy, so what it queues next starts after it.
 FAKECUDA_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
-  return guarded([&] { copy(dst, src, count, kind, nullptr); });
+  return guarded([&] {
+    copy(dst, src, count, kind, nullptr);
+    host_clock().raise_to(legacy_stream_clock().now_ns());
+  });
 }
 
 FAKECUDA_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,

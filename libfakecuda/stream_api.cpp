@@ -126,26 +126,33 @@ int64_t drain_device(int device, bool blocking_only) {
   return latest;
 }
 
-void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, bool marker) {
+void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, bool marker,
+                 fakegpu::cuda::WorkKind kind = fakegpu::cuda::kUntracked) {
   Stream* stream = resolve(s);
   if (Graph* g = stream ? capture_of(stream) : nullptr) {
     std::lock_guard<std::mutex> lock(registry().mu);
-    g->nodes.push_back({std::move(work), cost_ns});
+    g->nodes.push_back({std::move(work), cost_ns, kind});
     return;
   }
-  if (stream) return marker ? stream->enqueue_marker(std::move(work)) : stream->enqueue(std::move(work), cost_ns);
+  if (stream) return marker ? stream->enqueue_marker(std::move(work)) : stream->enqueue(std::move(work), cost_ns, kind);
   int device = fakegpu::cuda::current_device();
   ModelClock& clock = legacy_clock(device);
   clock.raise_to(drain_device(device, /*blocking_only=*/true));
-  fakegpu::cuda::run_timed(clock, work, cost_ns);
+  fakegpu::cuda::run_timed(clock, work, cost_ns, kind, fakegpu::cuda::host_clock().now_ns());
 }
 
 }  // namespace
 
 namespace fakegpu::cuda {
 
-void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns) {
-  submit_impl(stream, std::move(work), cost_ns, false);
+void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns, WorkKind kind) {
+  submit_impl(stream, std::move(work), cost_ns, false, kind);
+}
+
+ModelClock& legacy_stream_clock() {
+  ModelClock& clock = legacy_clock(current_device());
+  clock.raise_to(host_clock().now_ns());
+  return clock;
 }
 
 void check_stream(cudaStream_t stream) { resolve(stream); }
@@ -156,14 +163,6 @@ bool is_capturing(cudaStream_t stream) {
 }
 
 }  // namespace fakegpu::cuda
-
-// For fakegpu's NCCL: the modeled duration of the collective running now, reported from the
-// host function that runs it, advances the stream it runs on.
-FAKECUDA_API void fakegpu_cuda_add_modeled_time(double us) {
-  ModelClock* clock = fakegpu::cuda::running_clock();
-  if (!clock) clock = &legacy_clock(fakegpu::cuda::current_device());
-  clock->advance(static_cast<int64_t>(us * 1000.0));
-}
 
 FAKECUDA_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
   return guarded([&] {
@@ -220,16 +219,30 @@ FAKECUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   });
 }
 
+namespace {
+// Waits for the stream's work; returns its clock.
+ModelClock& drain_stream(cudaStream_t stream) {
+  Stream* s = resolve(stream);
+  refuse_if_capturing(s);
+  if (s) {
+    s->synchronize();
+    return s->clock();
+  }
+  ModelClock& clock = legacy_clock(fakegpu::cuda::current_device());
+  clock.raise_to(drain_device(fakegpu::cuda::current_device(), /*blocking_only=*/true));
+  return clock;
+}
+}  // namespace
+
 FAKECUDA_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return guarded([&] {
-    Stream* s = resolve(stream);
-    refuse_if_capturing(s);
-    if (s)
-      s->synchronize();
-    else
-      legacy_clock(fakegpu::cuda::current_device())
-          .raise_to(drain_device(fakegpu::cuda::current_device(), /*blocking_only=*/true));
-  });
+  return guarded([&] { fakegpu::cuda::host_clock().raise_to(drain_stream(stream).now_ns()); });
+}
+
+// For fakegpu's NCCL and Python hook, which must wait for a stream's data before reading it on
+// the CPU: the program did not synchronize, so the host's modeled time stays where it was
+// (raising it would delay, on the modeled clock, the work the program queues next).
+FAKECUDA_API cudaError_t fakegpu_cuda_drain_stream(cudaStream_t stream) {
+  return guarded([&] { drain_stream(stream); });
 }
 
 FAKECUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
@@ -245,7 +258,9 @@ FAKECUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
 FAKECUDA_API cudaError_t cudaDeviceSynchronize(void) {
   return guarded([] {
     int device = fakegpu::cuda::current_device();
-    legacy_clock(device).raise_to(drain_device(device, /*blocking_only=*/false));
+    ModelClock& clock = legacy_clock(device);
+    clock.raise_to(drain_device(device, /*blocking_only=*/false));
+    fakegpu::cuda::host_clock().raise_to(clock.now_ns());
   });
 }
 
@@ -319,7 +334,11 @@ FAKECUDA_API cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 FAKECUDA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return guarded([&] { resolve(event)->synchronize(); });
+  return guarded([&] {
+    std::shared_ptr<Event> e = resolve(event);
+    e->synchronize();
+    fakegpu::cuda::host_clock().raise_to(e->modeled_at());
+  });
 }
 
 FAKECUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {
@@ -510,7 +529,7 @@ FAKECUDA_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cu
 FAKECUDA_API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   return guarded([&] {
     Graph* g = resolve_in(registry().execs, exec);
-    for (const auto& node : g->nodes) fakegpu::cuda::submit(stream, node.work, node.cost_ns);
+    for (const auto& node : g->nodes) fakegpu::cuda::submit(stream, node.work, node.cost_ns, node.kind);
   });
 }
 

@@ -7,10 +7,15 @@
 #include <cstdint>
 #include <functional>
 
+#include "streams.h"
+
 namespace fakegpu::cuda {
 
-// `cost_ns` is the work's modeled duration, added to the stream's modeled clock.
-void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns = 0);
+// `cost_ns` is the work's modeled duration, added to the stream's modeled clock; `kind` says
+// whether the activity log records it as a kernel or a copy.
+void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns = 0, WorkKind kind = kUntracked);
+// The current device's legacy stream's clock, raised to the host's modeled time.
+ModelClock& legacy_stream_clock();
 // Throws cudaErrorInvalidResourceHandle for a stream that does not exist.
 void check_stream(cudaStream_t stream);
 // Whether the stream is capturing into a graph (then synchronous calls on it are errors).

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "activity.h"
+
 namespace fakegpu::cuda {
 namespace {
 thread_local ModelClock* t_running_clock = nullptr;
@@ -26,13 +28,24 @@ void ModelClock::raise_to(int64_t ns) {
 
 ModelClock* running_clock() { return t_running_clock; }
 
-void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns) {
+ModelClock& host_clock() {
+  static auto* clock = new ModelClock;  // never destroyed: streams may still run at exit
+  return *clock;
+}
+
+void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns, WorkKind kind,
+               int64_t not_before_ns) {
   const auto wall_start = std::chrono::steady_clock::now();
+  clock.raise_to(not_before_ns);
   const int64_t modeled_start = clock.now_ns();
   ModelClock* outer = t_running_clock;
   t_running_clock = &clock;
   work();
   t_running_clock = outer;
+  if (kind.tracked && cost_ns > 0) {
+    const int64_t start = clock.now_ns();
+    record_activity(clock, kind.kind, start, start + cost_ns);
+  }
   clock.advance(cost_ns);
   if (time_mode() == TimeMode::kPaced) {
     int64_t modeled = clock.now_ns() - modeled_start;
@@ -51,18 +64,20 @@ Stream::~Stream() {
   worker_.join();
 }
 
-void Stream::enqueue(std::function<void()> task, int64_t cost_ns) {
+void Stream::enqueue(std::function<void()> task, int64_t cost_ns, WorkKind kind) {
+  const int64_t not_before = host_clock().now_ns();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(task), false, cost_ns});
+    queue_.push_back({std::move(task), false, cost_ns, kind, not_before});
   }
   work_.notify_one();
 }
 
 void Stream::enqueue_marker(std::function<void()> mark) {
+  const int64_t not_before = host_clock().now_ns();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(mark), true, 0});
+    queue_.push_back({std::move(mark), true, 0, kUntracked, not_before});
   }
   work_.notify_one();
 }
@@ -75,11 +90,11 @@ void Stream::run() {
     Item item = std::move(queue_.front());
     queue_.pop_front();
     if (item.marker) {
-      run_timed(clock_, item.fn, 0);
+      run_timed(clock_, item.fn, 0, kUntracked, item.not_before_ns);
     } else {
       busy_ = true;
       lock.unlock();
-      run_timed(clock_, item.fn, item.cost_ns);
+      run_timed(clock_, item.fn, item.cost_ns, item.kind, item.not_before_ns);
       lock.lock();
       busy_ = false;
     }

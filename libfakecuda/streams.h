@@ -16,6 +16,8 @@
 #include <mutex>
 #include <thread>
 
+#include "wire.h"
+
 namespace fakegpu::cuda {
 
 // FAKEGPU_TIME_MODE: modeled (default): events report modeled time; paced: as modeled, and
@@ -34,10 +36,27 @@ class ModelClock {
   std::atomic<int64_t> ns_{0};
 };
 
+// The modeled time the host has seen: raised by the calls that wait for the GPU
+// (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, cudaMemcpy). Work the
+// host queues afterwards cannot start before it, on any stream.
+ModelClock& host_clock();
+
+// What a piece of work is, for the activity log; kUntracked work (host functions, markers)
+// is not logged by itself.
+struct WorkKind {
+  bool tracked = false;
+  wire::ActivityKind kind = wire::ActivityKind::kKernel;
+};
+constexpr WorkKind kUntracked{};
+constexpr WorkKind kKernelWork{true, wire::ActivityKind::kKernel};
+constexpr WorkKind kCopyWork{true, wire::ActivityKind::kCopy};
+
 // Runs one piece of work against a clock: the work (and anything it calls, such as a host
-// function that reports a collective's modeled time) advances that clock, plus `cost_ns`.
-// In paced mode it returns no sooner than the work's modeled time after it started.
-void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns);
+// function that reports a collective's modeled time) advances that clock, plus `cost_ns`,
+// starting no earlier than `not_before_ns`. In paced mode it returns no sooner than the work's
+// modeled time after it started.
+void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns, WorkKind kind = kUntracked,
+               int64_t not_before_ns = 0);
 // The clock of the work running on this thread; nullptr outside stream work.
 ModelClock* running_clock();
 
@@ -48,7 +67,7 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  void enqueue(std::function<void()> task, int64_t cost_ns = 0);
+  void enqueue(std::function<void()> task, int64_t cost_ns = 0, WorkKind kind = kUntracked);
   // A marker (an event completing) runs under the stream's lock once the work before it is
   // done, so nobody can see the stream idle with the event still pending, or the reverse.
   void enqueue_marker(std::function<void()> mark);
@@ -68,6 +87,8 @@ class Stream {
     std::function<void()> fn;
     bool marker;
     int64_t cost_ns;
+    WorkKind kind;
+    int64_t not_before_ns;  // the host's modeled time when it queued the work
   };
   std::deque<Item> queue_;
   bool busy_ = false;

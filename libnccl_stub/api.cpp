@@ -43,20 +43,6 @@ int raw(const E& e) {
   return v;
 }
 
-Endpoint endpoint_from_environment() {
-  const char* transport = std::getenv("FAKEGPU_COORDINATOR_TRANSPORT");
-  const char* address = std::getenv("FAKEGPU_COORDINATOR_ADDR");
-  if (!address || !*address)
-    throw NcclError(ncclInvalidUsage,
-                    "FAKEGPU_COORDINATOR_ADDR is not set: run the job under fgpu, or point it at a running "
-                    "fakegpu-coordinator (an absolute socket path, or host:port with FAKEGPU_COORDINATOR_TRANSPORT=tcp)");
-  try {
-    return parse_endpoint(transport && *transport ? transport : "unix", address);
-  } catch (const EndpointError& e) {
-    throw NcclError(ncclInvalidUsage, e.what());
-  }
-}
-
 // Creates a comm and, outside a group, waits for it when it is blocking.
 ncclResult_t finish_create(ncclComm* comm, ncclComm_t* out) {
   *out = comm;
@@ -116,7 +102,7 @@ NCCL_EXPORT const char* ncclGetLastError(ncclComm_t) {
 NCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   return guarded("ncclGetUniqueId", [&] {
     require(id != nullptr, ncclInvalidArgument, "uniqueId pointer is NULL");
-    UniqueIdContents contents{endpoint_from_environment(), random_comm_key()};
+    UniqueIdContents contents{coordinator_endpoint(), random_comm_key()};
     try {
       pack_unique_id(contents, id->internal);
     } catch (const EndpointError& e) {
@@ -151,7 +137,7 @@ NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*
     require(comms != nullptr, ncclInvalidArgument, "comms pointer is NULL");
     require(ndev > 0, ncclInvalidArgument, "ndev must be > 0, got " + std::to_string(ndev));
     ncclUniqueId id;
-    UniqueIdContents contents{endpoint_from_environment(), random_comm_key()};
+    UniqueIdContents contents{coordinator_endpoint(), random_comm_key()};
     pack_unique_id(contents, id.internal);
     group_start();
     for (int i = 0; i < ndev; ++i) {

@@ -80,6 +80,20 @@ void Request::check() const {
   if (status_ != ncclSuccess) throw NcclError(status_, error_);
 }
 
+Endpoint coordinator_endpoint() {
+  const char* transport = std::getenv("FAKEGPU_COORDINATOR_TRANSPORT");
+  const char* address = std::getenv("FAKEGPU_COORDINATOR_ADDR");
+  if (!address || !*address)
+    throw NcclError(ncclInvalidUsage,
+                    "FAKEGPU_COORDINATOR_ADDR is not set: run the job under fgpu, or point it at a running "
+                    "fakegpu-coordinator (an absolute socket path, or host:port with FAKEGPU_COORDINATOR_TRANSPORT=tcp)");
+  try {
+    return parse_endpoint(transport && *transport ? transport : "unix", address);
+  } catch (const EndpointError& e) {
+    throw NcclError(ncclInvalidUsage, e.what());
+  }
+}
+
 std::shared_ptr<Client> Client::get(const Endpoint& endpoint) {
   static std::mutex mu;
   // Leaked on purpose: threads may still be waiting on a client during static destruction.
@@ -176,6 +190,16 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
   }
   write_frame(type, id, fields, bulk, bulk_bytes, fd);
   return req;
+}
+
+void Client::post_raw(wire::MsgType type, const std::vector<uint8_t>& fields) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
+    id = next_request_++;  // answered only by an error, which nobody waits for
+  }
+  write_frame(type, id, fields, nullptr, 0, -1);
 }
 
 bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {

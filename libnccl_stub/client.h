@@ -24,6 +24,10 @@ namespace fakegpu::stub {
 
 class Client;
 
+// The coordinator named by FAKEGPU_COORDINATOR_ADDR (and _TRANSPORT); throws NcclError when unset
+// or malformed.
+Endpoint coordinator_endpoint();
+
 class Request {
  public:
   void wait();
@@ -71,6 +75,12 @@ class Client {
     return submit_raw(Msg::kType, wire::encode_fields(msg), bulk, bulk_bytes, reply_dst, reply_capacity);
   }
 
+  // Sends a message that has no reply (RankActivity).
+  template <typename Msg>
+  void post(const Msg& msg) {
+    post_raw(Msg::kType, wire::encode_fields(msg));
+  }
+
   // Makes sure the coordinator has mapped this segment of fake device memory, sending its file
   // descriptor the first time. False when segments cannot be shared on this connection (tcp,
   // or FAKEGPU_STAGING_FORCE_SOCKET=1): the data then travels in the frames.
@@ -95,6 +105,7 @@ class Client {
   void handshake();
   std::shared_ptr<Request> submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
                                       size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd = -1);
+  void post_raw(wire::MsgType type, const std::vector<uint8_t>& fields);
   // Offers the coordinator a control ring; on refusal the connection stays on the socket.
   void open_control_ring();
   std::mutex share_mu_;  // one thread at a time sends a ShareSegment frame

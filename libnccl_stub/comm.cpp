@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "activity_forward.h"
 #include "cuda_bridge.h"
 #include "identity.h"
 
@@ -206,6 +207,7 @@ void destroy_comm(ncclComm* comm, bool abort) {
   if (comm->id == 0) return;  // never joined: nothing to tell the coordinator
   // With the coordinator gone there is nobody to tell; the local state is freed all the same.
   if (comm->client->connection_lost()) return;
+  forward_activity(*comm->client, 0);  // the streams' log so far, while the job is surely still up
   auto request = comm->client->submit(wire::CommDestroy{comm->id, comm->rank});
   if (!abort) request->reply<wire::Ack>();
 }

@@ -23,7 +23,9 @@ void find(Fn*& fn, const char* name) {
 
 CudaBridge::CudaBridge() {
   find(get_device_, "cudaGetDevice");
-  find(stream_sync_, "cudaStreamSynchronize");
+  // fakegpu's runtime waits without counting it as the program's synchronisation.
+  find(stream_sync_, "fakegpu_cuda_drain_stream");
+  if (!stream_sync_) find(stream_sync_, "cudaStreamSynchronize");
   find(memcpy_, "cudaMemcpy");
   find(malloc_, "cudaMalloc");
   find(free_, "cudaFree");
@@ -32,7 +34,9 @@ CudaBridge::CudaBridge() {
   find(find_segment_, "fakegpu_cuda_find_segment");
   find(host_register_, "cudaHostRegister");
   find(is_capturing_, "cudaStreamIsCapturing");
-  find(add_modeled_time_, "fakegpu_cuda_add_modeled_time");
+  find(modeled_now_, "fakegpu_cuda_modeled_now");
+  find(collective_done_, "fakegpu_cuda_collective_done");
+  find(take_activity_, "fakegpu_cuda_take_activity");
   // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
   bool fake = runtime_symbol("fakegpu_cuda_is_fake") != nullptr;
   host_accessible_ = fake || memcpy_ == nullptr;

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "nccl.h"
+#include "wire.h"
 
 namespace fakegpu::stub {
 
@@ -44,10 +45,21 @@ class CudaBridge {
   // Page-locks host memory the runtime did not allocate (cudaHostRegister), so copies to and
   // from it can be asynchronous. False when the runtime refuses; true when there is none.
   bool pin(void* ptr, size_t bytes) const;
-  // Advances the modeled clock of the stream running this work by an operation's modeled
-  // time (fakegpu's runtime only; cudaEventElapsedTime and paced mode read that clock).
-  void add_modeled_time(double us) const {
-    if (add_modeled_time_ && us > 0) add_modeled_time_(us);
+  // The modeled clock of the stream running this work (fakegpu's runtime only; NVIDIA's keeps
+  // none): its time in us, or -1, and its track id, or 0.
+  double modeled_now(uint64_t* track) const {
+    *track = 0;
+    return modeled_now_ ? modeled_now_(track) : -1;
+  }
+  // A collective that became ready at ready_us ended at end_us: the stream waits until then
+  // (cudaEventElapsedTime and paced mode read its clock) and logs the slice.
+  void collective_done(double ready_us, double end_us) const {
+    if (collective_done_ && ready_us >= 0 && end_us > ready_us) collective_done_(ready_us, end_us);
+  }
+  // Moves up to `max` slices of the runtime's activity log into `out` (0 while fewer than
+  // min_pending wait and none is a step mark; always 0 without fakegpu's runtime).
+  size_t take_activity(wire::ActivitySlice* out, size_t max, size_t min_pending, uint64_t* dropped) const {
+    return take_activity_ ? take_activity_(out, max, min_pending, dropped) : 0;
   }
 
   // Device memory through the loaded runtime; host memory when there is none.
@@ -74,7 +86,9 @@ class CudaBridge {
   int (*find_segment_)(const void*, size_t, uint64_t*, uint64_t*, int*, uint64_t*) = nullptr;
   int (*launch_host_func_)(cudaStream_t, void (*)(void*), void*) = nullptr;
   int (*memcpy_async_)(void*, const void*, size_t, int, cudaStream_t) = nullptr;
-  void (*add_modeled_time_)(double) = nullptr;
+  double (*modeled_now_)(uint64_t*) = nullptr;
+  void (*collective_done_)(double, double) = nullptr;
+  size_t (*take_activity_)(wire::ActivitySlice*, size_t, size_t, uint64_t*) = nullptr;
   int (*is_capturing_)(cudaStream_t, int*) = nullptr;
   int (*host_register_)(void*, size_t, unsigned) = nullptr;
   bool host_accessible_ = true;

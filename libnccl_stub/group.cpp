@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "activity_forward.h"
 #include "cuda_bridge.h"
 #include "reduce.h"
 #include "staging.h"
@@ -38,6 +39,8 @@ bool staging_needed() { return needs_staging() && !payload_free(); }
 // write the host copies instead of the device buffers.
 void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
   const CudaBridge& cu = cuda();
+  uint64_t track = 0;
+  const double ready_us = cu.modeled_now(&track);  // where the stream is on the modeled clock
   std::vector<std::shared_ptr<Request>> requests;
   ncclResult_t first_code = ncclSuccess;
   std::string first_error;
@@ -48,6 +51,8 @@ void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];
       wire::Collective desc = c.desc;
+      desc.ready_us = ready_us;
+      desc.track = track;
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
       size_t send_bytes = c.send_bytes, recv_bytes = c.recv_bytes;
@@ -86,17 +91,19 @@ void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
   } catch (const NcclError& e) {
     note(e);  // stop posting, but still wait for what was posted: replies land in our buffers
   }
-  // Calls of one batch run side by side: the batch takes as long as its longest call.
-  double modeled_us = 0;
+  // Calls of one batch run side by side: the stream waits for the one that ends last.
+  double end_us = ready_us;
   for (auto& request : requests) {
     try {
-      modeled_us = std::max(modeled_us, request->reply<wire::CollectiveDone>().modeled_us);
+      auto done = request->reply<wire::CollectiveDone>();
+      end_us = std::max(end_us, (done.start_us >= 0 ? done.start_us : ready_us) + done.modeled_us);
     } catch (const NcclError& e) {
       note(e);
     }
   }
   if (first_code != ncclSuccess) throw NcclError(first_code, first_error);
-  cu.add_modeled_time(modeled_us);
+  cu.collective_done(ready_us, end_us);
+  forward_activity(*calls.front().comm->client, kActivityBatch);
 }
 
 // Runs calls now, from the calling thread: for the legacy stream, or without a runtime that can

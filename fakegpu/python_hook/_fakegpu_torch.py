@@ -18,8 +18,9 @@ import sys
 import warnings
 
 import _fakegpu_attention
-import _fakegpu_fallbacks
 import _fakegpu_cost
+import _fakegpu_fallbacks
+import _fakegpu_steps
 
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
 # load it in every Python process fgpu starts.
@@ -170,8 +171,10 @@ def _run(view_type, op, args, kwargs):
     stream = torch._C._cuda_getCurrentRawStream(view.device.index)
     if view_type is _CpuView:
         # Work queued on the stream (copies, collectives) must land before the CPU reads. The raw
-        # stream and the runtime's own synchronize cost far less than torch.cuda.Stream objects.
-        _runtime.cudaStreamSynchronize(stream)
+        # stream and the runtime's own wait cost far less than torch.cuda.Stream objects; unlike
+        # cudaStreamSynchronize, the wait leaves the modeled host clock alone, as the program
+        # itself waited for nothing.
+        _runtime.fakegpu_cuda_drain_stream(stream)
     out = op(*stand_in_args, **stand_in_kwargs)
     return tree_map(view.result, out), stream
 
@@ -240,7 +243,7 @@ def install():
     if not hasattr(_runtime, "fakegpu_cuda_record_kernel"):
         raise RuntimeError("fakegpu: PyTorch compute needs fakegpu's CUDA runtime, which is not loaded "
                            "(run the job under fgpu, or set FAKEGPU_TORCH_COMPUTE=0)")
-    _runtime.cudaStreamSynchronize.argtypes = [ctypes.c_void_p]
+    _runtime.fakegpu_cuda_drain_stream.argtypes = [ctypes.c_void_p]
     _runtime.fakegpu_cuda_record_kernel.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
                                                     ctypes.c_void_p]
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
@@ -296,6 +299,7 @@ def install_after_torch_import():
             def exec_module(module):
                 load(module)
                 install()
+                _fakegpu_steps.install(module)
 
             spec.loader.exec_module = exec_module
             return spec

@@ -65,8 +65,7 @@ def _chain_user_sitecustomize():
 
 
 if os.environ.get("FAKEGPU_MODE", "simulate") == "simulate" and _preload():
-    if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0":
-        import _fakegpu_torch
+    import _fakegpu_torch  # also marks steps when FAKEGPU_TORCH_COMPUTE=0, which computes nothing
 
-        _fakegpu_torch.install_after_torch_import()
+    _fakegpu_torch.install_after_torch_import()
 _chain_user_sitecustomize()

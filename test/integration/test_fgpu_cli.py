@@ -165,13 +165,26 @@ class FgpuCli(unittest.TestCase):
             self.assertIn(section, md)
         self.assertIn("| AllReduce | 63 |", md)
         trace = json.loads((tmp / "demo.trace.json").read_text())["traceEvents"]
-        slices = [e for e in trace if e["ph"] == "X"]
-        # One slice per rank per call: world 3 x 16, TP 2 x 6 x 8, DP 8 x 6 x 2.
+        slices = [e for e in trace if e["ph"] == "X" and e["cat"].startswith("comm")]
+        # One NCCL slice per rank per call: world 3 x 16, TP 2 x 6 x 8, DP 8 x 6 x 2.
         self.assertEqual(len(slices), 3 * 16 + 2 * 6 * 8 + 8 * 6 * 2)
-        self.assertEqual({e["tid"] for e in slices}, set(range(16)))
-        self.assertEqual({e["pid"] for e in slices if e["tid"] >= 8}, {2}, "ranks 8-15 on node1's track group")
+        # Each rank has a track per stream (thread id rank * 1000 + n): the demo's collectives
+        # share one stream, its copies and checks another.
+        self.assertEqual({e["tid"] // 1000 for e in slices}, set(range(16)))
+        self.assertEqual({e["pid"] for e in slices if e["tid"] >= 8000}, {2}, "ranks 8-15 on node1's track group")
         for e in slices:
             self.assertGreater(e["dur"], 0)
+        # Program order: each rank synchronizes after every call, so on each of its tracks no
+        # slice starts before the previous one ended (the grouped TP and DP calls run side by
+        # side, on the same stream, as one NCCL group).
+        by_track = {}
+        for e in sorted(slices, key=lambda e: e["ts"]):
+            by_track.setdefault((e["tid"], e["ts"]), []).append(e)
+        ends = {}
+        for (tid, ts), group in sorted(by_track.items(), key=lambda kv: kv[0][1]):
+            self.assertGreaterEqual(ts, ends.get(tid, 0) - 1e-6, f"track {tid}: a call starts before the last ended")
+            ends[tid] = max(e["ts"] + e["dur"] for e in group)
+        self.assertTrue(any(e["cat"] == "copy" for e in trace if e["ph"] == "X"), "the ranks' copies are traced")
         counters = [e for e in trace if e["ph"] == "C"]
         self.assertTrue({"NVLink busy %", "network busy %"} <= {e["name"] for e in counters})
         for e in counters:

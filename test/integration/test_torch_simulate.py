@@ -231,6 +231,53 @@ class Prediction(TorchTest):
         self.assertGreater(slow, fast + 20)
 
 
+    def reported_steps(self, *args):
+        """Runs step_time.py with a report; returns its CUDA-event step times (us), the report's
+        steps, the trace events and fgpu's output."""
+        report, out = self.tmp / "report.json", self.tmp / "steps.json"
+        r = self.run_ok("--report", report, *args[:-1], PYTHON, TORCH_SCRIPTS / "step_time.py", "--out", out,
+                        *args[-1], env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
+        timed = [ms * 1000 for ms in json.loads(out.read_text())["step_ms"]]
+        trace = json.loads((self.tmp / "report.trace.json").read_text())["traceEvents"]
+        return timed, json.loads(report.read_text())["steps"], trace, r.stdout
+
+    def check_split(self, step):
+        self.assertGreater(step["compute_us"], 0, step)
+        self.assertGreater(step["comm_us"], 0, step)
+        self.assertLessEqual(step["compute_us"], step["time_us"] * (1 + 1e-9), step)
+        self.assertGreaterEqual(step["exposed_comm_us"], 0, step)
+        self.assertLessEqual(step["exposed_comm_us"], step["comm_us"] * (1 + 1e-9), step)
+
+    def test_report_splits_each_optimizer_step_into_compute_and_communication(self):
+        timed, steps, trace, stdout = self.reported_steps("--cluster-config", self.config(TWO_BY_TWO), "--nproc", "4",
+                                                          [])
+        self.assertEqual(steps["marked_by"], "optimizer steps")
+        self.assertEqual(steps["count"], 3)
+        self.assertEqual([r["global_rank"] for r in steps["ranks"]], [0, 1, 2, 3])
+        # A step runs from one optimizer step to the next, as the script's CUDA events time it
+        # (the first also holds the set-up: DDP's broadcast of the weights).
+        for reported, events in zip(steps["per_step"][1:], timed[1:]):
+            self.assertAlmostEqual(reported["time_us"], events, delta=0.01 * events)
+        for step in steps["per_step"]:
+            self.check_split(step)
+        self.assertIn("predicted step time: ", stdout)
+        # The trace shows every rank's kernels on the modeled clock, and its all-reduces on a
+        # track of their own (DDP's NCCL stream, which also runs the copies back into the
+        # gradients, so some kernels sit there too).
+        compute = {e["tid"] for e in trace if e.get("cat") == "compute"}
+        nccl = {e["tid"] for e in trace if e.get("cat", "").startswith("comm")}
+        self.assertEqual({tid // 1000 for tid in compute}, {0, 1, 2, 3})
+        self.assertEqual({tid // 1000 for tid in compute - nccl}, {0, 1, 2, 3}, "each rank's main stream has no NCCL call")
+
+    def test_nvtx_step_ranges_are_the_steps(self):
+        timed, steps, _, _ = self.reported_steps("--nproc", "2", ["--nvtx"])
+        self.assertEqual(steps["marked_by"], "NVTX step ranges")
+        self.assertEqual(len(steps["per_step"]), 3)
+        # The ranges hold exactly what the CUDA events time, the first step included.
+        for reported, events in zip(steps["per_step"], timed):
+            self.assertAlmostEqual(reported["time_us"], events, delta=0.01 * events)
+            self.check_split(reported)
+
     def test_gpt2_step_is_near_the_public_measurement(self):
         # llm.c's GPT-2 (124M) replication: 10B tokens in 45 minutes on 8 H100s, 524,288 tokens a
         # step, so 3.70 M tokens/s. docs/pytorch.md compares the two.

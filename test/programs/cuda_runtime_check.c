@@ -16,6 +16,7 @@
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,16 +314,27 @@ static void scenario_graph(void) {
 
 /* Host functions for the timing scenario: one takes wall time and no modeled time; the other
  * takes modeled time and no wall time, reporting it as fakegpu's NCCL reports a collective's
- * (through the runtime's fakegpu_cuda_add_modeled_time hook). */
+ * (through the runtime's fakegpu_cuda_modeled_now and fakegpu_cuda_collective_done hooks). */
 static void sleep_30ms(void* unused) {
   (void)unused;
   usleep(30000);
 }
-static void (*add_modeled_time)(double us);
+static double (*modeled_now)(uint64_t* track);
+static void (*collective_done)(double ready_us, double end_us);
 static void modeled_40ms(void* unused) {
   (void)unused;
-  add_modeled_time(40000.0);
+  double now = modeled_now(NULL);
+  collective_done(now, now + 40000.0);
 }
+
+/* The runtime's activity log, as fakegpu's NCCL reads it (wire::ActivitySlice). */
+struct activity_slice {
+  uint64_t track;
+  double start_us, end_us;
+  uint32_t count;
+  uint8_t kind; /* 0 kernels, 1 copies, 2 NCCL, 3 step begin, 4 step end */
+};
+static size_t (*take_activity)(struct activity_slice* out, size_t max, size_t min_pending, uint64_t* dropped);
 
 static double now_ms(void) {
   struct timespec t;
@@ -361,9 +373,13 @@ static void destroy_pending_event(void) {
 static void scenario_timing(void) {
   const char* mode_env = getenv("FAKEGPU_TIME_MODE");
   const char* mode = mode_env && *mode_env ? mode_env : "modeled";
-  *(void**)&add_modeled_time = dlsym(RTLD_DEFAULT, "fakegpu_cuda_add_modeled_time");
-  EXPECT(add_modeled_time != NULL, "fakegpu_cuda_add_modeled_time is not exported");
-  if (!add_modeled_time) return;
+  *(void**)&modeled_now = dlsym(RTLD_DEFAULT, "fakegpu_cuda_modeled_now");
+  *(void**)&collective_done = dlsym(RTLD_DEFAULT, "fakegpu_cuda_collective_done");
+  *(void**)&take_activity = dlsym(RTLD_DEFAULT, "fakegpu_cuda_take_activity");
+  EXPECT(modeled_now && collective_done && take_activity, "the modeled-clock hooks for fakegpu's NCCL are not exported");
+  if (!modeled_now || !collective_done || !take_activity) return;
+  static struct activity_slice drained[4096];
+  take_activity(drained, 4096, 0, NULL); /* what earlier scenarios logged */
   const size_t bytes = 64u << 20;
   void *h = NULL, *d = NULL;
   OK(cudaMallocHost(&h, bytes));
@@ -405,6 +421,36 @@ static void scenario_timing(void) {
     if (strcmp(mode, "paced") == 0)
       EXPECT(wall_model >= 39.0, "paced: 40 modeled ms passed in %f wall ms", wall_model);
   }
+  /* The log holds the stream's three back-to-back copies (one slice: the first is apart from
+   * the other two only by an event) and the 40 ms collective, on one track. */
+  struct activity_slice got[64];
+  size_t n = take_activity(got, 64, 0, NULL);
+  int copies = 0, collectives = 0;
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT(got[i].track == got[0].track, "slice %zu is on another track", i);
+    if (got[i].kind == 1) copies += (int)got[i].count;
+    if (got[i].kind == 2) {
+      ++collectives;
+      EXPECT(got[i].end_us - got[i].start_us > 39999.0 && got[i].end_us - got[i].start_us < 40001.0,
+             "the collective's slice spans %f us", got[i].end_us - got[i].start_us);
+    }
+  }
+  if (strcmp(mode, "wall") != 0)
+    EXPECT(copies == 3 && collectives == 1 && n == 2, "activity log: %zu slices, %d copies, %d collectives", n, copies,
+           collectives);
+
+  /* The host waited for stream s (cudaEventSynchronize above), so work it queues afterwards on
+   * a fresh stream starts no earlier than s's modeled clock did. */
+  cudaStream_t later;
+  cudaEvent_t mark;
+  OK(cudaStreamCreate(&later));
+  OK(cudaEventCreate(&mark));
+  OK(cudaEventRecord(mark, later));
+  OK(cudaEventSynchronize(mark));
+  float after = elapsed(e[4], mark);
+  if (strcmp(mode, "wall") != 0) EXPECT(after >= 0 && after < 0.01f, "a fresh stream's work started %f ms after the host's wait", after);
+  OK(cudaEventDestroy(mark));
+  OK(cudaStreamDestroy(later));
   for (int i = 0; i < 5; ++i) OK(cudaEventDestroy(e[i]));
   OK(cudaStreamDestroy(s));
   OK(cudaFree(d));

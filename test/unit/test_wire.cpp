@@ -129,7 +129,11 @@ TEST(Wire, MessagesRoundTrip) {
   c.op = 4;
   c.root = -1;
   c.count = (1ull << 33) + 5;
+  c.ready_us = 1234.5;
+  c.track = 0xfeedull << 32;
   Collective c2 = round_trip(c);
+  EXPECT_EQ(c2.ready_us, 1234.5);
+  EXPECT_EQ(c2.track, 0xfeedull << 32);
   EXPECT_EQ(c2.comm_id, 12u);
   EXPECT_EQ(c2.rank, 6);
   EXPECT_EQ(c2.seq, 1ull << 40);
@@ -138,7 +142,28 @@ TEST(Wire, MessagesRoundTrip) {
   EXPECT_EQ(c2.root, -1);
   EXPECT_EQ(c2.count, (1ull << 33) + 5);
 
-  EXPECT_EQ(round_trip(CollectiveDone{77}).seq, 77u);
+  CollectiveDone done = round_trip(CollectiveDone{77, 12.5, 300.25});
+  EXPECT_EQ(done.seq, 77u);
+  EXPECT_EQ(done.modeled_us, 12.5);
+  EXPECT_EQ(done.start_us, 300.25);
+  RankActivity activity;
+  activity.dropped = 3;
+  activity.slices = {{9, 1.5, 2.5, 4, ActivityKind::kKernel}, {9, 7, 7, 1, ActivityKind::kStepEnd}};
+  RankActivity a2 = round_trip(activity);
+  EXPECT_EQ(a2.dropped, 3u);
+  ASSERT_EQ(a2.slices.size(), 2u);
+  EXPECT_EQ(a2.slices[0].track, 9u);
+  EXPECT_EQ(a2.slices[0].end_us, 2.5);
+  EXPECT_EQ(a2.slices[0].count, 4u);
+  EXPECT_EQ(a2.slices[1].kind, ActivityKind::kStepEnd);
+  // A slice that ends before it starts, or an unknown kind, is a corrupt frame.
+  RankActivity backwards;
+  backwards.slices = {{9, 5, 4, 1, ActivityKind::kKernel}};
+  auto bytes = encode_fields(backwards);
+  EXPECT_THROW(decode_fields<RankActivity>(bytes.data(), bytes.size()), WireError);
+  bytes = encode_fields(activity);
+  bytes.back() = kNumActivityKinds;
+  EXPECT_THROW(decode_fields<RankActivity>(bytes.data(), bytes.size()), WireError);
   PayloadChunk chunk = round_trip(PayloadChunk{8192, 20000});
   EXPECT_EQ(chunk.offset, 8192u);
   EXPECT_EQ(chunk.total, 20000u);

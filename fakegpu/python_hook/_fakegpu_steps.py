@@ -1,0 +1,72 @@
+"""Where a PyTorch program's training steps are, for the step figures in fakegpu's report.
+
+A step ends at each optimizer step. A program that marks its steps with NVTX ranges whose name
+says "step" or "iter" (torch.cuda.nvtx.range_push/range_pop, or torch.cuda.nvtx.range) gets
+those ranges instead. Each mark goes onto the current stream, so it lands at the modeled time
+the GPU reaches that point. At exit, what the runtime logged goes to the coordinator.
+"""
+
+import atexit
+import ctypes
+import re
+import sys
+import threading
+
+_STEP_NAME = re.compile(r"step|iter", re.IGNORECASE)
+
+
+def install(torch):
+    try:
+        _install(torch)
+    except Exception as e:  # the figures are worth less than the user's job
+        sys.stderr.write(f"fakegpu: step marks are off, so the report has no step figures: {e}\n")
+
+
+def _install(torch):
+    lib = ctypes.CDLL(None)
+    if not hasattr(lib, "fakegpu_cuda_mark_step") or not hasattr(lib, "fakegpu_nccl_flush_activity"):
+        return  # not fakegpu's runtime and NCCL: nothing to mark steps on
+    lib.fakegpu_cuda_mark_step.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.fakegpu_nccl_flush_activity.argtypes = []
+    ranges = threading.local()  # per thread, as NVTX nests them: for each open range, whether it is a step
+    saw_step_range = False
+
+    def mark(begin):
+        if torch.cuda.is_initialized():
+            lib.fakegpu_cuda_mark_step(torch.cuda.current_stream().cuda_stream, int(begin))
+
+    def after_optimizer_step(optimizer, args, kwargs):
+        if not saw_step_range:
+            mark(False)
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(after_optimizer_step)
+
+    nvtx = torch.cuda.nvtx
+    push, pop = nvtx.range_push, nvtx.range_pop
+
+    def range_push(msg):
+        nonlocal saw_step_range
+        stack = ranges.__dict__.setdefault("open", [])
+        step = bool(_STEP_NAME.search(str(msg))) and not any(stack)  # the outermost step range counts
+        stack.append(step)
+        if step:
+            saw_step_range = True
+            mark(True)
+        return push(msg)
+
+    def range_pop():
+        depth = pop()
+        stack = ranges.__dict__.setdefault("open", [])
+        if stack and stack.pop():
+            mark(False)
+        return depth
+
+    nvtx.range_push, nvtx.range_pop = range_push, range_pop
+
+    def flush_at_exit():
+        if torch.cuda.is_initialized():  # otherwise the GPU did nothing, and there is nothing to send
+            lib.fakegpu_nccl_flush_activity()
+
+    atexit.register(flush_at_exit)

@@ -1,0 +1,18 @@
+// Forwards the runtime's activity log (what each stream did on the modeled clock, and the
+// program's step marks) to the coordinator, which builds the report's step figures from it.
+#pragma once
+
+#include <cstddef>
+
+namespace fakegpu::stub {
+
+class Client;
+
+// Sends what the log holds once it holds min_pending slices or a step mark (min_pending 0:
+// whatever it holds). Never throws: the figures are worth less than the job.
+void forward_activity(Client& client, size_t min_pending);
+
+// Collectives forward in batches of this many slices, so a step costs a frame or two.
+constexpr size_t kActivityBatch = 1024;
+
+}  // namespace fakegpu::stub

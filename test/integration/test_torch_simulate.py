@@ -278,6 +278,13 @@ class Prediction(TorchTest):
             self.assertAlmostEqual(reported["time_us"], events, delta=0.01 * events)
             self.check_split(reported)
 
+    def test_weights_nothing_writes_cost_no_host_memory(self):
+        r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "untouched_weights.py",
+                        env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
+        figures = json.loads(r.stdout.strip().splitlines()[0])
+        self.assertGreater(figures["allocated_mib"], 16 * 1024, figures)  # weights and gradients
+        self.assertLess(figures["resident_growth_mib"], 1024, figures)
+
     def test_gpt2_step_is_near_the_public_measurement(self):
         # llm.c's GPT-2 (124M) replication: 10B tokens in 45 minutes on 8 H100s, 524,288 tokens a
         # step, so 3.70 M tokens/s. docs/pytorch.md compares the two.

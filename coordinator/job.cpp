@@ -120,7 +120,11 @@ uint64_t OutFrame::bulk_bytes() const {
 void Job::reply_error(ClientId client, uint64_t request_id, Status code, const std::string& message) {
   auto it = clients_.find(client);
   if (it != clients_.end()) ++it->second.errors;
-  if (errors_.size() < kMaxReportedErrors) errors_.push_back(message);
+  // An error every rank of an operation gets is listed once, with the ranks.
+  auto [seen, fresh] = error_index_.emplace(message, errors_.size());
+  if (fresh && errors_.size() < kMaxReportedErrors) errors_.push_back({message, {}});
+  if (seen->second < errors_.size() && it != clients_.end() && it->second.global_rank >= 0)
+    errors_[seen->second].second.push_back(it->second.global_rank);
   reply(client, request_id, wire::ErrorReply{static_cast<int32_t>(code), message});
 }
 
@@ -375,12 +379,12 @@ void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t re
   }
   pending.arrivals[msg.rank] = SplitArrival{id, request_id, msg.color, msg.key};
   if (++pending.arrived == static_cast<int>(parent->members.size())) {
-    complete_split(*parent, pending);
+    complete_split(*parent, msg.split_index, pending);
     pending_splits_.erase({msg.parent_comm, msg.split_index});
   }
 }
 
-void Job::complete_split(Comm& parent, PendingSplit& pending) {
+void Job::complete_split(Comm& parent, uint64_t split_index, PendingSplit& pending) {
   // Group parent ranks by colour; within a colour order by (key, parent rank) as NCCL does.
   std::map<int, std::vector<int>> by_color;
   for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
@@ -391,7 +395,9 @@ void Job::complete_split(Comm& parent, PendingSplit& pending) {
     Comm child;
     child.id = next_comm_id_++;
     child.parent = parent.id;
-    child.name = fmt::format("{}/split{}", parent.name.empty() ? std::to_string(parent.id) : parent.name, color);
+    // The parent's n-th split and the colour: TP and DP groups split from one world stay apart.
+    child.name = fmt::format("{}/split{}.colour{}", parent.name.empty() ? std::to_string(parent.id) : parent.name,
+                             split_index, color);
     for (int pr : ranks) child.members.push_back(parent.members[pr]);
     for (int cr = 0; cr < static_cast<int>(ranks.size()); ++cr) {
       const SplitArrival& a = *pending.arrivals[ranks[cr]];
@@ -636,6 +642,7 @@ nlohmann::json Job::report() const {
                      {"modeled_time_us", e.time_us},
                      {"algbw_gbs", e.algbw_gbs},
                      {"busbw_gbs", e.busbw_gbs}});
+    if (*key.path) kinds.back()["path"] = key.path;
   }
   j["operations"] = kinds;
   if (unlisted_op_calls_) j["operations_unlisted_calls"] = unlisted_op_calls_;
@@ -658,7 +665,9 @@ nlohmann::json Job::report() const {
                      {"comm_inits", c.comm_inits},
                      {"collectives", c.collectives},
                      {"errors", c.errors},
+                     {"bytes", c.bytes},
                      {"wait_us", c.wait_us},
+                     {"modeled_wait_us", c.modeled_wait_us},
                      {"timeouts", c.timeouts}});
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
@@ -677,14 +686,20 @@ nlohmann::json Job::report() const {
     if (comm.model) entry["channels"] = channels_json(*comm.model);
     // A rank leaving without ncclCommDestroy is normal at exit; it is only worth reporting when
     // it cost a peer an operation.
-    if (comm.refused > 0) entry["failure"] = comm.failure;
+    if (comm.refused > 0) entry["failure"] = comm.first_failure.empty() ? comm.failure : comm.first_failure;
     comms.push_back(entry);
   }
   j["communicators"] = comms;
-  j["errors"] = errors_;
-  uint64_t timeouts = 0;
-  for (const auto& [id, c] : clients_) timeouts += c.timeouts;
-  j["diagnoses"] = {{"mismatches", mismatches_}, {"deadlocks", deadlocks_}, {"rank_timeouts", timeouts}};
+  json errors = json::array();
+  for (const auto& [message, ranks] : errors_)
+    errors.push_back(ranks.empty() ? message : fmt::format("{} (sent to {})", message, plural_ranks(ranks)));
+  j["errors"] = errors;
+  uint64_t rank_timeouts = 0;
+  for (const auto& [id, c] : clients_) rank_timeouts += c.timeouts;
+  j["diagnoses"] = {{"mismatches", mismatches_},
+                    {"deadlocks", deadlocks_},
+                    {"timeouts", rendezvous_timeouts_},
+                    {"rank_timeouts", rank_timeouts}};
   return j;
 }
 

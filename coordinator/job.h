@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -125,7 +126,9 @@ class Job {
     uint64_t comm_inits = 0;
     uint64_t collectives = 0;
     uint64_t errors = 0;
-    double wait_us = 0;  // time its collectives waited for slower peers to arrive
+    double wait_us = 0;  // wall-clock time on this host its calls waited for slower peers to arrive
+    double modeled_wait_us = 0;  // modeled time its calls waited for slower peers' streams
+    uint64_t bytes = 0;  // the sizes of the calls it took part in
     uint64_t timeouts = 0;  // its operations failed by the rendezvous timeout
     // The last operation it posted, for "where is the missing rank" diagnoses.
     uint64_t last_comm = 0, last_seq = 0;
@@ -160,6 +163,7 @@ class Job {
     std::string failure;
     wire::Status failure_code = wire::Status::kSuccess;
     double ready_us = -1;  // when the last rank's stream reached it on the modeled clock
+    std::vector<double> readies;   // per rank: when its stream reached it (-1: unknown)
     std::vector<uint64_t> tracks;  // per rank: the stream it is on (wire::Collective::track)
   };
   struct PendingP2P {
@@ -176,6 +180,7 @@ class Job {
     std::map<uint64_t, PendingOp> ops;  // by sequence number
     std::map<std::tuple<int, int, uint64_t>, PendingP2P> p2p;  // by (sender, receiver, pair sequence)
     std::string failure;  // set once the comm can no longer make progress
+    std::string first_failure;  // the first operation that failed, when before `failure`: the root cause
     uint64_t refused = 0;  // requests failed because of it
     uint64_t collectives = 0;
     std::unique_ptr<planner::CommModel> model;  // built at its first collective
@@ -226,7 +231,11 @@ class Job {
     uint64_t comm;
     wire::CollType coll;
     uint64_t bytes;
-    bool operator<(const OpKey& o) const { return std::tie(comm, coll, bytes) < std::tie(o.comm, o.coll, o.bytes); }
+    const char* path;  // a Send's: "NVLink", "PCIe" or "network"; "" for collectives
+    bool operator<(const OpKey& o) const {
+      return std::tie(comm, coll, bytes) < std::tie(o.comm, o.coll, o.bytes) ||
+             (std::tie(comm, coll, bytes) == std::tie(o.comm, o.coll, o.bytes) && std::strcmp(path, o.path) < 0);
+    }
   };
   struct OpStats {
     uint64_t calls = 0;
@@ -270,8 +279,11 @@ class Job {
 
   void complete_init(const wire::CommKey& key, PendingInit& pending);
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
-  void complete_split(Comm& parent, PendingSplit& pending);
+  void complete_split(Comm& parent, uint64_t split_index, PendingSplit& pending);
   void complete_op(Comm& comm, PendingOp& op);
+  // Counts a rank's part in a completed operation: its size, and the modeled time its stream,
+  // ready at ready_us, waited for the operation to start.
+  void count_rank_part(ClientId client, uint64_t bytes, double ready_us, const wire::CollectiveDone& done);
   // Counts and models a completed operation that every rank's stream reached by ready_us, with
   // each rank's (global rank, track) for the trace. Returns its modeled time: start -1 and
   // duration 0 if unmodeled.
@@ -342,7 +354,10 @@ class Job {
   uint64_t socket_bytes_ = 0;
   uint64_t skipped_bytes_ = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
   uint64_t segments_mapped_ = 0;
-  std::vector<std::string> errors_;  // the first few, for the report
+  // The first few distinct errors, for the report, each with the ranks it was sent to.
+  std::vector<std::pair<std::string, std::vector<int>>> errors_;
+  std::map<std::string, size_t> error_index_;
+  uint64_t rendezvous_timeouts_ = 0;  // operations failed by the rendezvous timeout
   std::map<std::string, uint64_t> mismatches_;  // by flight recorder class
   std::vector<std::string> deadlocks_;          // each one's diagnosis
   Executor executor_;
@@ -350,6 +365,9 @@ class Job {
   std::chrono::milliseconds rendezvous_timeout_;
   std::chrono::milliseconds deadlock_timeout_;
 };
+
+// "ranks 0-3, 5, 7-9" (or "rank 2"): rank lists stay short on large communicators.
+std::string plural_ranks(std::vector<int> ranks);
 
 // "AllReduce(count=4, int32, sum)": a call as mismatch and timeout messages name it.
 std::string describe_call(const wire::Collective& c);

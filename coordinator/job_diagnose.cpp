@@ -23,23 +23,25 @@ double seconds_since(Clock::time_point then, Clock::time_point now) {
   return std::chrono::duration<double>(now - then).count();
 }
 
-// "0-3 5 7-9": rank lists stay short on large communicators.
+// "0-3, 5, 7-9": rank lists stay short on large communicators.
 std::string ranges(const std::vector<int>& ranks) {
   std::string out;
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (out.empty() ? "" : " ") + (j > i ? fmt::format("{}-{}", ranks[i], ranks[j]) : fmt::format("{}", ranks[i]));
+    out += (out.empty() ? "" : ", ") + (j > i ? fmt::format("{}-{}", ranks[i], ranks[j]) : fmt::format("{}", ranks[i]));
     i = j + 1;
   }
   return out;
 }
 
-std::string plural_ranks(const std::vector<int>& ranks) {
+}  // namespace
+
+std::string plural_ranks(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", ranges(ranks));
 }
-
-}  // namespace
 
 std::chrono::milliseconds Job::watch_period() const {
   using std::chrono::milliseconds;
@@ -195,6 +197,7 @@ void Job::check_timeouts(Clock::time_point now) {
                                     seconds, comm.id, seq, describe_call(op.first), plural_ranks(arrived), missing);
       announce(why);
       for (int r : arrived) ++clients_[comm.members[r].client].timeouts;
+      ++rendezvous_timeouts_;
       fail_op(comm, op, Status::kRemoteError, why);
     }
     for (auto it = comm.p2p.begin(); it != comm.p2p.end();) {
@@ -212,6 +215,7 @@ void Job::check_timeouts(Clock::time_point now) {
                                     "the Send matching its Recv", pair_seq, src, dst, whereabouts(comm, absent, all, now));
       announce(why);
       ++clients_[comm.members[waiting].client].timeouts;
+      ++rendezvous_timeouts_;
       ++comm.refused;
       reply_error(comm.members[waiting].client, sender_waits ? p.send_request : p.recv_request, Status::kRemoteError, why);
       it = comm.p2p.erase(it);  // a late peer starts a fresh wait, and times out naming this rank

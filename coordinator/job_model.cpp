@@ -13,6 +13,23 @@ namespace fakegpu::coord {
 using wire::CollType;
 using wire::Status;
 
+namespace {
+
+// The slowest kind of link a point-to-point transfer crosses.
+const char* p2p_path(const planner::Topology& topo, const planner::Estimate& e) {
+  bool pcie = false, nvlink = false;
+  if (e.per_byte_links)
+    for (const planner::LinkLoad& l : *e.per_byte_links) {
+      const planner::LinkKind kind = topo.links[l.link].kind;
+      if (kind == planner::LinkKind::kNicTx || kind == planner::LinkKind::kNicRx) return "network";
+      pcie |= kind == planner::LinkKind::kPcieTx || kind == planner::LinkKind::kPcieRx;
+      nvlink |= kind == planner::LinkKind::kNvlTx || kind == planner::LinkKind::kNvlRx;
+    }
+  return pcie ? "PCIe" : nvlink ? "NVLink" : "none";
+}
+
+}  // namespace
+
 // Prices the call on its communicator's GPUs and places it on the job's modeled timeline.
 wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm, double ready_us,
                                           std::vector<Trace::RankTrack> tracks) {
@@ -34,12 +51,19 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
   }
   stats.modeled_us += e.time_us;
   ++stats.algorithms[e.algo + 1][e.proto];
-  LinkTimeline::Span span = timeline_.place(&comm.clock_us, e, ready_us);
+  // Collectives of a communicator run one after another. Sends and receives run as soon as
+  // both ends' streams reach them, so those of one NCCL group run side by side, sharing links;
+  // without ready times (NVIDIA's runtime keeps no modeled clock) they queue like collectives.
+  double p2p_clock = ready_us;
+  const bool side_by_side = call.coll == CollType::kSend && ready_us >= 0;
+  LinkTimeline::Span span = timeline_.place(side_by_side ? &p2p_clock : &comm.clock_us, e, ready_us);
+  comm.clock_us = std::max(comm.clock_us, span.end_us);
   trace_.record({comm.id, call.coll, bytes, span.start_us, span.end_us, e.algo, e.proto, e.channels, e.per_byte_links},
                 std::move(tracks));
-  auto it = op_kinds_.find(OpKey{comm.id, call.coll, bytes});
-  if (it == op_kinds_.end() && op_kinds_.size() < kMaxOpKinds)
-    it = op_kinds_.emplace(OpKey{comm.id, call.coll, bytes}, OpStats{0, e}).first;
+  // Sends of one size differ by path, so each path gets its own row.
+  const OpKey key{comm.id, call.coll, bytes, call.coll == CollType::kSend ? p2p_path(topology_, e) : ""};
+  auto it = op_kinds_.find(key);
+  if (it == op_kinds_.end() && op_kinds_.size() < kMaxOpKinds) it = op_kinds_.emplace(key, OpStats{0, e}).first;
   if (it != op_kinds_.end())
     ++it->second.calls;
   else

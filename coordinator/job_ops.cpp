@@ -149,6 +149,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.ranks.resize(nranks);
     op.arrived_at.resize(nranks);
     op.tracks.resize(nranks);
+    op.readies.assign(nranks, -1);
     op.first_at = now;
     for (int r = 0; r < nranks; ++r)
       if (comm.members[r].destroyed) {
@@ -165,6 +166,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   op.calls[msg.rank] = describe_call(msg);
   op.arrived_at[msg.rank] = now;
   op.ready_us = std::max(op.ready_us, msg.ready_us);
+  op.readies[msg.rank] = msg.ready_us;
   op.tracks[msg.rank] = msg.track;
   ++op.arrived;
 
@@ -201,8 +203,9 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
   coll_shape(c.coll, c.count, c.root, c.root, nranks, &per_rank);
   std::vector<Trace::RankTrack> tracks(nranks);
   for (int r = 0; r < nranks; ++r) tracks[r] = {comm.members[r].global_rank, op.tracks[r]};
-  const wire::CollectiveDone done =
-      count_completed(c, std::max(per_rank.send_elems, per_rank.recv_elems) * elem, comm, op.ready_us, std::move(tracks));
+  const uint64_t bytes = std::max(per_rank.send_elems, per_rank.recv_elems) * elem;
+  const wire::CollectiveDone done = count_completed(c, bytes, comm, op.ready_us, std::move(tracks));
+  for (int r = 0; r < nranks; ++r) count_rank_part(comm.members[r].client, bytes, op.readies[r], done);
   if (payload_free(c)) {
     for (int r = 0; r < nranks; ++r) reply(comm.members[r].client, op.request_ids[r], done);
     op.ranks.clear();
@@ -239,6 +242,12 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
     reply(comm.members[r].client, op.request_ids[r], done, std::move(bulk));
   }
   op.ranks.clear();  // releases socket-path bodies now
+}
+
+void Job::count_rank_part(ClientId client, uint64_t bytes, double ready_us, const wire::CollectiveDone& done) {
+  Client& c = clients_[client];
+  c.bytes += bytes;
+  if (ready_us >= 0 && done.start_us >= 0) c.modeled_wait_us += std::max(0.0, done.start_us - ready_us);
 }
 
 void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id,
@@ -283,6 +292,8 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     const wire::CollectiveDone done =
         count_completed(p.send, bytes, comm, std::max(p.send.ready_us, p.recv.ready_us),
                         {{comm.members[src].global_rank, p.send.track}, {comm.members[dst].global_rank, p.recv.track}});
+    count_rank_part(sender, bytes, p.send.ready_us, done);
+    count_rank_part(receiver, bytes, p.recv.ready_us, done);
     std::vector<Bulk> bulk;
     // A payload-free message has no buffers on either side: nothing below moves.
     if (p.receiver.out) {
@@ -309,6 +320,7 @@ void Job::fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank) {
 
 void Job::fail_op(Comm& comm, PendingOp& op, Status code, const std::string& why) {
   ++comm.refused;
+  if (comm.failure.empty() && comm.first_failure.empty()) comm.first_failure = why;
   op.failure = why;
   op.failure_code = code;
   op.ranks.assign(op.ranks.size(), RankData{});

@@ -73,7 +73,7 @@ std::string report_markdown(const json& r) {
                     co["address"].get<std::string>(), co["started_at"].get<std::string>(),
                     co["ended_at"].get<std::string>());
   const json& t = r["totals"];
-  md += fmt::format("{} collective calls, {} per rank, modeled {:.1f} us of communication over a {:.1f} us timeline.\n\n",
+  md += fmt::format("{} collective calls of {} in all, modeled {:.1f} us of communication over a {:.1f} us timeline.\n\n",
                     t["collective_calls"].get<uint64_t>(), bytes_text(t["bytes"].get<double>()),
                     t["modeled_time_us"].get<double>(), t["modeled_makespan_us"].get<double>());
 
@@ -81,15 +81,18 @@ std::string report_markdown(const json& r) {
   for (const auto& [name, c] : r["collectives"].items())
     rows.push_back({name, c["calls"].dump(), bytes_text(c["bytes"].get<double>()),
                     fmt::format("{:.1f}", c["modeled_time_us"].get<double>()), mix(c["algorithms"])});
-  md += "## Collectives\n\n" + table({"collective", "calls", "bytes per rank", "modeled us", "algorithms"}, rows);
+  md += "## Collectives\n\nBytes: the calls' sizes added up, each call once.\n\n" +
+        table({"collective", "calls", "bytes", "modeled us", "algorithms"}, rows);
 
   rows.clear();
   for (const auto& o : r["operations"])
-    rows.push_back({o["communicator"].dump(), o["collective"].get<std::string>(), bytes_text(o["bytes"].get<double>()),
+    rows.push_back({o["communicator"].dump(),
+                    o["collective"].get<std::string>() + (o.contains("path") ? " over " + o["path"].get<std::string>() : ""),
+                    bytes_text(o["bytes"].get<double>()),
                     o["calls"].dump(), o["algorithm"].get<std::string>() + "/" + o["protocol"].get<std::string>(),
                     o["channels"].dump(), fmt::format("{:.2f}", o["modeled_time_us"].get<double>()),
                     fmt::format("{:.2f}", o["algbw_gbs"].get<double>()), fmt::format("{:.2f}", o["busbw_gbs"].get<double>())});
-  md += "## Operations\n\nOne row per communicator, collective and size; times are one call's.\n\n" +
+  md += "## Operations\n\nOne row per communicator, collective and size (and a Send's path); times are one call's.\n\n" +
         table({"comm", "collective", "size", "calls", "algorithm", "channels", "time us", "algbw GB/s", "busbw GB/s"}, rows);
 
   std::vector<json> links(r["links"].begin(), r["links"].end());
@@ -111,10 +114,14 @@ std::string report_markdown(const json& r) {
   rows.clear();
   for (const auto& k : r["ranks"])
     rows.push_back({k["global_rank"].dump(), k["host"].get<std::string>(), k["pid"].dump(), k["comm_inits"].dump(),
-                    k["collectives"].dump(), fmt::format("{:.1f}", k["wait_us"].get<double>()), k["timeouts"].dump(),
-                    k["errors"].dump()});
-  md += "## Ranks\n\nWait: time the rank's calls spent waiting for slower peers (small for a straggler).\n\n" +
-        table({"rank", "host", "pid", "comm inits", "collectives", "wait us", "timeouts", "errors"}, rows);
+                    k["collectives"].dump(), bytes_text(k["bytes"].get<double>()),
+                    fmt::format("{:.1f}", k["modeled_wait_us"].get<double>()),
+                    fmt::format("{:.1f}", k["wait_us"].get<double>()), k["timeouts"].dump(), k["errors"].dump()});
+  md += "## Ranks\n\nBytes: the sizes of the calls the rank took part in. Waits: time its calls waited for slower "
+        "peers (small for a straggler), modeled, and in wall-clock time on the host that ran the job.\n\n" +
+        table({"rank", "host", "pid", "comm inits", "collectives", "bytes", "modeled wait us", "host wait us",
+               "timeouts", "errors"},
+              rows);
 
   if (r.contains("steps")) md += steps_section(r["steps"]);
 
@@ -133,11 +140,12 @@ std::string report_markdown(const json& r) {
       plane["control_ring_clients"].dump(), plane["payload_chunks_in"].dump(), plane["payload_chunks_out"].dump());
   const json& diag = r["diagnoses"];
   md += "## Diagnoses\n\n";
-  if (diag["mismatches"].empty() && diag["deadlocks"].empty() && diag["rank_timeouts"].get<uint64_t>() == 0)
+  if (diag["mismatches"].empty() && diag["deadlocks"].empty() && diag["timeouts"].get<uint64_t>() == 0)
     md += "No mismatch, deadlock or rendezvous timeout.\n";
   for (const auto& [kind, count] : diag["mismatches"].items()) md += fmt::format("- {}: {}\n", kind, count.dump());
-  if (diag["rank_timeouts"].get<uint64_t>() > 0)
-    md += fmt::format("- rendezvous timeouts (per waiting rank): {}\n", diag["rank_timeouts"].dump());
+  if (diag["timeouts"].get<uint64_t>() > 0)
+    md += fmt::format("- rendezvous timeouts: {} (waiting ranks failed: {})\n", diag["timeouts"].dump(),
+                      diag["rank_timeouts"].dump());
   for (const auto& d : diag["deadlocks"]) md += "- " + d.get<std::string>() + "\n";
   md += fmt::format("\n## Errors\n\n{}\n", r["errors"].empty() ? "None.\n" : "");
   for (const auto& e : r["errors"]) md += "- " + e.get<std::string>() + "\n";

@@ -36,7 +36,7 @@ def summarize(report: dict) -> str:
     colls = report.get("collectives", {})
     if colls:
         for name, stats in sorted(colls.items()):
-            line = f"{name}: {stats['calls']} calls, {human_bytes(stats['bytes'])} per rank"
+            line = f"{name}: {stats['calls']} calls of {human_bytes(stats['bytes'])} in all"
             if stats.get("modeled_time_us"):
                 mix = ", ".join(f"{algo} x{n}" for algo, n in sorted(stats.get("algorithms", {}).items()))
                 line += f", modeled {stats['modeled_time_us']:.1f} us ({mix})"
@@ -61,7 +61,7 @@ def summarize(report: dict) -> str:
     diag = report.get("diagnoses", {})
     found = [f"{kind} x{n}" for kind, n in diag.get("mismatches", {}).items()]
     found += [f"{len(diag['deadlocks'])} deadlock(s)"] if diag.get("deadlocks") else []
-    found += [f"{diag['rank_timeouts']} rendezvous timeout(s)"] if diag.get("rank_timeouts") else []
+    found += [f"{diag['timeouts']} rendezvous timeout(s)"] if diag.get("timeouts") else []
     if found:
         lines.append("diagnoses: " + ", ".join(found))
     errors = report.get("errors", [])

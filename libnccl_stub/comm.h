@@ -51,7 +51,8 @@ struct ncclComm {
   uint64_t next_shrink = 0;  // ncclCommShrink calls on this comm so far
   bool revoked = false;      // ncclCommRevoke was called: no more operations
   bool suspended = false;    // between ncclCommSuspend and ncclCommResume: no operations
-  // Point-to-point sequence numbers per peer: a send and a recv match on (sender, receiver, seq).
+  // Point-to-point messages so far per peer: a send and a recv match on (sender, receiver, seq),
+  // numbered from 1 like collectives.
   std::map<int, uint64_t> next_send_seq, next_recv_seq;
   std::vector<fakegpu::stub::PreMulSumOp> premulsum_ops;
   std::map<const void*, std::unique_ptr<fakegpu::stub::Registration>> registrations;  // by handle

@@ -247,9 +247,9 @@ void take_sequence_number(CollectiveCall& call) {
   ncclComm* c = call.comm;
   std::lock_guard<std::mutex> lock(c->mu);
   if (call.desc.coll == wire::CollType::kSend)
-    call.desc.seq = c->next_send_seq[call.desc.root]++;
+    call.desc.seq = ++c->next_send_seq[call.desc.root];  // from 1, as collectives count
   else if (call.desc.coll == wire::CollType::kRecv)
-    call.desc.seq = c->next_recv_seq[call.desc.root]++;
+    call.desc.seq = ++c->next_recv_seq[call.desc.root];
   else
     call.desc.seq = c->next_seq++;
 }

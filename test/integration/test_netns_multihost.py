@@ -119,9 +119,9 @@ def take_hostname(name):
 
 # ---- the test --------------------------------------------------------------------------------
 def rank_set(ranges: str) -> set:
-    """{0, 1, 2, 5} from the coordinator's "0-2 5"."""
+    """{0, 1, 2, 5} from the coordinator's "0-2, 5"."""
     ranks = set()
-    for part in ranges.split():
+    for part in ranges.split(", "):
         first, _, last = part.partition("-")
         ranks.update(range(int(first), int(last or first) + 1))
     return ranks
@@ -288,7 +288,7 @@ class MultiHostOverNamespaces(unittest.TestCase):
             with self.subTest(rank=rank):
                 error = result["error"]
                 waiting = re.search(rf"rendezvous timeout after {RENDEZVOUS_TIMEOUT_S:.0f} s on communicator \d+, "
-                                    r"operation \d+ \(AllReduce\(count=\d+, int64, sum\)\): ranks? ([\d -]+) waited "
+                                    r"operation \d+ \(AllReduce\(count=\d+, int64, sum\)\): ranks? ([\d ,-]+) waited "
                                     "for the others", error)
                 self.assertIsNotNone(waiting, error)
                 # A lost rank whose post reached the coordinator before the link went is waiting

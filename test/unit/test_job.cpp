@@ -232,7 +232,7 @@ TEST_F(JobTest, LeavingWithoutDestroyIsOnlyReportedWhenItCostAPeer) {
 }
 
 TEST_F(JobTest, LateRankLearnsTheMismatchNotTheDisconnectThatFollowed) {
-  for (ClientId c = 1; c <= 3; ++c) connect(c);
+  for (ClientId c = 1; c <= 3; ++c) connect(c, static_cast<int>(c) - 1);
   uint64_t comm = init_comm(3);
   post(1, allreduce(comm, 0, 1, 2), floats({1, 2}));
   post(3, allreduce(comm, 2, 1, 1), floats({1}));  // mismatch: ranks 0 and 2 get the error
@@ -243,6 +243,17 @@ TEST_F(JobTest, LateRankLearnsTheMismatchNotTheDisconnectThatFollowed) {
   auto frames = out.take(2);
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_NE(error_text(frames[0]).find("collective mismatch"), std::string::npos) << error_text(frames[0]);
+  // The report names the root cause for the communicator, and the error once, with all three ranks.
+  const nlohmann::json report = job.report();
+  EXPECT_NE(report["communicators"][0]["failure"].get<std::string>().find("collective mismatch"), std::string::npos)
+      << report["communicators"].dump();
+  int listed = 0;
+  for (const auto& e : report["errors"])
+    if (e.get<std::string>().find("collective mismatch") != std::string::npos) {
+      ++listed;
+      EXPECT_NE(e.get<std::string>().find("(sent to ranks 0-2)"), std::string::npos) << e;
+    }
+  EXPECT_EQ(listed, 1) << report["errors"].dump();
 }
 
 TEST_F(JobTest, ShrinkWaitingForARankThatDiesFailsInsteadOfHanging) {
@@ -359,6 +370,15 @@ TEST_F(JobTest, CommInfoDescribesTheChannels) {
 
 // A rank that never posts: after the rendezvous timeout the waiting ranks get an error naming
 // the missing rank and where it was last seen; a late arrival learns the same.
+TEST_F(JobTest, RendezvousTimeoutListsTheWaitingRanksAsRanges) {
+  for (ClientId c = 1; c <= 4; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(4);
+  for (int r : {0, 1, 3}) post(ClientId(r + 1), allreduce(comm, r, 0, 1), floats({1}));
+  job.check_timeouts(std::chrono::steady_clock::now() + job.rendezvous_timeout() + std::chrono::seconds(1));
+  std::string why = error_text(out.take(1).at(0));
+  EXPECT_NE(why.find("ranks 0-1, 3 waited"), std::string::npos) << why;
+}
+
 TEST_F(JobTest, RendezvousTimeoutNamesTheMissingRank) {
   for (ClientId c = 1; c <= 3; ++c) connect(c, static_cast<int>(c) - 1);
   uint64_t comm = init_comm(3);

@@ -1,5 +1,9 @@
 // The job's modeled timeline follows the program: an operation starts when the last of its
 // ranks' streams reaches it, and the ranks' activity logs become step figures and trace tracks.
+#include <map>
+#include <string>
+#include <utility>
+
 #include "job_fixture.h"
 
 namespace fakegpu::coord::testing {
@@ -35,6 +39,13 @@ TEST_F(JobTimelineTest, AnOperationStartsWhenItsLastRankIsReady) {
     EXPECT_DOUBLE_EQ(d.start_us, 100) << "rank 1 reached the call last, at 100 us";
     EXPECT_GT(d.modeled_us, 0);
   }
+  // Each rank's modeled wait is how long its stream waited for the last one; each took part in 4 KiB.
+  nlohmann::json ranks = job.report()["ranks"];
+  const double waited[] = {100, 0, 50, 90};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_DOUBLE_EQ(ranks[r]["modeled_wait_us"].get<double>(), waited[r]) << ranks.dump();
+    EXPECT_EQ(ranks[r]["bytes"], 4096);
+  }
   const double end = first[0].start_us + first[0].modeled_us;
   // Ranks that claim to be ready earlier still wait for the communicator's previous call.
   auto second = allreduce_at(comm, 1, {0, 0, 0, 0});
@@ -42,6 +53,59 @@ TEST_F(JobTimelineTest, AnOperationStartsWhenItsLastRankIsReady) {
   // A rank without a modeled clock (-1) leaves the others to decide.
   auto third = allreduce_at(comm, 2, {-1, 5000, -1, -1});
   for (const auto& d : third) EXPECT_DOUBLE_EQ(d.start_us, 5000);
+}
+
+TEST_F(JobTimelineTest, AGroupedRingOfSendsRunsSideBySide) {
+  for (int r = 0; r < 4; ++r) connect(ClientId(r + 1), r);
+  uint64_t comm = init_comm(4);
+  // Each rank sends to the next and receives from the previous, all ready at 10 us, as a
+  // grouped ring exchange posts them. No two sends share a link in this cluster (the two that
+  // cross nodes go opposite ways), so each starts at once.
+  for (int r = 0; r < 4; ++r) {
+    for (CollType kind : {CollType::kSend, CollType::kRecv}) {
+      Collective c = allreduce(comm, r, 0, 1 << 20);
+      c.coll = kind;
+      c.root = kind == CollType::kSend ? (r + 1) % 4 : (r + 3) % 4;
+      c.flags = kNoPayload;
+      c.ready_us = 10;
+      post(ClientId(r + 1), c);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    auto frames = out.take(ClientId(r + 1));
+    ASSERT_EQ(frames.size(), 2u);
+    for (const auto& f : frames) {
+      ASSERT_EQ(f.type, MsgType::kCollectiveDone) << error_text(f);
+      auto done = decode_fields<CollectiveDone>(f.fields.data(), f.fields.size());
+      EXPECT_DOUBLE_EQ(done.start_us, 10) << "rank " << r;
+    }
+  }
+  // A collective after the exchange waits for all of it.
+  auto after = allreduce_at(comm, 0, {0, 0, 0, 0});
+  EXPECT_GT(after[0].start_us, 10);
+}
+
+TEST_F(JobTimelineTest, SendsOfOneSizeGetARowPerPath) {
+  for (int r = 0; r < 4; ++r) connect(ClientId(r + 1), r);
+  uint64_t comm = init_comm(4);
+  // 4 MiB from rank 0 to 1 (NVLink inside node n0) and from rank 1 to 2 (across the 400 Gbit/s network).
+  for (auto [from, to] : {std::pair{0, 1}, std::pair{1, 2}}) {
+    for (CollType kind : {CollType::kSend, CollType::kRecv}) {
+      const int me = kind == CollType::kSend ? from : to;
+      Collective c = allreduce(comm, me, 0, 1 << 20);
+      c.coll = kind;
+      c.root = kind == CollType::kSend ? to : from;
+      c.flags = kNoPayload;
+      post(ClientId(me + 1), c);
+    }
+  }
+  const nlohmann::json operations = job.report()["operations"];
+  std::map<std::string, double> algbw;
+  for (const auto& op : operations)
+    if (op["collective"] == "Send") algbw[op["path"].get<std::string>()] = op["algbw_gbs"].get<double>();
+  ASSERT_EQ(algbw.size(), 2u) << operations.dump();
+  EXPECT_LE(algbw["network"], 400 / 8.0) << "no row beats its link";
+  EXPECT_GT(algbw["NVLink"], algbw["network"]);
 }
 
 TEST_F(JobTimelineTest, ActivityBecomesStepFiguresAndTraceTracks) {

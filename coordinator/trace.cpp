@@ -45,6 +45,7 @@ namespace {
 // Each rank's tracks get thread ids rank * kTracksPerRank + n, numbered by when each stream
 // first did something, so a rank's streams sit together in order.
 constexpr int kTracksPerRank = 1000;
+constexpr int kStreamsPerRank = 99;  // more streams than this share the last track
 
 class TrackIds {
  public:
@@ -58,7 +59,7 @@ class TrackIds {
     for (auto& [rank, tracks] : by_rank) {
       std::sort(tracks.begin(), tracks.end());
       for (size_t n = 0; n < tracks.size(); ++n)
-        tid_[{rank, tracks[n].second}] = rank * kTracksPerRank + static_cast<int>(std::min<size_t>(n, kTracksPerRank - 1));
+        tid_[{rank, tracks[n].second}] = rank * kTracksPerRank + static_cast<int>(std::min<size_t>(n, kStreamsPerRank - 1));
     }
   }
   int tid(int rank, uint64_t track) const { return tid_.at({rank, track}); }
@@ -80,6 +81,44 @@ bool is_mark(wire::ActivityKind kind) {
 
 }  // namespace
 
+namespace {
+
+// Slices on one track must nest (the trace format's rule): ones that overlap another partly, as
+// a rank's grouped sends to and receives from different peers can, move to an extra lane of
+// their track, thread id + n * kLaneStride. Returns, per (pid, tid), how many lanes it needed.
+constexpr int kLaneStride = 100;  // tracks per rank stay below it (TrackIds caps them)
+constexpr size_t kMaxLanes = 10;
+constexpr double kClockResolutionUs = 1e-3;  // ranks keep modeled time in whole nanoseconds  // within the rank's kTracksPerRank thread ids; the last takes the rest
+
+std::map<std::pair<int, int>, int> assign_lanes(std::vector<json>& slices) {
+  std::map<std::pair<int, int>, std::vector<size_t>> by_track;
+  for (size_t i = 0; i < slices.size(); ++i) by_track[{slices[i]["pid"], slices[i]["tid"]}].push_back(i);
+  std::map<std::pair<int, int>, int> lanes_used;
+  for (auto& [track, members] : by_track) {
+    auto start = [&](size_t i) { return slices[i]["ts"].get<double>(); };
+    auto end = [&](size_t i) { return start(i) + slices[i]["dur"].get<double>(); };
+    std::stable_sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+      return start(a) != start(b) ? start(a) < start(b) : end(a) > end(b);
+    });
+    std::vector<std::vector<double>> open;  // per lane: the ends of the slices still open, innermost last
+    for (size_t i : members) {
+      size_t lane = 0;
+      for (;; ++lane) {
+        if (lane == open.size()) open.emplace_back();
+        std::vector<double>& stack = open[lane];
+        while (!stack.empty() && stack.back() <= start(i) + kClockResolutionUs) stack.pop_back();
+        if (stack.empty() || end(i) <= stack.back() + kClockResolutionUs || lane + 1 == kMaxLanes) break;
+      }
+      open[lane].push_back(end(i));
+      slices[i]["tid"] = track.second + static_cast<int>(lane) * kLaneStride;
+    }
+    lanes_used[track] = static_cast<int>(open.size());
+  }
+  return lanes_used;
+}
+
+}  // namespace
+
 json Trace::to_json(const planner::Topology& topo, const std::vector<RankActivity>& activity) const {
   const int nranks = static_cast<int>(topo.gpus.size());
   auto known = [&](int rank) { return rank >= 0 && rank < nranks; };
@@ -96,17 +135,8 @@ json Trace::to_json(const planner::Topology& topo, const std::vector<RankActivit
   tracks.number();
 
   json events = json::array();
-  for (size_t n = 0; n < topo.nodes.size(); ++n)
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", n + 1}, {"args", {{"name", topo.nodes[n].id}}}});
-  for (const auto& [rank, track, tid] : tracks.all()) {
-    const int n = tid % kTracksPerRank;
-    std::string name = track == 0 ? fmt::format("rank {}", rank) : fmt::format("rank {} stream {}", rank, n + 1);
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid_of(topo, rank)}, {"tid", tid},
-                      {"args", {{"name", name}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid_of(topo, rank)}, {"tid", tid},
-                      {"args", {{"sort_index", tid}}}});
-  }
-  uint64_t flow_id = 0;
+  std::vector<json> slices;
+  std::vector<std::pair<size_t, size_t>> flows;  // (Send slice, Recv slice)
   for (const Recorded& r : ops_) {
     const Op& op = r.op;
     const std::vector<RankTrack>& ranks = rank_sets_[r.ranks];
@@ -119,7 +149,7 @@ json Trace::to_json(const planner::Topology& topo, const std::vector<RankActivit
     for (size_t i = 0; i < ranks.size(); ++i) {
       if (!known(ranks[i].rank)) continue;
       std::string name = send ? (i == 0 ? "Send " : "Recv ") : std::string(wire::coll_type_name(op.coll)) + " ";
-      events.push_back({{"name", name + bytes_text(static_cast<double>(op.bytes))},
+      slices.push_back({{"name", name + bytes_text(static_cast<double>(op.bytes))},
                         {"cat", fmt::format("comm {}", op.comm)},
                         {"ph", "X"},
                         {"ts", op.start_us},
@@ -128,14 +158,8 @@ json Trace::to_json(const planner::Topology& topo, const std::vector<RankActivit
                         {"tid", tracks.tid(ranks[i].rank, ranks[i].track)},
                         {"args", args}});
     }
-    if (send && ranks.size() == 2 && known(ranks[0].rank) && known(ranks[1].rank)) {
-      ++flow_id;
-      events.push_back({{"name", "send"}, {"cat", "p2p"}, {"ph", "s"}, {"id", flow_id}, {"ts", op.start_us},
-                        {"pid", pid_of(topo, ranks[0].rank)}, {"tid", tracks.tid(ranks[0].rank, ranks[0].track)}});
-      events.push_back({{"name", "send"}, {"cat", "p2p"}, {"ph", "f"}, {"bp", "e"}, {"id", flow_id},
-                        {"ts", op.end_us}, {"pid", pid_of(topo, ranks[1].rank)},
-                        {"tid", tracks.tid(ranks[1].rank, ranks[1].track)}});
-    }
+    if (send && ranks.size() == 2 && known(ranks[0].rank) && known(ranks[1].rank))
+      flows.emplace_back(slices.size() - 2, slices.size() - 1);
   }
   uint64_t slices_drawn = 0, slices_left_out = 0;
   for (const RankActivity& a : activity) {
@@ -151,14 +175,43 @@ json Trace::to_json(const planner::Topology& topo, const std::vector<RankActivit
       if (is_mark(s.kind)) {
         event.update({{"name", s.kind == wire::ActivityKind::kStepBegin ? "step begins" : "step ends"},
                       {"ph", "i"}, {"s", "t"}, {"cat", "step"}});
+        events.push_back(std::move(event));
       } else {
         const bool kernels = s.kind == wire::ActivityKind::kKernel;
         event.update({{"name", fmt::format("{} x{}", wire::activity_kind_name(s.kind), s.count)},
                       {"cat", kernels ? "compute" : "copy"}, {"ph", "X"}, {"dur", s.end_us - s.start_us}});
+        slices.push_back(std::move(event));
       }
-      events.push_back(std::move(event));
     }
   }
+  const std::map<std::pair<int, int>, int> lanes = assign_lanes(slices);
+
+  for (size_t n = 0; n < topo.nodes.size(); ++n)
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", n + 1}, {"args", {{"name", topo.nodes[n].id}}}});
+  for (const auto& [rank, track, tid] : tracks.all()) {
+    const int n = tid % kTracksPerRank;
+    const int pid = pid_of(topo, rank);
+    std::string name = track == 0 ? fmt::format("rank {}", rank) : fmt::format("rank {} stream {}", rank, n + 1);
+    auto used = lanes.find({pid, tid});
+    for (int lane = 0; lane < (used == lanes.end() ? 1 : used->second); ++lane) {
+      const int lane_tid = tid + lane * kLaneStride;
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", lane_tid},
+                        {"args", {{"name", lane ? fmt::format("{} (overlapping {})", name, lane) : name}}}});
+      events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", lane_tid},
+                        {"args", {{"sort_index", tid * 100 + lane}}}});
+    }
+  }
+  uint64_t flow_id = 0;
+  for (const auto& [from, to] : flows) {
+    ++flow_id;
+    const json& a = slices[from];
+    const json& b = slices[to];
+    events.push_back({{"name", "send"}, {"cat", "p2p"}, {"ph", "s"}, {"id", flow_id}, {"ts", a["ts"]},
+                      {"pid", a["pid"]}, {"tid", a["tid"]}});
+    events.push_back({{"name", "send"}, {"cat", "p2p"}, {"ph", "f"}, {"bp", "e"}, {"id", flow_id},
+                      {"ts", b["ts"].get<double>() + b["dur"].get<double>()}, {"pid", b["pid"]}, {"tid", b["tid"]}});
+  }
+  for (json& slice : slices) events.push_back(std::move(slice));
   for (auto& counter : utilization_counters(topo)) events.push_back(std::move(counter));
   json trace = {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
   if (dropped_) trace["otherData"]["operations_not_traced"] = dropped_;
@@ -199,6 +252,51 @@ json Trace::utilization_counters(const planner::Topology& topo) const {
                         {"ts", ts},
                         {"pid", slot / kKinds + 1},
                         {"args", {{"busy", level[slot]}}}});
+  }
+  for (auto& counter : link_counters(topo)) counters.push_back(std::move(counter));
+  return counters;
+}
+
+// The same per link (an NVLink port, a PCIe link, a NIC, each way), for the links that carried
+// the most bytes: a node's average hides one busy NIC among idle ones.
+json Trace::link_counters(const planner::Topology& topo) const {
+  std::vector<double> total(topo.links.size(), 0.0);
+  for (const Recorded& r : ops_)
+    if (r.op.per_byte_links)
+      for (const planner::LinkLoad& l : *r.op.per_byte_links) total[l.link] += l.bytes * r.op.bytes;
+  std::vector<int> busiest;
+  for (size_t i = 0; i < total.size(); ++i)
+    if (total[i] > 0) busiest.push_back(static_cast<int>(i));
+  std::sort(busiest.begin(), busiest.end(), [&](int a, int b) { return total[a] > total[b]; });
+  if (busiest.size() > kMaxLinkCounters) busiest.resize(kMaxLinkCounters);
+  std::vector<char> drawn(topo.links.size(), 0);
+  for (int link : busiest) drawn[link] = 1;
+
+  std::vector<std::tuple<double, int, double>> changes;  // (time, link, delta %)
+  for (const Recorded& r : ops_) {
+    const Op& op = r.op;
+    const double dur = op.end_us - op.start_us;
+    if (!op.per_byte_links || dur <= 0) continue;
+    for (const planner::LinkLoad& l : *op.per_byte_links) {
+      const planner::Link& link = topo.links[l.link];
+      if (!drawn[l.link] || link.gbytes <= 0) continue;
+      const double pct = 100.0 * l.bytes * op.bytes / dur / (link.gbytes * 1e3);
+      changes.emplace_back(op.start_us, l.link, pct);
+      changes.emplace_back(op.end_us, l.link, -pct);
+    }
+  }
+  std::sort(changes.begin(), changes.end());
+  std::vector<double> level(topo.links.size(), 0.0);
+  json counters = json::array();
+  for (const auto& [ts, link, delta] : changes) {
+    level[link] = std::max(0.0, level[link] + delta);
+    // Operations that share a link are placed one after the other's data phase, so their
+    // average rates can add up past the link's: the link is then simply full.
+    counters.push_back({{"name", topo.links[link].name + " busy %"},
+                        {"ph", "C"},
+                        {"ts", ts},
+                        {"pid", node_of_link(topo, topo.links[link]) + 1},
+                        {"args", {{"busy", std::min(100.0, level[link])}}}});
   }
   return counters;
 }

@@ -1,8 +1,10 @@
 // The modeled timeline as a Chrome / Perfetto trace (JSON, opens in ui.perfetto.dev and
 // chrome://tracing): one process per node; per rank, one track per stream, holding its NCCL
 // operations at their modeled times and, from the rank's activity log, its kernels, copies and
-// step marks; flow arrows from each Send to its Recv; and per node counters of how busy its
-// NVLink and network links are. Keeps at most kMaxOps operations; later ones are counted.
+// step marks (a slice that would overlap another partly goes to an extra lane of the track);
+// flow arrows from each Send to its Recv; per node counters of how busy its NVLink and network
+// links are, and per link counters for the busiest links. Keeps at most kMaxOps operations;
+// later ones are counted.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,8 @@ class Trace {
     int ranks;  // index into rank_sets_
   };
   nlohmann::json utilization_counters(const planner::Topology& topo) const;
+  nlohmann::json link_counters(const planner::Topology& topo) const;
+  static constexpr size_t kMaxLinkCounters = 32;
 
   std::vector<Recorded> ops_;
   // Operations of a communicator mostly repeat the same ranks and streams: each set is kept once.

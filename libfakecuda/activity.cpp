@@ -1,6 +1,7 @@
 #include "activity.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -95,7 +96,8 @@ FAKECUDA_API double fakegpu_cuda_modeled_now(uint64_t* track) {
 FAKECUDA_API void fakegpu_cuda_collective_done(double ready_us, double end_us) {
   ModelClock* clock = running_clock();
   if (!clock) clock = &legacy_stream_clock();
-  const auto end_ns = static_cast<int64_t>(end_us * 1e3);
+  // Rounded up: the stream's next call must not look ready before this one ends.
+  const auto end_ns = static_cast<int64_t>(std::ceil(end_us * 1e3));
   clock->raise_to(end_ns);
   record_activity(*clock, ActivityKind::kCollective, static_cast<int64_t>(ready_us * 1e3), end_ns);
 }

@@ -85,6 +85,36 @@ TEST_F(JobTimelineTest, AGroupedRingOfSendsRunsSideBySide) {
   EXPECT_GT(after[0].start_us, 10);
 }
 
+TEST_F(JobTimelineTest, SlicesThatOverlapPartlyGoToAnotherLaneOfTheirTrack) {
+  for (int r = 0; r < 4; ++r) connect(ClientId(r + 1), r);
+  uint64_t comm = init_comm(4);
+  // A ring whose ranks get there 10 us apart: rank 1 receives from rank 0 over NVLink from 10 us
+  // and sends to rank 2 across the network from 20 us, on one stream, so the two overlap partly.
+  for (int r = 0; r < 4; ++r)
+    for (CollType kind : {CollType::kSend, CollType::kRecv}) {
+      Collective c = allreduce(comm, r, 0, 1 << 20);
+      c.coll = kind;
+      c.root = kind == CollType::kSend ? (r + 1) % 4 : (r + 3) % 4;
+      c.flags = kNoPayload;
+      c.ready_us = 10.0 * r;
+      c.track = 7;
+      post(ClientId(r + 1), c);
+    }
+  const nlohmann::json events = job.trace()["traceEvents"];
+  std::map<int, std::vector<std::pair<double, double>>> rank1;  // tid -> slices
+  bool named = false;
+  for (const auto& e : events) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" &&
+        e["args"]["name"].get<std::string>().find("(overlapping 1)") != std::string::npos)
+      named = true;
+    if (e["ph"] == "X" && e["tid"].get<int>() / 1000 == 1)
+      rank1[e["tid"]].emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  EXPECT_EQ(rank1.size(), 2u) << "the Send moved to a second lane";
+  EXPECT_TRUE(named);
+  for (auto& [tid, slices] : rank1) EXPECT_EQ(slices.size(), 1u) << tid;
+}
+
 TEST_F(JobTimelineTest, SendsOfOneSizeGetARowPerPath) {
   for (int r = 0; r < 4; ++r) connect(ClientId(r + 1), r);
   uint64_t comm = init_comm(4);
@@ -146,6 +176,10 @@ TEST_F(JobTimelineTest, ActivityBecomesStepFiguresAndTraceTracks) {
     tid_of_kind[{tid / 1000, e["cat"].get<std::string>().substr(0, 4)}] = tid;
   }
   EXPECT_EQ(marks, 4);
+  int link_counters = 0;
+  for (const auto& e : events)
+    if (e["ph"] == "C" && e["name"].get<std::string>().find(" tx busy %") != std::string::npos) ++link_counters;
+  EXPECT_GT(link_counters, 0) << "the busiest links get counters of their own";
   for (int r = 0; r < 2; ++r) {
     const std::pair<int, std::string> compute{r, "comp"}, nccl{r, "comm"};
     ASSERT_TRUE(tid_of_kind.count(compute) && tid_of_kind.count(nccl)) << events.dump();

@@ -9,9 +9,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from fakegpu.configs import write_single_node_config  # noqa: E402
-from fakegpu.coordinator import Coordinator  # noqa: E402
+from fakegpu.coordinator import Coordinator as _Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment  # noqa: E402
 from fakegpu.paths import built  # noqa: E402
+from trace_check import check_fgpu_trace, check_written_trace  # noqa: E402
 
 CONFIGS = REPO / "configs"
 FGPU = str(REPO / "fgpu")
@@ -28,9 +29,20 @@ fabric:
 """
 
 
+class Coordinator(_Coordinator):
+    """fakegpu's coordinator, whose trace, when it writes a report, is checked as it stops."""
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        if self.report and exc[0] is None:
+            check_written_trace(self.report)
+
+
 def fgpu(*args, env=None):
-    """Runs the fgpu launcher and captures its output."""
-    return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    """Runs the fgpu launcher and captures its output; checks the trace of the report it names."""
+    r = subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    check_fgpu_trace(args)
+    return r
 
 
 def single_node_config(world: int) -> Path:

@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verification"))
 from pynccl import DTYPES, NcclError, rank_main, run_ranks  # noqa: E402
 from fakegpu.configs import write_single_node_config  # noqa: E402
-from fakegpu.coordinator import Coordinator  # noqa: E402
 from fakegpu.paths import SetupError, built  # noqa: E402
+from rank_jobs import Coordinator  # noqa: E402
 
 I32 = DTYPES["int32"][1]
 COORDINATOR = str(built("fakegpu-coordinator"))

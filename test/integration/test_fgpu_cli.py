@@ -185,6 +185,17 @@ class FgpuCli(unittest.TestCase):
             self.assertGreaterEqual(ts, ends.get(tid, 0) - 1e-6, f"track {tid}: a call starts before the last ended")
             ends[tid] = max(e["ts"] + e["dur"] for e in group)
         self.assertTrue(any(e["cat"] == "copy" for e in trace if e["ph"] == "X"), "the ranks' copies are traced")
+        # Each rank waits for every call it makes, so its modeled run is the sum of its dependent
+        # operations: its slices (copies, checks, calls) leave no gap from 0 to its last end.
+        run_us = report["steps"]["median_time_us"]
+        for rank in range(16):
+            covered = 0.0
+            for start, end in sorted((e["ts"], e["ts"] + e["dur"]) for e in trace
+                                     if e["ph"] == "X" and e["tid"] // 1000 == rank):
+                self.assertLessEqual(start, covered + 1e-3, f"rank {rank} idles from {covered} to {start} us")
+                covered = max(covered, end)
+            self.assertLessEqual(covered, run_us + 1e-3)
+            self.assertGreater(covered, 0.99 * run_us, "the slowest rank's run is the job's")
         counters = [e for e in trace if e["ph"] == "C"]
         self.assertTrue({"NVLink busy %", "network busy %"} <= {e["name"] for e in counters})
         for e in counters:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from rank_jobs import FGPU, REPO
+from trace_check import check_fgpu_trace
 
 TORCH_SCRIPTS = REPO / "test" / "torch"
 TORCH_VENV = Path(os.environ.get("FAKEGPU_TORCH_VENV") or REPO / "build" / "torch-venv")
@@ -39,4 +40,6 @@ def fgpu_torch(*args, timeout=600, env=None):
     the CompletedProcess; stdout and stderr are captured."""
     env = dict(os.environ if env is None else env)
     env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    return subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    r = subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    check_fgpu_trace(args)
+    return r

@@ -9,6 +9,8 @@
  *    an event: 2T.
  * 4. The same with the host synchronizing the first stream instead of an event: 2T.
  * 5. Rank 1 runs a kernel of K before the allreduce, rank 0 does not: rank 0 waits, K + T.
+ * 6. A grouped ring (each rank sends to the next, receives from the previous): as long as one
+ *    send alone (S), since the two directions share no link, not 2S.
  * Each within 1%. Prints "TIMELINE OK" on success. */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -133,6 +135,23 @@ int main(void) {
   k = kernel(1, first[1], 2 * t);
   allreduce(comm_a, first);
   expect_near("5. waiting for a slower rank", elapsed_us(first[0]), k + t);
+
+  settle();
+  OK(cudaEventRecord(start, first[0]));
+  OK(ncclGroupStart());
+  OK(ncclSend(send[0], COUNT, ncclFloat, 1, comm_a[0], first[0]));
+  OK(ncclRecv(recv[1], COUNT, ncclFloat, 0, comm_a[1], first[1]));
+  OK(ncclGroupEnd());
+  const double one_send = elapsed_us(first[0]);
+  settle();
+  OK(cudaEventRecord(start, first[0]));
+  OK(ncclGroupStart());
+  for (int r = 0; r < NRANKS; ++r) {
+    OK(ncclSend(send[r], COUNT, ncclFloat, (r + 1) % NRANKS, comm_a[r], first[r]));
+    OK(ncclRecv(recv[r], COUNT, ncclFloat, (r + NRANKS - 1) % NRANKS, comm_a[r], first[r]));
+  }
+  OK(ncclGroupEnd());
+  expect_near("6. a grouped ring", elapsed_us(first[0]), one_send);
 
   for (int r = 0; r < NRANKS; ++r) {
     OK(ncclCommDestroy(comm_a[r]));

@@ -1,5 +1,6 @@
 // The job's modeled timeline follows the program: an operation starts when the last of its
 // ranks' streams reaches it, and the ranks' activity logs become step figures and trace tracks.
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -58,26 +59,43 @@ TEST_F(JobTimelineTest, AnOperationStartsWhenItsLastRankIsReady) {
 TEST_F(JobTimelineTest, AGroupedRingOfSendsRunsSideBySide) {
   for (int r = 0; r < 4; ++r) connect(ClientId(r + 1), r);
   uint64_t comm = init_comm(4);
-  // Each rank sends to the next and receives from the previous, all ready at 10 us, as a
-  // grouped ring exchange posts them. No two sends share a link in this cluster (the two that
-  // cross nodes go opposite ways), so each starts at once.
-  for (int r = 0; r < 4; ++r) {
+  auto post_p2p = [&](int from, int to, uint64_t seq, double ready) {
     for (CollType kind : {CollType::kSend, CollType::kRecv}) {
-      Collective c = allreduce(comm, r, 0, 1 << 20);
+      const int me = kind == CollType::kSend ? from : to;
+      Collective c = allreduce(comm, me, seq, 1 << 20);
       c.coll = kind;
-      c.root = kind == CollType::kSend ? (r + 1) % 4 : (r + 3) % 4;
+      c.root = kind == CollType::kSend ? to : from;
       c.flags = kNoPayload;
-      c.ready_us = 10;
-      post(ClientId(r + 1), c);
+      c.ready_us = ready;
+      post(ClientId(me + 1), c);
     }
-  }
+  };
+  auto replies = [&](int rank) {
+    std::vector<CollectiveDone> done;
+    for (const auto& f : out.take(ClientId(rank + 1))) {
+      EXPECT_EQ(f.type, MsgType::kCollectiveDone) << error_text(f);
+      done.push_back(decode_fields<CollectiveDone>(f.fields.data(), f.fields.size()));
+    }
+    return done;
+  };
+  // Each send alone first: within node n0 (0 -> 1, NVLink) and across the network (1 -> 2).
+  post_p2p(0, 1, 1, 0);
+  const double inside = replies(0).at(0).modeled_us;
+  replies(1);
+  post_p2p(1, 2, 1, 0);
+  const double across = replies(1).at(0).modeled_us;
+  replies(2);
+  // Then a ring, each rank sending to the next and receiving from the previous, all ready at
+  // 1000 us, as a grouped exchange posts them. No two sends share a link (the two that cross
+  // nodes go opposite ways), so each starts at once and takes as long as it did alone.
+  for (int r = 0; r < 4; ++r) post_p2p(r, (r + 1) % 4, 2, 1000);
   for (int r = 0; r < 4; ++r) {
-    auto frames = out.take(ClientId(r + 1));
-    ASSERT_EQ(frames.size(), 2u);
-    for (const auto& f : frames) {
-      ASSERT_EQ(f.type, MsgType::kCollectiveDone) << error_text(f);
-      auto done = decode_fields<CollectiveDone>(f.fields.data(), f.fields.size());
-      EXPECT_DOUBLE_EQ(done.start_us, 10) << "rank " << r;
+    const auto done = replies(r);
+    ASSERT_EQ(done.size(), 2u) << "rank " << r << ": its send and its receive";
+    for (const auto& d : done) {
+      EXPECT_DOUBLE_EQ(d.start_us, 1000) << "rank " << r;
+      EXPECT_TRUE(std::abs(d.modeled_us - inside) < 0.01 * inside || std::abs(d.modeled_us - across) < 0.01 * across)
+          << d.modeled_us << " is neither a send inside a node (" << inside << ") nor across (" << across << ")";
     }
   }
   // A collective after the exchange waits for all of it.

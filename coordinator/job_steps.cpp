@@ -82,7 +82,7 @@ json Job::steps_report() const {
     for (const Rank& r : ranks)
       if (r.steps.steps[i].time_us() > slowest->steps.steps[i].time_us()) slowest = &r;
     const StepFigures& f = slowest->steps.steps[i];
-    times.push_back(f.time_us());
+    if (i > 0 || steps == 1) times.push_back(f.time_us());  // the first step also holds the set-up
     if (job_steps.size() < kMaxStepsListed) {
       json entry = figures_json(f);
       entry["step"] = i + 1;

@@ -41,9 +41,10 @@ std::string steps_section(const nlohmann::json& steps) {
     rows.push_back({s["step"].dump(), us(s["time_us"]), s["slowest_rank"].dump(), us(s["compute_us"]), us(s["comm_us"]),
                     us(s["exposed_comm_us"])});
   std::string md = fmt::format(
-      "## Steps\n\nMarked by {}; {} steps, median {} us. Communication counts from when a rank's stream reaches a "
-      "call (waiting for peers included); exposed: while no kernel ran.\n\n",
-      steps["marked_by"].get<std::string>(), steps["count"].dump(), us(steps["median_time_us"]));
+      "## Steps\n\nMarked by {}; {} steps, median {} us{}. Communication counts from when a rank's stream reaches "
+      "a call (waiting for peers included); exposed: while no kernel ran.\n\n",
+      steps["marked_by"].get<std::string>(), steps["count"].dump(), us(steps["median_time_us"]),
+      steps["count"].get<int>() > 1 ? " after the first (which also holds the set-up)" : "");
   md += table({"step", "modeled us", "slowest rank", "compute us", "communication us", "exposed us"}, rows);
   rows.clear();
   for (const auto& k : steps["ranks"]) {

@@ -18,13 +18,14 @@ def human_us(us: float) -> str:
 def step_line(steps: dict) -> str:
     """The predicted step time, with the median step's compute and communication on its slowest rank."""
     median = steps["median_time_us"]
-    typical = min(steps["per_step"], key=lambda s: abs(s["time_us"] - median))
+    after_first = steps["per_step"][1:] or steps["per_step"]  # the first also holds the set-up
+    typical = min(after_first, key=lambda s: abs(s["time_us"] - median))
     split = (f"on rank {typical['slowest_rank']}: compute {human_us(typical['compute_us'])}, communication "
              f"{human_us(typical['comm_us'])} ({human_us(typical['exposed_comm_us'])} of it not hidden behind compute)")
     if steps["marked_by"] == "none":
         return f"modeled run (no steps marked): {human_us(median)}; {split}"
-    return (f"predicted step time: {human_us(median)} (median of {steps['count']} steps, marked by "
-            f"{steps['marked_by']}); {split}")
+    counted = f"steps 2-{steps['count']}" if steps["count"] > 2 else "step 2" if steps["count"] == 2 else "1 step"
+    return f"predicted step time: {human_us(median)} (median of {counted}, marked by {steps['marked_by']}); {split}"
 
 
 def summarize(report: dict) -> str:

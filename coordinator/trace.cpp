@@ -79,16 +79,12 @@ bool is_mark(wire::ActivityKind kind) {
   return kind == wire::ActivityKind::kStepBegin || kind == wire::ActivityKind::kStepEnd;
 }
 
-}  // namespace
-
-namespace {
-
 // Slices on one track must nest (the trace format's rule): ones that overlap another partly, as
 // a rank's grouped sends to and receives from different peers can, move to an extra lane of
 // their track, thread id + n * kLaneStride. Returns, per (pid, tid), how many lanes it needed.
 constexpr int kLaneStride = 100;  // tracks per rank stay below it (TrackIds caps them)
-constexpr size_t kMaxLanes = 10;
-constexpr double kClockResolutionUs = 1e-3;  // ranks keep modeled time in whole nanoseconds  // within the rank's kTracksPerRank thread ids; the last takes the rest
+constexpr size_t kMaxLanes = 10;  // within the rank's kTracksPerRank thread ids; the last takes the rest
+constexpr double kClockResolutionUs = 1e-3;  // ranks keep modeled time in whole nanoseconds
 
 std::map<std::pair<int, int>, int> assign_lanes(std::vector<json>& slices) {
   std::map<std::pair<int, int>, std::vector<size_t>> by_track;

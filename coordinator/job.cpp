@@ -248,6 +248,8 @@ void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, ui
 
 void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id) {
   ++client.comm_inits;
+  const auto now = std::chrono::steady_clock::now();
+  note_post(client, Posted::kInit, 0, 0, now);
   PendingInit& pending = pending_inits_[msg.key];
   if (!pending.failure.empty()) {
     reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
@@ -290,7 +292,8 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
     pending.name = msg.comm_name;
     pending.arrivals.resize(msg.nranks);
   }
-  pending.arrivals[msg.rank] = InitArrival{id, request_id, msg.cuda_device};
+  pending.arrivals[msg.rank] = InitArrival{id, request_id, msg.cuda_device, now};
+  if (pending.arrived == 0) pending.first_at = now;
   if (++pending.arrived == pending.nranks) complete_init(msg.key, pending);
 }
 
@@ -366,6 +369,8 @@ void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t re
                 fmt::format("ncclCommSplit: color {} is invalid: use a value >= 0 or NCCL_SPLIT_NOCOLOR", msg.color));
     return;
   }
+  const auto now = std::chrono::steady_clock::now();
+  note_post(clients_[id], Posted::kSplit, msg.parent_comm, msg.split_index, now);
   PendingSplit& pending = pending_splits_[{msg.parent_comm, msg.split_index}];
   if (pending.arrivals.empty()) pending.arrivals.resize(parent->members.size());
   if (!pending.failure.empty()) {
@@ -377,7 +382,8 @@ void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t re
                                                                    msg.rank, msg.split_index));
     return;
   }
-  pending.arrivals[msg.rank] = SplitArrival{id, request_id, msg.color, msg.key};
+  pending.arrivals[msg.rank] = SplitArrival{id, request_id, msg.color, msg.key, now};
+  if (pending.arrived == 0) pending.first_at = now;
   if (++pending.arrived == static_cast<int>(parent->members.size())) {
     complete_split(*parent, msg.split_index, pending);
     pending_splits_.erase({msg.parent_comm, msg.split_index});
@@ -440,17 +446,12 @@ void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
 }
 
 void Job::fail_regrouping(Comm& comm, int rank, const std::string& why) {
-  auto fail = [&](auto& arrivals, std::string& failure) {
-    if (!failure.empty()) return;
-    failure = why;
-    for (auto& a : arrivals)
-      if (a) reply_error(a->client, a->request_id, Status::kRemoteError, why);
-  };
   for (auto& [key, split] : pending_splits_)
-    if (key.first == comm.id) fail(split.arrivals, split.failure);
+    if (key.first == comm.id && split.failure.empty()) fail_rendezvous(split, Status::kRemoteError, why);
   for (auto& [key, shrink] : pending_shrinks_)
-    if (key.first == comm.id && !std::binary_search(shrink.excluded.begin(), shrink.excluded.end(), rank))
-      fail(shrink.arrivals, shrink.failure);
+    if (key.first == comm.id && shrink.failure.empty() &&
+        !std::binary_search(shrink.excluded.begin(), shrink.excluded.end(), rank))
+      fail_rendezvous(shrink, Status::kRemoteError, why);
 }
 
 void Job::handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id) {
@@ -488,6 +489,8 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
     std::string why = fmt::format("operation aborted by ncclCommShrink(NCCL_SHRINK_ABORT) on communicator {}", parent->id);
     fail_pending(*parent, Status::kRemoteError, why);
   }
+  const auto now = std::chrono::steady_clock::now();
+  note_post(clients_[id], Posted::kShrink, msg.parent_comm, msg.shrink_index, now);
   PendingShrink& pending = pending_shrinks_[{msg.parent_comm, msg.shrink_index}];
   if (pending.arrivals.empty()) {
     pending.excluded = excluded;
@@ -508,7 +511,8 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
     reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommShrink: rank {} joined twice", msg.rank));
     return;
   }
-  pending.arrivals[msg.rank] = SplitArrival{id, request_id, 0, 0};
+  pending.arrivals[msg.rank] = SplitArrival{id, request_id, 0, 0, now};
+  if (pending.arrived == 0) pending.first_at = now;
   if (++pending.arrived < n - static_cast<int>(excluded.size())) return;
 
   Comm child;
@@ -668,7 +672,9 @@ nlohmann::json Job::report() const {
                      {"bytes", c.bytes},
                      {"wait_us", c.wait_us},
                      {"modeled_wait_us", c.modeled_wait_us},
-                     {"timeouts", c.timeouts}});
+                     {"timeouts", c.timeouts},
+                     {"last_operation", c.last_posted == Posted::kNothing ? nlohmann::json(nullptr)
+                                                                          : nlohmann::json(last_post(c))}});
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
     return a["global_rank"].get<int>() < b["global_rank"].get<int>();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -115,6 +116,7 @@ class Job {
     uint8_t* base_;
     size_t size_;
   };
+  enum class Posted : uint8_t { kNothing, kCollective, kInit, kSplit, kShrink };
   struct Client {
     std::map<uint64_t, std::unique_ptr<Mapping>> segments;
     std::map<uint64_t, std::string> segment_errors;  // why a segment could not be mapped
@@ -130,8 +132,9 @@ class Job {
     double modeled_wait_us = 0;  // modeled time its calls waited for slower peers' streams
     uint64_t bytes = 0;  // the sizes of the calls it took part in
     uint64_t timeouts = 0;  // its operations failed by the rendezvous timeout
-    // The last operation it posted, for "where is the missing rank" diagnoses.
-    uint64_t last_comm = 0, last_seq = 0;
+    // The last call it posted, for "where is the missing rank" diagnoses and the report.
+    Posted last_posted = Posted::kNothing;
+    uint64_t last_comm = 0, last_seq = 0;  // the communicator (the parent for a split) and number
     wire::CollType last_coll{};
     std::chrono::steady_clock::time_point last_post_at;
     // What its GPU did on the modeled clock (wire::RankActivity), for step figures and the trace.
@@ -187,10 +190,13 @@ class Job {
     bool unmodeled = false;                     // some rank's GPU is unknown
     double clock_us = 0;                        // modeled time at which its last operation ends
   };
+  // Inits, splits and shrinks are rendezvous too: their ranks wait for each other, can time out
+  // and deadlock, and show in the status like any operation.
   struct InitArrival {
     ClientId client = 0;
     uint64_t request_id = 0;
     int cuda_device = 0;
+    std::chrono::steady_clock::time_point at;
   };
   struct PendingInit {
     int nranks = 0;
@@ -198,23 +204,27 @@ class Job {
     std::vector<std::optional<InitArrival>> arrivals;
     int arrived = 0;
     std::string failure;
+    std::chrono::steady_clock::time_point first_at;
   };
   struct SplitArrival {
     ClientId client = 0;
     uint64_t request_id = 0;
     int color = 0;
     int key = 0;
+    std::chrono::steady_clock::time_point at;
   };
   struct PendingSplit {
     std::vector<std::optional<SplitArrival>> arrivals;
     int arrived = 0;
     std::string failure;
+    std::chrono::steady_clock::time_point first_at;
   };
   struct PendingShrink {
     std::vector<int> excluded;  // sorted
     std::vector<std::optional<SplitArrival>> arrivals;
     int arrived = 0;
     std::string failure;
+    std::chrono::steady_clock::time_point first_at;
   };
   struct CollStats {
     uint64_t calls = 0;
@@ -242,12 +252,10 @@ class Job {
     planner::Estimate estimate;  // of one call
   };
   static constexpr size_t kMaxOpKinds = 256;  // the report lists at most this many kinds
-  // One operation a rank has joined and that still waits for others.
+  // One operation (or init, split, shrink) a rank has joined and that still waits for others.
   struct Wait {
-    uint64_t comm = 0;
-    uint64_t seq = 0;
-    bool p2p = false;
-    std::string call;
+    uint64_t comm = 0;  // whose ranks `missing` counts; 0 for an init, whose communicator is not made yet
+    std::string where;  // "AllReduce(count=4, int32, sum) #2 on communicator 1"
     std::vector<int> missing;  // comm ranks not there yet
     std::chrono::steady_clock::time_point since;
   };
@@ -302,6 +310,25 @@ class Job {
   void fail_pending(Comm& comm, wire::Status code, const std::string& why);
   // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
   void fail_regrouping(Comm& comm, int rank, const std::string& why);
+  // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init.
+  static std::string init_label(const PendingInit& init);
+  // Fails a pending init, split or shrink: every rank that arrived gets `why`.
+  template <typename Pending>
+  void fail_rendezvous(Pending& pending, wire::Status code, const std::string& why);
+  // Records what a client just posted, for diagnoses.
+  void note_post(Client& client, Posted what, uint64_t comm, uint64_t seq,
+                 std::chrono::steady_clock::time_point now);
+  // "AllReduce #3 on communicator 1", "ncclCommSplit #0 of communicator 1": a client's last post.
+  std::string last_post(const Client& client) const;
+  // Inits, splits and shrinks whose ranks waited longer than the rendezvous timeout: failed,
+  // naming the missing ranks.
+  void check_regroup_timeouts(std::chrono::steady_clock::time_point now,
+                              const std::map<ClientId, std::vector<Wait>>& waits,
+                              const std::function<void(const std::string&)>& announce);
+  // Who global rank `rank`, missing from an init, is and what it does ("" and "has not connected
+  // to the coordinator" when no process has claimed it).
+  std::pair<std::string, std::string> global_rank_state(int rank, const std::map<ClientId, std::vector<Wait>>& waits,
+                                                        std::chrono::steady_clock::time_point now) const;
   // Where a rank that did not arrive was last seen, and what it is doing now.
   std::string whereabouts(const Comm& comm, int rank, const std::map<ClientId, std::vector<Wait>>& waits,
                           std::chrono::steady_clock::time_point now) const;
@@ -374,6 +401,14 @@ std::string describe_call(const wire::Collective& c);
 
 // The status as the lines an operator reads.
 std::string format_status(const nlohmann::json& status);
+
+template <typename Pending>
+void Job::fail_rendezvous(Pending& pending, wire::Status code, const std::string& why) {
+  pending.failure = why;
+  for (auto& a : pending.arrivals)
+    if (a) reply_error(a->client, a->request_id, code, why);
+  // Arrivals stay, so a rank arriving late is told `failure` rather than taken for a repeat.
+}
 
 template <typename Msg>
 void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk) {

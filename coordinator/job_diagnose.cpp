@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "job.h"
@@ -54,7 +55,7 @@ std::map<ClientId, std::vector<Job::Wait>> Job::waits() const {
     const int nranks = static_cast<int>(comm.members.size());
     for (const auto& [seq, op] : comm.ops) {
       if (!op.failure.empty() || op.arrived == nranks) continue;
-      Wait w{comm.id, seq, false, describe_call(op.first), {}, op.first_at};
+      Wait w{comm.id, fmt::format("{} #{} on communicator {}", describe_call(op.first), seq, comm.id), {}, op.first_at};
       for (int r = 0; r < nranks; ++r)
         if (!op.request_ids[r]) w.missing.push_back(r);
       for (int r = 0; r < nranks; ++r) {
@@ -68,10 +69,55 @@ std::map<ClientId, std::vector<Job::Wait>> Job::waits() const {
       const bool sender_waits = p.send_request != 0;
       const int waiting = sender_waits ? src : dst, absent = sender_waits ? dst : src;
       out[comm.members[waiting].client].push_back(
-          {comm.id, pair_seq, true, describe_call(sender_waits ? p.send : p.recv), {absent}, p.first_at});
+          {comm.id, fmt::format("{} #{} on communicator {}", describe_call(sender_waits ? p.send : p.recv), pair_seq, comm.id),
+           {absent}, p.first_at});
     }
   }
+  // Every rank that arrived waits for the ranks that did not; `excluded` ranks are not expected.
+  auto add = [&](uint64_t comm, const std::string& where, const auto& arrivals, const std::vector<int>& excluded) {
+    Wait w{comm, where, {}, {}};
+    for (int r = 0; r < static_cast<int>(arrivals.size()); ++r)
+      if (!arrivals[r] && !std::binary_search(excluded.begin(), excluded.end(), r)) w.missing.push_back(r);
+    for (const auto& a : arrivals) {
+      if (!a) continue;
+      w.since = a->at;
+      out[a->client].push_back(w);
+    }
+  };
+  for (const auto& [key, init] : pending_inits_)
+    if (init.failure.empty() && init.arrived > 0) add(0, init_label(init), init.arrivals, {});
+  for (const auto& [key, split] : pending_splits_)
+    if (split.failure.empty() && split.arrived > 0)
+      add(key.first, fmt::format("ncclCommSplit #{} of communicator {}", key.second, key.first), split.arrivals, {});
+  for (const auto& [key, shrink] : pending_shrinks_)
+    if (shrink.failure.empty() && shrink.arrived > 0)
+      add(key.first, fmt::format("ncclCommShrink #{} of communicator {}", key.second, key.first), shrink.arrivals,
+          shrink.excluded);
   return out;
+}
+
+std::string Job::init_label(const PendingInit& init) {
+  return fmt::format("ncclCommInitRank of {}a {}-rank communicator", init.name.empty() ? "" : "'" + init.name + "', ",
+                     init.nranks);
+}
+
+std::string Job::last_post(const Client& c) const {
+  switch (c.last_posted) {
+    case Posted::kCollective:
+      return fmt::format("{} #{} on communicator {}", wire::coll_type_name(c.last_coll), c.last_seq, c.last_comm);
+    case Posted::kInit: return "ncclCommInitRank";
+    case Posted::kSplit: return fmt::format("ncclCommSplit #{} of communicator {}", c.last_seq, c.last_comm);
+    case Posted::kShrink: return fmt::format("ncclCommShrink #{} of communicator {}", c.last_seq, c.last_comm);
+    case Posted::kNothing: break;
+  }
+  return "nothing";
+}
+
+void Job::note_post(Client& client, Posted what, uint64_t comm, uint64_t seq, Clock::time_point now) {
+  client.last_posted = what;
+  client.last_comm = comm;
+  client.last_seq = seq;
+  client.last_post_at = now;
 }
 
 std::string Job::doing(ClientId id, const std::map<ClientId, std::vector<Wait>>& waits, Clock::time_point now) const {
@@ -82,13 +128,12 @@ std::string Job::doing(ClientId id, const std::map<ClientId, std::vector<Wait>>&
   if (w != waits.end()) {
     std::string out;
     for (const Wait& wait : w->second)
-      out += fmt::format("{}waits in {} #{} on communicator {} for {} ({:.1f} s)", out.empty() ? "" : "; ", wait.call,
-                         wait.seq, wait.comm, plural_ranks(wait.missing), seconds_since(wait.since, now));
+      out += fmt::format("{}waits in {} for {} ({:.1f} s)", out.empty() ? "" : "; ", wait.where,
+                         plural_ranks(wait.missing), seconds_since(wait.since, now));
     return out;
   }
-  if (c.collectives == 0) return "has posted no operation yet";
-  return fmt::format("is idle: last posted {} #{} on communicator {}, {:.1f} s ago", wire::coll_type_name(c.last_coll),
-                     c.last_seq, c.last_comm, seconds_since(c.last_post_at, now));
+  if (c.last_posted == Posted::kNothing) return "has posted no operation yet";
+  return fmt::format("is idle: last posted {}, {:.1f} s ago", last_post(c), seconds_since(c.last_post_at, now));
 }
 
 std::string Job::whereabouts(const Comm& comm, int rank, const std::map<ClientId, std::vector<Wait>>& waits,
@@ -109,11 +154,13 @@ std::vector<ClientId> Job::deadlocked(const std::map<ClientId, std::vector<Wait>
     changed = false;
     for (auto it = stuck.begin(); it != stuck.end();) {
       bool closed = true;
-      for (const Wait& w : waits.at(*it))
-        for (int r : w.missing) {
-          const Member& m = comms_.at(w.comm).members[r];
-          closed = closed && !m.destroyed && m.client != *it && stuck.count(m.client);
+      for (const Wait& w : waits.at(*it)) {
+        closed = closed && w.comm != 0;  // an init waits for ranks that may not have connected yet
+        for (int r = 0; closed && r < static_cast<int>(w.missing.size()); ++r) {
+          const Member& m = comms_.at(w.comm).members[w.missing[r]];
+          closed = !m.destroyed && m.client != *it && stuck.count(m.client);
         }
+      }
       if (closed) {
         ++it;
       } else {
@@ -166,6 +213,68 @@ void Job::break_deadlock(const std::vector<ClientId>& ranks, const std::map<Clie
       it = comm.p2p.erase(it);
     }
   }
+  // Splits and shrinks the stuck ranks wait in.
+  auto holds_stuck = [&](const auto& arrivals) {
+    return std::any_of(arrivals.begin(), arrivals.end(), [&](const auto& a) { return a && stuck.count(a->client); });
+  };
+  for (auto& [key, split] : pending_splits_)
+    if (split.failure.empty() && holds_stuck(split.arrivals)) fail_rendezvous(split, Status::kInvalidUsage, why);
+  for (auto& [key, shrink] : pending_shrinks_)
+    if (shrink.failure.empty() && holds_stuck(shrink.arrivals)) fail_rendezvous(shrink, Status::kInvalidUsage, why);
+}
+
+std::pair<std::string, std::string> Job::global_rank_state(int rank, const std::map<ClientId, std::vector<Wait>>& waits,
+                                                           Clock::time_point now) const {
+  for (const auto& [id, c] : clients_)
+    if (c.greeted && !c.observer && c.global_rank == rank) return {describe_client(id), doing(id, waits, now)};
+  return {"", "has not connected to the coordinator"};
+}
+
+void Job::check_regroup_timeouts(Clock::time_point now, const std::map<ClientId, std::vector<Wait>>& all,
+                                 const std::function<void(const std::string&)>& announce) {
+  const auto too_old = now - rendezvous_timeout_;
+  const double seconds = rendezvous_timeout_.count() / 1000.0;
+  // Counts the timeout and fails the rendezvous; `missing` says where each absent rank is.
+  auto expire = [&](auto& pending, const std::string& what, const std::string& missing) {
+    std::vector<int> arrived;
+    for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
+      if (pending.arrivals[r]) {
+        arrived.push_back(r);
+        ++clients_[pending.arrivals[r]->client].timeouts;
+      }
+    std::string why = fmt::format("rendezvous timeout after {:.0f} s in {}: {} waited for the others{}", seconds, what,
+                                  plural_ranks(arrived), missing);
+    announce(why);
+    ++rendezvous_timeouts_;
+    fail_rendezvous(pending, Status::kRemoteError, why);
+  };
+  for (auto& [key, init] : pending_inits_) {
+    if (!init.failure.empty() || init.arrived == 0 || init.first_at > too_old) continue;
+    // A communicator over the whole world numbers its ranks as the job does: say where each is.
+    const bool world = init.nranks == cluster_.world_size();
+    std::string missing;
+    for (int r = 0; r < init.nranks; ++r)
+      if (!init.arrivals[r]) {
+        auto [who, state] = world ? global_rank_state(r, all, now) : std::pair<std::string, std::string>{"", "never called it"};
+        missing += fmt::format("; rank {} {}{}", r, who.empty() ? "" : "(" + who + ") ", state);
+      }
+    expire(init, init_label(init), missing);
+  }
+  auto expire_regroup = [&](auto& pending, uint64_t comm_id, const std::string& what, const std::vector<int>& excluded) {
+    const Comm& comm = comms_.at(comm_id);
+    std::string missing;
+    for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
+      if (!pending.arrivals[r] && !std::binary_search(excluded.begin(), excluded.end(), r))
+        missing += "; " + whereabouts(comm, r, all, now);
+    expire(pending, what, missing);
+  };
+  for (auto& [key, split] : pending_splits_)
+    if (split.failure.empty() && split.arrived > 0 && split.first_at <= too_old)
+      expire_regroup(split, key.first, fmt::format("ncclCommSplit #{} of communicator {}", key.second, key.first), {});
+  for (auto& [key, shrink] : pending_shrinks_)
+    if (shrink.failure.empty() && shrink.arrived > 0 && shrink.first_at <= too_old)
+      expire_regroup(shrink, key.first, fmt::format("ncclCommShrink #{} of communicator {}", key.second, key.first),
+                     shrink.excluded);
 }
 
 void Job::check_timeouts(Clock::time_point now) {
@@ -182,6 +291,7 @@ void Job::check_timeouts(Clock::time_point now) {
     printed = true;
     fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
   };
+  check_regroup_timeouts(now, all, announce);
   for (auto& [id, comm] : comms_) {
     const int nranks = static_cast<int>(comm.members.size());
     for (auto& [seq, op] : comm.ops) {
@@ -274,14 +384,59 @@ nlohmann::json Job::status(Clock::time_point now) const {
     if (!comm.failure.empty()) entry["failure"] = comm.failure;
     comms.push_back(entry);
   }
+  // Inits, splits and shrinks under way: who arrived, and where each missing rank is.
+  json rendezvous = json::array();
+  auto add_rendezvous = [&](const std::string& what, const auto& arrivals, Clock::time_point first_at,
+                            const std::vector<int>& excluded, const std::function<json(int)>& missing_rank) {
+    if (rendezvous.size() >= kMaxListedComms) return;
+    std::vector<int> arrived, missing;
+    for (int r = 0; r < static_cast<int>(arrivals.size()); ++r)
+      if (arrivals[r]) arrived.push_back(r);
+      else if (!std::binary_search(excluded.begin(), excluded.end(), r)) missing.push_back(r);
+    json listed = json::array();
+    for (size_t i = 0; i < missing.size() && i < kMaxListedMissing; ++i) listed.push_back(missing_rank(missing[i]));
+    rendezvous.push_back({{"call", what}, {"waiting_s", seconds_since(first_at, now)}, {"arrived", ranges(arrived)},
+                          {"missing_count", missing.size()}, {"missing", listed}});
+  };
+  auto member_of = [&](uint64_t comm_id) {
+    return [&, comm_id](int r) -> json {
+      const Member& m = comms_.at(comm_id).members[r];
+      return {{"rank", r}, {"who", describe_client(m.client)},
+              {"doing", m.destroyed ? "has left the communicator" : doing(m.client, all, now)}};
+    };
+  };
+  for (const auto& [key, init] : pending_inits_) {
+    if (!init.failure.empty() || init.arrived == 0) continue;
+    const bool world = init.nranks == cluster_.world_size();
+    add_rendezvous(init_label(init), init.arrivals, init.first_at, {}, [&](int r) -> json {
+      auto [who, state] = world ? global_rank_state(r, all, now) : std::pair<std::string, std::string>{"", "has not called it"};
+      return {{"rank", r}, {"who", who}, {"doing", state}};
+    });
+  }
+  for (const auto& [key, split] : pending_splits_)
+    if (split.failure.empty() && split.arrived > 0)
+      add_rendezvous(fmt::format("ncclCommSplit #{} of communicator {}", key.second, key.first), split.arrivals,
+                     split.first_at, {}, member_of(key.first));
+  for (const auto& [key, shrink] : pending_shrinks_)
+    if (shrink.failure.empty() && shrink.arrived > 0)
+      add_rendezvous(fmt::format("ncclCommShrink #{} of communicator {}", key.second, key.first), shrink.arrivals,
+                     shrink.first_at, shrink.excluded, member_of(key.first));
+
   json ranks = json::array();
   int64_t connected = 0;
+  std::vector<bool> seen(cluster_.world_size(), false);
   for (const auto& [id, c] : clients_) {
     if (!c.greeted || c.observer) continue;
     connected += !c.disconnected;
+    if (c.global_rank >= 0 && c.global_rank < cluster_.world_size()) seen[c.global_rank] = true;
     if (ranks.size() < kMaxListedRanks)
       ranks.push_back({{"global_rank", c.global_rank}, {"who", describe_client(id)}, {"doing", doing(id, all, now)}});
   }
+  // Ranks of the world no process has claimed (by RANK or a world-wide init): not started, or
+  // dead before their first NCCL call.
+  std::vector<int> never;
+  for (int r = 0; r < cluster_.world_size(); ++r)
+    if (!seen[r]) never.push_back(r);
   return {{"uptime_s", std::chrono::duration<double>(std::chrono::system_clock::now() - started_).count()},
           {"world_size", cluster_.world_size()},
           {"ranks_connected", connected},
@@ -291,6 +446,8 @@ nlohmann::json Job::status(Clock::time_point now) const {
           {"deadlock_timeout_s", deadlock_timeout_.count() / 1000.0},
           {"communicators", comms},
           {"communicators_not_waiting", quiet_comms},
+          {"rendezvous", rendezvous},
+          {"ranks_never_connected", never},
           {"ranks", ranks},
           {"deadlocks", deadlocks_}};
 }
@@ -300,7 +457,14 @@ std::string format_status(const nlohmann::json& s) {
                                 s["ranks_connected"].get<int64_t>(), s["world_size"].get<int>(),
                                 s["operations_completed"].get<uint64_t>(), s["modeled_ms"].get<double>(),
                                 s["uptime_s"].get<double>());
-  if (s["communicators"].empty()) out += "no operation is waiting\n";
+  if (s["communicators"].empty() && s["rendezvous"].empty()) out += "no operation is waiting\n";
+  for (const auto& w : s["rendezvous"]) {
+    out += fmt::format("{}: waiting {:.1f} s; arrived: {}; missing {}:\n", w["call"].get<std::string>(),
+                       w["waiting_s"].get<double>(), w["arrived"].get<std::string>(), w["missing_count"].get<size_t>());
+    for (const auto& m : w["missing"])
+      out += fmt::format("    rank {} {}{}\n", m["rank"].get<int>(), m["who"].get<std::string>().empty() ? "" :
+                         m["who"].get<std::string>() + " ", m["doing"].get<std::string>());
+  }
   for (const auto& c : s["communicators"]) {
     out += fmt::format("communicator {} '{}' ({} ranks, {} operations completed)\n", c["id"].get<uint64_t>(),
                        c["name"].get<std::string>(), c["nranks"].get<int>(), c["completed"].get<uint64_t>());
@@ -318,6 +482,8 @@ std::string format_status(const nlohmann::json& s) {
   if (!s["ranks"].empty()) out += "ranks:\n";
   for (const auto& r : s["ranks"])
     out += fmt::format("  {} {}\n", r["who"].get<std::string>(), r["doing"].get<std::string>());
+  if (!s["ranks_never_connected"].empty())
+    out += fmt::format("  never connected: {}\n", plural_ranks(s["ranks_never_connected"].get<std::vector<int>>()));
   for (const auto& d : s["deadlocks"]) out += fmt::format("found earlier: {}\n", d.get<std::string>());
   return out;
 }

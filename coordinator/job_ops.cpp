@@ -128,10 +128,10 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
     (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
   }
   ++client.collectives;
-  client.last_comm = msg.comm_id, client.last_seq = msg.seq, client.last_coll = msg.coll;
   // One clock reading per arrival: for where-is-it diagnoses, wait times and timeouts.
   const auto now = std::chrono::steady_clock::now();
-  client.last_post_at = now;
+  client.last_coll = msg.coll;
+  note_post(client, Posted::kCollective, msg.comm_id, msg.seq, now);
   if (is_point_to_point(msg.coll))
     handle_p2p(*comm, id, msg, std::move(rank), request_id, now);
   else

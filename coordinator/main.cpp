@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -34,6 +35,15 @@ void write_file(const std::string& path, const std::string& text) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(fmt::format("cannot rename {} to {}", tmp, path));
 }
 
+// Fails at start, not after the job, when the report could not be written where asked.
+void check_writable(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::runtime_error(fmt::format("cannot write the report {}: directory {} {}", path, dir,
+                                         errno == ENOENT ? "does not exist" : "is not writable"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,6 +55,7 @@ int main(int argc, char** argv) {
   std::string report_path = env_or("FAKEGPU_CLUSTER_REPORT_PATH", "");
   std::string ready_file;
   bool check_only = false;
+  bool exit_with_parent = false;
   bool print_layout = false;
   app.add_option("--transport", transport, "unix or tcp [env FAKEGPU_COORDINATOR_TRANSPORT]")->capture_default_str();
   app.add_option("--address", address,
@@ -54,6 +65,8 @@ int main(int argc, char** argv) {
   app.add_option("--report", report_path, "where to write the JSON cluster report on shutdown [env FAKEGPU_CLUSTER_REPORT_PATH]");
   app.add_option("--ready-file", ready_file, "write the bound address here once listening (for launchers)");
   app.add_flag("--check-config", check_only, "validate the cluster config, print a summary and exit");
+  app.add_flag("--exit-with-parent", exit_with_parent,
+               "write the report and exit when the process that started this one is gone (a killed launcher)");
   app.add_flag("--print-layout", print_layout, "validate the cluster config, print its nodes and ranks as JSON and exit");
   app.set_version_flag("--version", FAKEGPU_VERSION);
   bool status_json = false;
@@ -84,19 +97,34 @@ int main(int argc, char** argv) {
       return 0;
     }
     Endpoint endpoint = parse_endpoint(transport, address);
+    if (!report_path.empty()) check_writable(report_path);
 
     asio::io_context io;
     coord::Server server(io, endpoint, cluster, cluster_path, token);
     // Signals first: a launcher may stop us as soon as the ready file appears.
     const bool live = isatty(STDERR_FILENO);
     asio::signal_set signals(io, SIGINT, SIGTERM);
-    signals.async_wait([&](asio::error_code, int sig) {
-      fmt::print("fakegpu-coordinator: received {}, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    auto shut_down = [&](const std::string& why) {
+      fmt::print("fakegpu-coordinator: {}, shutting down\n", why);
       std::fflush(stdout);
       if (live) fmt::print(stderr, "\n");
       server.stop();
       io.stop();
-    });
+    };
+    signals.async_wait([&](asio::error_code, int sig) { shut_down(sig == SIGINT ? "received SIGINT" : "received SIGTERM"); });
+    // A launcher killed with SIGKILL cannot stop us: notice that our parent changed, as it does
+    // when ours exits, and end the job as if it had asked.
+    asio::steady_timer parent_watch(io);
+    const pid_t parent = getppid();
+    std::function<void()> watch_parent = [&] {
+      parent_watch.expires_after(std::chrono::milliseconds(200));
+      parent_watch.async_wait([&](asio::error_code ec) {
+        if (ec) return;
+        if (getppid() != parent) return shut_down(fmt::format("the launcher (pid {}) is gone", parent));
+        watch_parent();
+      });
+    };
+    if (exit_with_parent) watch_parent();
     fmt::print("fakegpu-coordinator: listening on {}:{} (cluster '{}', world size {})\n", transport_name(endpoint.transport),
                server.bound_address(), cluster.name, cluster.world_size());
     std::fflush(stdout);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <utility>
 
 #include "control_ring.h"
 #include "payload_stream.h"
@@ -587,6 +588,18 @@ void Server::accept_loop(Acceptor& acceptor) {
       sessions_[id] = session;
       job_.on_connect(id);
       session->start();
+    } else if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec == asio::error::no_memory ||
+               ec == asio::error::no_buffer_space) {
+      // Out of descriptors or memory: retrying at once would spin. Say so once, and try again
+      // shortly; the connection waits in the listen backlog meanwhile.
+      static bool said = false;
+      if (!std::exchange(said, true))
+        fmt::print(stderr, "fakegpu-coordinator: cannot accept a connection: {}; retrying every 100 ms\n", ec.message());
+      auto retry = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(100));
+      retry->async_wait([this, &acceptor, retry](asio::error_code) {
+        if (!stopped_) accept_loop(acceptor);
+      });
+      return;
     }
     accept_loop(acceptor);
   });

@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -10,15 +11,18 @@ from pathlib import Path
 
 from . import __version__
 from .configs import launcher_world_size, write_single_node_config
-from .coordinator import Coordinator, answers
-from .daemon import cmd_coordinator, register_job
-from .launch import rank_environment, run_all, run_ranks, virtual_nodes_value
+from .coordinator import Coordinator, answers, resolve_transport
+from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
+from .failures import failure_table
+from .launch import rank_environment, rank_launches, virtual_nodes_value
 from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
+from .supervise import Interrupted, Launch, interruptible, supervise
 from .torchrun import free_port, per_node_launches
 
 SUBCOMMANDS = ("demo", "validate", "report", "model", "coordinator")
+DEFAULT_REPORT = "fakegpu-cluster-report.json"
 
 
 def env_default(name, fallback=None):
@@ -38,15 +42,17 @@ def main_parser():
                    choices=("simulate", "proxy", "passthrough"), help="distributed mode [FAKEGPU_DIST_MODE]")
     p.add_argument("--cluster-config", default=env_default("FAKEGPU_CLUSTER_CONFIG"),
                    help="cluster YAML [FAKEGPU_CLUSTER_CONFIG]; default: one node with --nproc (or 8) GPUs")
-    p.add_argument("--coordinator-transport", default=env_default("FAKEGPU_COORDINATOR_TRANSPORT", "unix"),
-                   choices=("unix", "tcp"), help="[FAKEGPU_COORDINATOR_TRANSPORT]")
+    p.add_argument("--coordinator-transport", default=env_default("FAKEGPU_COORDINATOR_TRANSPORT"),
+                   choices=("unix", "tcp"),
+                   help="[FAKEGPU_COORDINATOR_TRANSPORT]; default: tcp for a host:port address, otherwise unix")
     p.add_argument("--coordinator-addr", default=env_default("FAKEGPU_COORDINATOR_ADDR"),
                    help="absolute socket path or host:port [FAKEGPU_COORDINATOR_ADDR]; a coordinator already "
                         "answering there is used as is, otherwise fgpu starts one")
     p.add_argument("--device-count", type=int, default=env_default("FAKEGPU_DEVICE_COUNT"),
                    help="fake devices each process sees [FAKEGPU_DEVICE_COUNT]")
-    p.add_argument("--report", default=env_default("FAKEGPU_CLUSTER_REPORT_PATH", "fakegpu-cluster-report.json"),
-                   help="JSON cluster report path [FAKEGPU_CLUSTER_REPORT_PATH]")
+    p.add_argument("--report", default=env_default("FAKEGPU_CLUSTER_REPORT_PATH"),
+                   help=f"JSON cluster report path [FAKEGPU_CLUSTER_REPORT_PATH]; default: {DEFAULT_REPORT}, or "
+                        f"{Path(DEFAULT_REPORT).stem}.PID.json while a running job writes that one")
     p.add_argument("--nproc", type=int, help="start N copies of COMMAND as ranks 0..N-1 (sets RANK, WORLD_SIZE, "
                                              "LOCAL_RANK); without it COMMAND is run once, e.g. torchrun or mpirun")
     p.add_argument("--version", action="version", version=f"fgpu {__version__}")
@@ -64,7 +70,48 @@ def node_layout(cluster_config: str):
     return [node["id"] for node in nodes], [node["ranks"] for node in nodes]
 
 
+def choose_report(given) -> Path:
+    """The report's path, checked before anything starts: its directory must be writable, and no
+    job still running may be writing the same file. The default name then gets this job's pid."""
+    path = Path(given or DEFAULT_REPORT).resolve()
+    what = f"--report {given}" if given else f"the report {path}"
+    if not path.parent.is_dir():
+        raise SetupError(f"{what}: directory {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise SetupError(f"{what}: directory {path.parent} is not writable")
+    owner = report_owner(path)
+    if owner and given:
+        raise SetupError(f"{what} is being written by a job still running ({owner}): choose another path")
+    if owner:
+        unique = path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")
+        print(f"fgpu: {path.name} belongs to a job still running ({owner}); this job's report is {unique.name}",
+              file=sys.stderr)
+        return unique
+    return path
+
+
+def check_is_coordinator(transport: str, address: str):
+    """Something answers at the address: make sure it is a fakegpu coordinator this build speaks to."""
+    if status_json(transport, address) is None:
+        why = live_status(transport, address).strip()
+        raise SetupError(f"something answers at {transport}:{address}, but not as a fakegpu coordinator this build "
+                         f"can use ({why}); choose another --coordinator-addr, or leave it out to start one")
+
+
 def run_job(args, quiet_summary=False) -> int:
+    """Runs the job; SIGINT and SIGTERM stop it cleanly, with the report written."""
+    workdir = tempfile.mkdtemp(prefix="fakegpu-job-")  # what fgpu writes for this job alone
+    try:
+        with interruptible():
+            return run_job_in(args, Path(workdir), quiet_summary)
+    except Interrupted as e:  # before the ranks started, or while stopping: nothing more to report
+        print(f"fgpu: {e}", file=sys.stderr)
+        return 128 + e.signum
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_job_in(args, workdir: Path, quiet_summary) -> int:
     gpus = check_modes(args.mode, args.dist_mode)
     if gpus and args.device_count:
         raise SetupError(f"--device-count sets how many fake devices a rank sees; with --mode {args.mode} "
@@ -73,19 +120,29 @@ def run_job(args, quiet_summary=False) -> int:
         args.command = args.command[1:]
     if not args.command:
         raise SetupError("no command given (try: fgpu --nproc 2 ./program, or fgpu demo)")
+    transport = resolve_transport(args.coordinator_transport, args.coordinator_addr)
     # Without a cluster config: one node with as many GPUs as the launcher starts ranks.
     world = args.nproc or launcher_world_size(args.command) or args.device_count or 8
-    config = args.cluster_config or write_single_node_config(world)
-    report = str(Path(args.report).resolve())
+    config = args.cluster_config or write_single_node_config(world, directory=workdir)
     owned = None
     address = args.coordinator_addr
     registration = None
-    if not (address and answers(args.coordinator_transport, address)):
-        owned = Coordinator(config, args.coordinator_transport, address, report).start()
+    report = None
+    if address and answers(transport, address):
+        check_is_coordinator(transport, address)
+    else:
+        report = choose_report(args.report)
+        owned = Coordinator(config, transport, address, report).start()
         address = owned.address
-        registration = register_job(owned, args.command)
-    env = rank_environment(os.environ, args.coordinator_transport, address, str(Path(config).resolve()),
-                           args.device_count, args.mode)
+        registration = register_job(owned, args.command, report)
+    env = rank_environment(os.environ, transport, address, str(Path(config).resolve()), args.device_count, args.mode)
+    live = {}
+
+    def before_stop():
+        """Where every rank is, printed and kept for the failure table, before fgpu stops them."""
+        print(f"fgpu: where every rank is:\n{live_status(transport, address)}", end="", file=sys.stderr)
+        live.update(status_json(transport, address) or {})
+
     try:
         names, nodes = node_layout(config)
         if gpus:
@@ -101,13 +158,15 @@ def run_job(args, quiet_summary=False) -> int:
             # As torchrun does: torch's env:// rendezvous on this host, unless the caller chose one.
             env.setdefault("MASTER_ADDR", "127.0.0.1")
             env.setdefault("MASTER_PORT", str(free_port()))
-            code = run_ranks(args.command, nodes, env, names if several else None)
-        elif several and (launches := per_node_launches(args.command, names, nodes, env)):
-            code = run_all(launches)  # one torchrun per node
+            launches = rank_launches(args.command, nodes, env, names if several else None)
+        elif several and (per_node := per_node_launches(args.command, names, nodes, env)):
+            launches = [Launch(cmd, node_env, f"{name}'s {Path(cmd[0]).name}", node=name)  # one torchrun per node
+                        for (cmd, node_env), name in zip(per_node, names)]
         else:
             if several:  # each rank takes its node as it starts
                 env["FAKEGPU_VIRTUAL_NODES"] = virtual_nodes_value(names, nodes)
-            code = subprocess.call(args.command, env=env)
+            launches = [Launch(args.command, env, "the command")]
+        outcome = supervise(launches, before_stop=before_stop)
     except OSError as e:  # the command does not exist or cannot be run
         raise SetupError(f"cannot run {args.command[0]}: {e.strerror}") from e
     finally:
@@ -117,12 +176,17 @@ def run_job(args, quiet_summary=False) -> int:
             stop_code = owned.stop()
             if stop_code != 0:
                 print(f"fgpu: the coordinator exited with {stop_code}:\n{owned.output()}", file=sys.stderr)
-    if owned and Path(report).exists():
+    code = outcome.code
+    written = load(report) if owned and report.exists() else {}
+    if written:
         print(f"fgpu: cluster report written to {report}")
         if not quiet_summary:
-            print(summarize(load(report)))
+            print(summarize(written))
     elif owned:
         print(f"fgpu: no report was written; coordinator output:\n{owned.output()}", file=sys.stderr)
+        code = code or 1
+    if outcome.code != 0:
+        print(failure_table(outcome, live, written), file=sys.stderr)
     return code
 
 
@@ -135,14 +199,15 @@ def cmd_demo(argv) -> int:
     p.add_argument("--iters", type=int, default=3)
     a = p.parse_args(argv)
     Path(a.report).parent.mkdir(parents=True, exist_ok=True)
-    id_file = Path(tempfile.mkdtemp(prefix="fakegpu-demo-")) / "unique-id"
-    args = main_parser().parse_args([
-        "--cluster-config", str(REPO_ROOT / "configs" / "demo_2node_16gpu.yaml"),
-        "--coordinator-transport", a.coordinator_transport, "--report", a.report, "--nproc", "16",
-        str(built("nccl_check")), str(id_file), "--count", "65536", "--iters", str(a.iters), "--tp", "8"])
-    args.mode = args.dist_mode = "simulate"
-    args.coordinator_addr = None
-    code = run_job(args)
+    with tempfile.TemporaryDirectory(prefix="fakegpu-demo-") as tmp:
+        args = main_parser().parse_args([
+            "--cluster-config", str(REPO_ROOT / "configs" / "demo_2node_16gpu.yaml"),
+            "--coordinator-transport", a.coordinator_transport, "--report", a.report, "--nproc", "16",
+            str(built("nccl_check")), str(Path(tmp) / "unique-id"), "--count", "65536", "--iters", str(a.iters),
+            "--tp", "8"])
+        args.mode = args.dist_mode = "simulate"
+        args.coordinator_addr = None
+        code = run_job(args)
     print("fgpu demo: " + ("all 16 ranks verified every element" if code == 0 else f"FAILED (exit code {code})"))
     return code
 

@@ -6,6 +6,7 @@ Coordinators that `fgpu COMMAND` starts for one job register beside it while the
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 from .configs import write_single_node_config
-from .coordinator import Coordinator, answers
+from .coordinator import Coordinator, answers, resolve_transport
 from .paths import built
 
 
@@ -27,13 +28,36 @@ def job_state_file(pid: int) -> Path:
     return Path(default_state_file()).parent / "jobs" / f"{pid}.json"
 
 
-def register_job(coord, command) -> Path:
+def register_job(coord, command, report) -> Path:
     path = job_state_file(os.getpid())
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     state = {"pid": coord.process.pid, "transport": coord.transport, "address": coord.address,
-             "command": " ".join(command)}
+             "command": " ".join(command), "report": str(report), "launcher": os.getpid()}
     path.write_text(json.dumps(state) + "\n")
     return path
+
+
+def report_owner(report: Path):
+    """Who writes `report` now: "fgpu pid N" for a job still running, "the shared coordinator"
+    for the one `fgpu coordinator start` runs; None when nobody does."""
+    state_file = default_state_file()
+    for job in running_jobs(state_file):
+        if job.get("report") == str(report):
+            return f"fgpu pid {job['launcher']}"
+    state = read_state(state_file)
+    if running(state) and state.get("report") == str(report):
+        return f"the shared coordinator, pid {state['pid']}"
+    return None
+
+
+def status_json(transport: str, address: str):
+    """The coordinator's status as a dict, or None when it does not answer as one."""
+    try:
+        out = subprocess.run([str(built("fakegpu-coordinator")), "status", "--json", "--transport", transport,
+                              "--address", address], capture_output=True, text=True, timeout=10)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    except (subprocess.TimeoutExpired, ValueError):
+        return None
 
 
 def running_jobs(state_file: str):
@@ -74,7 +98,10 @@ def read_state(path: str):
 
 
 def running(state) -> bool:
-    return bool(state) and alive(state["pid"]) and answers(state["transport"], state["address"])
+    """The coordinator is up, and so is the fgpu that started it for a job (a coordinator outlives
+    its launcher by no more than a moment)."""
+    return (bool(state) and alive(state["pid"]) and ("launcher" not in state or alive(state["launcher"]))
+            and answers(state["transport"], state["address"]))
 
 
 def start(a) -> int:
@@ -82,12 +109,16 @@ def start(a) -> int:
     if running(state):
         print(f"fgpu coordinator: already running at {state['address']} (pid {state['pid']})")
         return 1
-    config = a.cluster_config or write_single_node_config(8)
     report = str(Path(a.report).resolve())
     Path(report).parent.mkdir(parents=True, exist_ok=True)
-    coord = Coordinator(config, a.coordinator_transport, a.coordinator_addr, report, detach=True).start()
+    # Its private directory (socket, log, and the default cluster config) goes when it is stopped.
+    coord = Coordinator(a.cluster_config or "", transport_of(a), a.coordinator_addr, report, detach=True)
+    if not a.cluster_config:
+        coord.cluster_config = write_single_node_config(8, directory=coord.private_dir)
+    coord.start()
     state = {"pid": coord.process.pid, "transport": coord.transport, "address": coord.address,
-             "cluster_config": str(Path(config).resolve()), "report": report, "log": str(coord.log_path)}
+             "cluster_config": str(Path(coord.cluster_config).resolve()), "report": report,
+             "log": str(coord.log_path), "private_dir": coord.private_dir}
     Path(a.state_file).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     Path(a.state_file).write_text(json.dumps(state) + "\n")
     print(f"fgpu coordinator: running at {coord.address} (pid {coord.process.pid}); jobs reach it with")
@@ -98,10 +129,10 @@ def start(a) -> int:
 
 def status(a) -> int:
     if a.coordinator_addr:  # any coordinator, named explicitly
-        if not answers(a.coordinator_transport, a.coordinator_addr):
+        if not answers(transport_of(a), a.coordinator_addr):
             print(f"fgpu coordinator: nothing answers at {a.coordinator_addr}")
             return 3
-        print(live_status(a.coordinator_transport, a.coordinator_addr), end="")
+        print(live_status(transport_of(a), a.coordinator_addr), end="")
         return 0
     state = read_state(a.state_file)
     jobs = running_jobs(a.state_file)
@@ -132,11 +163,19 @@ def stop(a, timeout=30.0) -> int:
     if alive(state["pid"]):
         print(f"fgpu coordinator: pid {state['pid']} did not stop within {timeout:.0f} s")
         return 1
+    log = Path(state["log"])
+    log_text = log.read_text() if log.exists() else ""
+    if state.get("private_dir"):
+        shutil.rmtree(state["private_dir"], ignore_errors=True)
     if not Path(state["report"]).exists():
-        print(f"fgpu coordinator: stopped, but wrote no report; its log: {state['log']}")
+        print(f"fgpu coordinator: stopped, but wrote no report; its log:\n{log_text}")
         return 1
     print(f"fgpu coordinator: stopped; report at {state['report']}")
     return 0
+
+
+def transport_of(a) -> str:
+    return resolve_transport(a.coordinator_transport, a.coordinator_addr)
 
 
 def cmd_coordinator(argv) -> int:
@@ -145,8 +184,8 @@ def cmd_coordinator(argv) -> int:
     p.add_argument("action", choices=("start", "stop", "status"))
     p.add_argument("--cluster-config", default=os.environ.get("FAKEGPU_CLUSTER_CONFIG"),
                    help="cluster YAML [FAKEGPU_CLUSTER_CONFIG]; default: one node of 8 GPUs")
-    p.add_argument("--coordinator-transport", default=os.environ.get("FAKEGPU_COORDINATOR_TRANSPORT", "unix"),
-                   choices=("unix", "tcp"))
+    p.add_argument("--coordinator-transport", default=os.environ.get("FAKEGPU_COORDINATOR_TRANSPORT") or None,
+                   choices=("unix", "tcp"), help="default: tcp for a host:port address, otherwise unix")
     p.add_argument("--coordinator-addr", default=os.environ.get("FAKEGPU_COORDINATOR_ADDR"),
                    help="socket path or host:port; default: a private socket (unix) or a free port (tcp). "
                         "With status: ask the coordinator at this address")

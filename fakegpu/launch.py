@@ -1,12 +1,9 @@
 """Environment for rank processes, and a small local launcher (like mpirun -np N)."""
 
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 from .paths import built
+from .supervise import GRACE_SECONDS, Launch, supervise
 
 
 def prepend(var: str, value: str, env: dict) -> str:
@@ -51,12 +48,11 @@ def virtual_nodes_value(node_names, nodes) -> str:
     return ";".join(f"{name}={spans(ranks)}" for name, ranks in zip(node_names, nodes))
 
 
-def run_ranks(command, nodes, env, node_names=None, grace_seconds=10.0):
-    """Starts one process per rank with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set.
+def rank_launches(command, nodes, env, node_names=None):
+    """One Launch per rank with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE set.
 
     nodes is a list of rank lists, one per node. With node_names (virtual nodes on this one
     machine) each rank also gets its node's name as FAKEGPU_HOSTNAME, the host it reports.
-    Returns the first non-zero exit code, or 0.
     """
     world = sum(len(n) for n in nodes)
     launches = []
@@ -65,37 +61,13 @@ def run_ranks(command, nodes, env, node_names=None, grace_seconds=10.0):
             # FAKEGPU_NODE gives each rank its node's devices and PCI domain in the fake runtime.
             rank_env = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local),
                             LOCAL_WORLD_SIZE=str(len(ranks)), GROUP_RANK=str(node_index), FAKEGPU_NODE=str(node_index))
+            node = node_names[node_index] if node_names else f"node{node_index}"
             if node_names:
-                rank_env["FAKEGPU_HOSTNAME"] = node_names[node_index]
-            launches.append((command, rank_env))
-    return run_all(launches, grace_seconds)
+                rank_env["FAKEGPU_HOSTNAME"] = node
+            launches.append(Launch(list(command), rank_env, f"rank {rank}", rank, node))
+    return launches
 
 
-def run_all(launches, grace_seconds=10.0):
-    """Runs (command, env) pairs side by side. Returns the first non-zero exit code, or 0.
-    When one fails, the others get grace_seconds to notice (the coordinator tells them) before
-    they are stopped."""
-    procs = [subprocess.Popen(command, env=env) for command, env in launches]
-    try:
-        first_failure = 0
-        deadline = None
-        while any(p.poll() is None for p in procs):
-            for p in procs:
-                if p.returncode not in (None, 0) and not first_failure:
-                    first_failure = p.returncode
-                    deadline = time.monotonic() + grace_seconds
-            if deadline and time.monotonic() > deadline:
-                for p in procs:
-                    if p.poll() is None:
-                        p.send_signal(signal.SIGTERM)
-                deadline = None
-            time.sleep(0.01)
-        for p in procs:
-            if p.returncode != 0 and not first_failure:
-                first_failure = p.returncode
-        return first_failure
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+def run_ranks(command, nodes, env, node_names=None, grace_seconds=GRACE_SECONDS) -> int:
+    """Runs one process per rank (rank_launches); returns the job's exit code."""
+    return supervise(rank_launches(command, nodes, env, node_names), grace_seconds).code

@@ -63,6 +63,7 @@ typedef struct CUevent_st* cudaEvent_t;
 typedef struct CUgraph_st* cudaGraph_t;
 typedef struct CUgraphExec_st* cudaGraphExec_t;
 typedef struct CUgraphNode_st* cudaGraphNode_t;
+typedef struct CUuserObject_st* cudaUserObject_t;
 typedef struct CUkern_st* cudaKernel_t;
 typedef struct CUmemPoolHandle_st* cudaMemPool_t;
 typedef void (*cudaHostFn_t)(void* userData);
@@ -128,6 +129,9 @@ enum cudaStreamCaptureMode {
   cudaStreamCaptureModeThreadLocal = 1,
   cudaStreamCaptureModeRelaxed = 2
 };
+
+enum cudaUserObjectFlags { cudaUserObjectNoDestructorSync = 0x1 };
+enum cudaUserObjectRetainFlags { cudaGraphUserObjectMove = 0x1 };
 
 /* The attributes fakegpu answers (numbering as in NVIDIA's header). */
 enum cudaDeviceAttr {
@@ -471,6 +475,15 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+/* Resources owned by graphs: destroy(ptr) runs once the program and every graph holding the
+ * object (instances included) have let it go. */
+cudaError_t cudaUserObjectCreate(cudaUserObject_t* object_out, void* ptr, cudaHostFn_t destroy,
+                                 unsigned int initialRefcount, unsigned int flags);
+cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count);
+cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count);
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                                      unsigned int flags);
+cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count);
 
 /* ---- kernels ---- */
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,

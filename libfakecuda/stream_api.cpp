@@ -20,12 +20,16 @@ using fakegpu::cuda::Graph;
 using fakegpu::cuda::guarded;
 using fakegpu::cuda::ModelClock;
 using fakegpu::cuda::Stream;
+using fakegpu::cuda::UserObject;
+using fakegpu::cuda::UserObjectRefs;
 
 namespace {
 
 struct Registry {
   std::mutex mu;
-  std::set<Stream*> streams;  // every live stream, per-thread default streams included
+  // Every live stream, per-thread default streams included. Shared with drain_device, which
+  // waits for streams outside the lock while cudaStreamDestroy may come.
+  std::map<Stream*, std::shared_ptr<Stream>> streams;
   // Shared with the work queued on streams (and graphs) that records or waits for an event:
   // cudaEventDestroy may come while such work is pending, and CUDA allows it.
   std::map<Event*, std::shared_ptr<Event>> events;
@@ -34,6 +38,7 @@ struct Registry {
   std::map<Stream*, Graph*> capturing;     // streams capturing, and into which graph
   std::map<Stream*, Graph*> capture_origin;  // the stream that began each capture
   std::map<Event*, Graph*> recorded_in;      // events recorded inside a capture
+  std::map<UserObject*, UserObjectRefs> user_objects;  // the program's references
 };
 Registry& registry() {
   static auto* r = new Registry;  // never destroyed: CUDA calls may come from static destructors
@@ -52,7 +57,7 @@ ModelClock& legacy_clock(int device) {
 // The calling thread's default stream for the current device (cudaStreamPerThread).
 Stream* per_thread_stream() {
   struct Owned {
-    std::map<int, std::unique_ptr<Stream>> by_device;
+    std::map<int, std::shared_ptr<Stream>> by_device;
     ~Owned() {
       std::lock_guard<std::mutex> lock(registry().mu);
       for (auto& [dev, s] : by_device) registry().streams.erase(s.get());
@@ -61,9 +66,9 @@ Stream* per_thread_stream() {
   thread_local Owned owned;
   auto& slot = owned.by_device[fakegpu::cuda::current_device()];
   if (!slot) {
-    slot = std::make_unique<Stream>(fakegpu::cuda::current_device(), true);
+    slot = std::make_shared<Stream>(fakegpu::cuda::current_device(), true);
     std::lock_guard<std::mutex> lock(registry().mu);
-    registry().streams.insert(slot.get());
+    registry().streams.emplace(slot.get(), slot);
   }
   return slot.get();
 }
@@ -110,20 +115,27 @@ void refuse_if_capturing(Stream* s) {
 }
 
 // Waits for the streams of a device; only the blocking ones when `blocking_only`. Returns the
-// latest modeled time among them.
-int64_t drain_device(int device, bool blocking_only) {
-  std::vector<Stream*> streams;
+// latest modeled time among them, and in *error (when given) the first error one of them holds.
+// A stream destroyed meanwhile stays alive until this is done with it.
+int64_t drain_device(int device, bool blocking_only, cudaError_t* error = nullptr) {
+  std::vector<std::shared_ptr<Stream>> streams;
   {
     std::lock_guard<std::mutex> lock(registry().mu);
-    for (Stream* s : registry().streams)
+    for (const auto& [key, s] : registry().streams)
       if (s->device() == device && (!blocking_only || s->blocking())) streams.push_back(s);
   }
   int64_t latest = 0;
-  for (Stream* s : streams) {
+  for (const auto& s : streams) {
     s->synchronize();
     latest = std::max(latest, s->clock().now_ns());
+    if (error && *error == cudaSuccess) *error = static_cast<cudaError_t>(s->error());
   }
   return latest;
+}
+
+// A stream's work failed: synchronising with it reports the error.
+void throw_stream_error(Stream* s) {
+  if (int e = s ? s->error() : 0) throw static_cast<cudaError_t>(e);
 }
 
 void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, bool marker,
@@ -168,10 +180,10 @@ FAKECUDA_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigne
   return guarded([&] {
     if (!stream) throw cudaErrorInvalidValue;
     fakegpu::cuda::current();  // there must be a device
-    auto* s = new Stream(fakegpu::cuda::current_device(), !(flags & cudaStreamNonBlocking));
+    auto s = std::make_shared<Stream>(fakegpu::cuda::current_device(), !(flags & cudaStreamNonBlocking));
     std::lock_guard<std::mutex> lock(registry().mu);
-    registry().streams.insert(s);
-    *stream = reinterpret_cast<cudaStream_t>(s);
+    registry().streams.emplace(s.get(), s);
+    *stream = reinterpret_cast<cudaStream_t>(s.get());
   });
 }
 
@@ -209,13 +221,19 @@ FAKECUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return guarded([&] {
     if (is_legacy(stream) || stream == cudaStreamPerThread) throw cudaErrorInvalidResourceHandle;
     Stream* s = resolve(stream);
+    std::shared_ptr<Stream> owned;
     {
       std::lock_guard<std::mutex> lock(registry().mu);
-      registry().streams.erase(s);
+      auto it = registry().streams.find(s);
+      if (it == registry().streams.end()) throw cudaErrorInvalidResourceHandle;  // destroyed meanwhile
+      owned = std::move(it->second);
+      registry().streams.erase(it);
       registry().capturing.erase(s);
       registry().capture_origin.erase(s);
     }
-    delete s;  // CUDA lets queued work finish; the destructor drains the queue first
+    // CUDA lets queued work finish: the last owner's release (here, or in a drain_device still
+    // waiting on the stream) drains the queue first.
+    owned.reset();
   });
 }
 
@@ -226,6 +244,7 @@ ModelClock& drain_stream(cudaStream_t stream) {
   refuse_if_capturing(s);
   if (s) {
     s->synchronize();
+    throw_stream_error(s);
     return s->clock();
   }
   ModelClock& clock = legacy_clock(fakegpu::cuda::current_device());
@@ -250,6 +269,7 @@ FAKECUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) {
   cudaError_t err = guarded([&] {
     Stream* s = resolve(stream);
     refuse_if_capturing(s);
+    throw_stream_error(s);
     if (s && !s->idle()) result = cudaErrorNotReady;
   });
   return err != cudaSuccess ? err : result;  // NotReady is not an error: it is not recorded
@@ -259,8 +279,10 @@ FAKECUDA_API cudaError_t cudaDeviceSynchronize(void) {
   return guarded([] {
     int device = fakegpu::cuda::current_device();
     ModelClock& clock = legacy_clock(device);
-    clock.raise_to(drain_device(device, /*blocking_only=*/false));
+    cudaError_t error = cudaSuccess;
+    clock.raise_to(drain_device(device, /*blocking_only=*/false, &error));
     fakegpu::cuda::host_clock().raise_to(clock.now_ns());
+    if (error != cudaSuccess) throw error;
   });
 }
 
@@ -399,6 +421,7 @@ FAKECUDA_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* 
   return guarded([&] {
     if (!graph) throw cudaErrorInvalidValue;
     Stream* s = resolve(stream);
+    std::unique_ptr<Graph> dropped;  // freed after the lock is released: its user objects may go
     std::lock_guard<std::mutex> lock(registry().mu);
     auto origin = registry().capture_origin.find(s);
     if (!s || origin == registry().capture_origin.end()) throw cudaErrorStreamCaptureUnmatched;
@@ -410,7 +433,7 @@ FAKECUDA_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* 
       it = it->second == g ? registry().recorded_in.erase(it) : std::next(it);
     if (g->invalidated) {
       registry().graphs.erase(g);
-      delete g;
+      dropped.reset(g);
       *graph = nullptr;
       throw cudaErrorStreamCaptureInvalidated;
     }
@@ -486,13 +509,20 @@ FAKECUDA_API cudaError_t cudaGraphCreate(cudaGraph_t* graph, unsigned int flags)
   });
 }
 
+namespace {
+// Takes a graph or instance out of `live` and frees it, outside the lock: releasing its user
+// objects runs their destructors, which are the program's code.
+void destroy_graph(std::set<Graph*>& live, void* handle) {
+  std::unique_ptr<Graph> owned;
+  std::lock_guard<std::mutex> lock(registry().mu);
+  auto* g = static_cast<Graph*>(handle);
+  if (!g || !live.erase(g)) throw cudaErrorInvalidResourceHandle;
+  owned.reset(g);
+}
+}  // namespace
+
 FAKECUDA_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
-  return guarded([&] {
-    Graph* g = resolve_in(registry().graphs, graph);
-    std::lock_guard<std::mutex> lock(registry().mu);
-    registry().graphs.erase(g);
-    delete g;
-  });
+  return guarded([&] { destroy_graph(registry().graphs, graph); });
 }
 
 // Node handles are 1-based positions in capture order.
@@ -514,8 +544,8 @@ FAKECUDA_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t
   return guarded([&] {
     if (!exec) throw cudaErrorInvalidValue;
     Graph* g = resolve_in(registry().graphs, graph);
+    std::lock_guard<std::mutex> lock(registry().mu);  // a capture may still add nodes to g
     auto* copy = new Graph(*g);
-    std::lock_guard<std::mutex> lock(registry().mu);
     registry().execs.insert(copy);
     *exec = reinterpret_cast<cudaGraphExec_t>(copy);
   });
@@ -530,6 +560,12 @@ FAKECUDA_API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stre
   return guarded([&] {
     Graph* g = resolve_in(registry().execs, exec);
     for (const auto& node : g->nodes) fakegpu::cuda::submit(stream, node.work, node.cost_ns, node.kind);
+    // The instance may be destroyed before this launch has run: the launch holds the user
+    // objects its nodes use until its last node is done.
+    if (g->user_objects.empty()) return;
+    std::vector<std::shared_ptr<UserObject>> held;
+    for (const auto& [key, refs] : g->user_objects) held.push_back(refs.object);
+    fakegpu::cuda::submit(stream, [held = std::move(held)] {});
   });
 }
 
@@ -541,10 +577,78 @@ FAKECUDA_API cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stre
 }
 
 FAKECUDA_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  return guarded([&] { destroy_graph(registry().execs, exec); });
+}
+
+// ---- user objects ----
+// The program's references live in the registry, each graph's in the graph. The object goes
+// when the last of them does; its destructor then runs outside the registry's lock.
+
+FAKECUDA_API cudaError_t cudaUserObjectCreate(cudaUserObject_t* object_out, void* ptr, cudaHostFn_t destroy,
+                                              unsigned int initialRefcount, unsigned int flags) {
   return guarded([&] {
-    Graph* g = resolve_in(registry().execs, exec);
+    // CUDA requires the flag: destructors run without the program waiting for them.
+    if (!object_out || !destroy || initialRefcount == 0 || flags != cudaUserObjectNoDestructorSync)
+      throw cudaErrorInvalidValue;
+    auto object = std::make_shared<UserObject>(ptr, destroy);
     std::lock_guard<std::mutex> lock(registry().mu);
-    registry().execs.erase(g);
-    delete g;
+    registry().user_objects[object.get()] = {object, initialRefcount};
+    *object_out = reinterpret_cast<cudaUserObject_t>(object.get());
+  });
+}
+
+namespace {
+// Drops `count` of the references in `refs` (keyed by object); they must be there.
+std::shared_ptr<UserObject> drop_refs(std::map<UserObject*, UserObjectRefs>& refs, UserObject* object,
+                                      unsigned count) {
+  auto it = refs.find(object);
+  if (count == 0 || it == refs.end() || it->second.count < count) throw cudaErrorInvalidValue;
+  std::shared_ptr<UserObject> last = it->second.object;
+  if ((it->second.count -= count) == 0) refs.erase(it);
+  return last;  // the caller lets go of it after unlocking
+}
+}  // namespace
+
+FAKECUDA_API cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    auto it = registry().user_objects.find(reinterpret_cast<UserObject*>(object));
+    if (count == 0 || it == registry().user_objects.end()) throw cudaErrorInvalidValue;
+    it->second.count += count;
+  });
+}
+
+FAKECUDA_API cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count) {
+  return guarded([&] {
+    std::shared_ptr<UserObject> released;
+    std::lock_guard<std::mutex> lock(registry().mu);
+    released = drop_refs(registry().user_objects, reinterpret_cast<UserObject*>(object), count);
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                                                   unsigned int flags) {
+  return guarded([&] {
+    if (count == 0 || (flags & ~static_cast<unsigned>(cudaGraphUserObjectMove))) throw cudaErrorInvalidValue;
+    Graph* g = resolve_in(registry().graphs, graph);
+    std::lock_guard<std::mutex> lock(registry().mu);
+    auto* key = reinterpret_cast<UserObject*>(object);
+    auto it = registry().user_objects.find(key);
+    const bool move = flags & cudaGraphUserObjectMove;
+    if (it == registry().user_objects.end() || (move && it->second.count < count)) throw cudaErrorInvalidValue;
+    UserObjectRefs& held = g->user_objects[key];
+    held.object = it->second.object;
+    held.count += count;
+    // With Move the graph takes the program's references over, so the object lives on.
+    if (move) drop_refs(registry().user_objects, key, count);
+  });
+}
+
+FAKECUDA_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count) {
+  return guarded([&] {
+    Graph* g = resolve_in(registry().graphs, graph);
+    std::shared_ptr<UserObject> released;
+    std::lock_guard<std::mutex> lock(registry().mu);
+    released = drop_refs(g->user_objects, reinterpret_cast<UserObject*>(object), count);
   });
 }

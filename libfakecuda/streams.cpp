@@ -3,7 +3,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <cuda_runtime.h>
+
+#include <new>
+#include <string>
+
 #include "activity.h"
+#include "log_once.h"
 
 namespace fakegpu::cuda {
 namespace {
@@ -38,10 +44,15 @@ void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cos
   const auto wall_start = std::chrono::steady_clock::now();
   clock.raise_to(not_before_ns);
   const int64_t modeled_start = clock.now_ns();
-  ModelClock* outer = t_running_clock;
-  t_running_clock = &clock;
-  work();
-  t_running_clock = outer;
+  {
+    // Restored however the work ends: on the legacy stream a throw lands in the caller's thread.
+    struct RunningClock {
+      ModelClock* outer = t_running_clock;
+      explicit RunningClock(ModelClock* c) { t_running_clock = c; }
+      ~RunningClock() { t_running_clock = outer; }
+    } running(&clock);
+    work();
+  }
   if (kind.tracked && cost_ns > 0) {
     const int64_t start = clock.now_ns();
     record_activity(clock, kind.kind, start, start + cost_ns);
@@ -90,16 +101,43 @@ void Stream::run() {
     Item item = std::move(queue_.front());
     queue_.pop_front();
     if (item.marker) {
-      run_timed(clock_, item.fn, 0, kUntracked, item.not_before_ns);
+      run_item(item);
     } else {
       busy_ = true;
       lock.unlock();
-      run_timed(clock_, item.fn, item.cost_ns, item.kind, item.not_before_ns);
+      run_item(item);
+      item.fn = nullptr;  // what the work holds goes now, before the stream can look idle
       lock.lock();
       busy_ = false;
     }
     if (queue_.empty()) drained_.notify_all();
   }
+}
+
+void Stream::run_item(const Item& item) {
+  int code = 0;
+  try {
+    run_timed(clock_, item.fn, item.cost_ns, item.kind, item.not_before_ns);
+  } catch (cudaError_t e) {
+    code = e;
+  } catch (const std::bad_alloc&) {
+    code = cudaErrorMemoryAllocation;
+  } catch (...) {
+    code = cudaErrorUnknown;
+  }
+  if (code == 0) return;
+  const std::string what = "work queued on a stream failed with CUDA error " + std::to_string(code) +
+                           "; synchronising with the stream reports it from now on";
+  log_once("stream work", what.c_str());
+  // Markers run under the stream's lock; other work does not.
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!item.marker) lock.lock();
+  if (error_ == 0) error_ = code;
+}
+
+int Stream::error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
 }
 
 void Stream::synchronize() {

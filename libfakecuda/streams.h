@@ -73,6 +73,9 @@ class Stream {
   void enqueue_marker(std::function<void()> mark);
   void synchronize();
   bool idle();
+  // The first error the stream's work raised (a cudaError_t; 0 for none). It stays: like an
+  // asynchronous error on a GPU, later synchronisations with the stream report it too.
+  int error();
   int device() const { return device_; }
   bool blocking() const { return blocking_; }
   ModelClock& clock() { return clock_; }
@@ -90,8 +93,11 @@ class Stream {
     WorkKind kind;
     int64_t not_before_ns;  // the host's modeled time when it queued the work
   };
+  // Runs one piece of work; what it throws becomes the stream's error, never the thread's end.
+  void run_item(const Item& item);
   std::deque<Item> queue_;
   bool busy_ = false;
+  int error_ = 0;  // under mu_
   bool stopping_ = false;
   ModelClock clock_;
   std::thread worker_;  // last: it starts running at construction

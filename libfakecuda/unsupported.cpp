@@ -51,7 +51,7 @@
     X(cudaGraphMemcpyNodeSetParamsToSymbol) X(cudaGraphMemsetNodeGetParams) X(cudaGraphMemsetNodeSetParams) \
     X(cudaGraphNodeFindInClone) X(cudaGraphNodeGetDependencies) X(cudaGraphNodeGetDependentNodes) \
     X(cudaGraphNodeGetEnabled) X(cudaGraphNodeGetType) X(cudaGraphNodeSetEnabled) X(cudaGraphNodeSetParams) \
-    X(cudaGraphReleaseUserObject) X(cudaGraphRemoveDependencies) X(cudaGraphRetainUserObject) X(cudaGraphUpload_ptsz) \
+    X(cudaGraphRemoveDependencies) X(cudaGraphUpload_ptsz) \
     X(cudaGraphicsEGLRegisterImage) X(cudaGraphicsGLRegisterBuffer) X(cudaGraphicsGLRegisterImage) \
     X(cudaGraphicsMapResources) X(cudaGraphicsResourceGetMappedEglFrame) \
     X(cudaGraphicsResourceGetMappedMipmappedArray) X(cudaGraphicsResourceGetMappedPointer) \
@@ -95,7 +95,6 @@
     X(cudaStreamGetId) X(cudaStreamGetId_ptsz) \
     X(cudaStreamSetAttribute) X(cudaStreamSetAttribute_ptsz) \
     X(cudaStreamUpdateCaptureDependencies) X(cudaStreamUpdateCaptureDependencies_ptsz) \
-    X(cudaUserObjectCreate) X(cudaUserObjectRelease) X(cudaUserObjectRetain) \
     X(cudaVDPAUGetDevice) X(cudaVDPAUSetVDPAUDevice) X(cudaWaitExternalSemaphoresAsync) \
     X(cudaWaitExternalSemaphoresAsync_ptsz)
 

@@ -346,12 +346,14 @@ ncclResult_t post(wire::CollType type, const void* sendbuff, void* recvbuff, siz
   }
   call.desc.root = has_root(type) || p2p ? root : -1;
   call.desc.count = count;
-  take_sequence_number(call);
   call.sendbuff = sendbuff;
   call.recvbuff = recvbuff;
   call.send_bytes = shape.send_elems * elem;
   call.recv_bytes = shape.recv_elems * elem;
   call.stream = stream;
+  // Nothing between these two can throw: from here on submit_collective owns the number, and
+  // gives it back if the call cannot be submitted.
+  take_sequence_number(call);
   submit_collective(call);
   return ncclSuccess;
 }

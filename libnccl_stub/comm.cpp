@@ -148,8 +148,11 @@ ncclComm* new_child(ncclComm* parent, std::shared_ptr<Request> request, const Co
 }  // namespace
 
 ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& options) {
-  if (wait_comm(parent) != ncclSuccess)
-    throw NcclError(ncclInvalidUsage, "ncclCommSplit: the parent communicator failed to initialise");
+  if (ncclResult_t state = wait_comm(parent); state != ncclSuccess) {
+    if (parent->id == 0) throw NcclError(state, "the parent communicator failed to initialise");
+    std::lock_guard<std::mutex> lock(parent->mu);
+    throw NcclError(state, "the parent communicator has failed: " + parent->async_message);
+  }
   wire::CommSplit msg;
   msg.parent_comm = parent->id;
   msg.rank = parent->rank;

@@ -34,6 +34,9 @@ CudaBridge::CudaBridge() {
   find(find_segment_, "fakegpu_cuda_find_segment");
   find(host_register_, "cudaHostRegister");
   find(is_capturing_, "cudaStreamIsCapturing");
+  find_capture_info();
+  find(user_object_create_, "cudaUserObjectCreate");
+  find(graph_retain_user_object_, "cudaGraphRetainUserObject");
   find(modeled_now_, "fakegpu_cuda_modeled_now");
   find(collective_done_, "fakegpu_cuda_collective_done");
   find(take_activity_, "fakegpu_cuda_take_activity");
@@ -60,12 +63,40 @@ void CudaBridge::sync_stream(cudaStream_t stream) const {
 }
 
 namespace {
+// An exception must not unwind into the runtime's thread that calls host functions. The queued
+// functions handle their own failures; this only keeps a stray one from ending the process.
+void run_guarded(std::function<void()>& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    warn(std::string("a host function queued on a stream failed: ") + e.what());
+  } catch (...) {
+    warn("a host function queued on a stream failed");
+  }
+}
 void run_host_function(void* fn) {
   std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(fn));
-  (*owned)();
+  run_guarded(*owned);
 }
-void run_persistent_host_function(void* fn) { (*static_cast<std::function<void()>*>(fn))(); }
+void run_persistent_host_function(void* fn) { run_guarded(*static_cast<std::function<void()>*>(fn)); }
+void delete_host_function(void* fn) { delete static_cast<std::function<void()>*>(fn); }
+
+constexpr unsigned kUserObjectNoDestructorSync = 1;  // the only flag cudaUserObjectCreate takes
+constexpr unsigned kGraphUserObjectMove = 1;         // the graph takes over the caller's reference
 }  // namespace
+
+void CudaBridge::find_capture_info() {
+  find(capture_info_, "cudaStreamGetCaptureInfo_v3");
+  if (capture_info_) return;
+  // CUDA 13 gave the unversioned name the _v3 form; before 13 it has three parameters.
+  int (*runtime_version)(int*) = nullptr;
+  find(runtime_version, "cudaRuntimeGetVersion");
+  int version = 0;
+  if (runtime_version && runtime_version(&version) == 0 && version >= 13000)
+    find(capture_info_, "cudaStreamGetCaptureInfo");
+  else
+    find(capture_info_v2_, "cudaStreamGetCaptureInfo_v2");
+}
 
 bool CudaBridge::capturing(cudaStream_t stream) const {
   int status = 0;  // cudaStreamCaptureStatusNone
@@ -73,13 +104,42 @@ bool CudaBridge::capturing(cudaStream_t stream) const {
   return status != 0;
 }
 
-void CudaBridge::enqueue(cudaStream_t stream, std::function<void()> fn, bool persistent) const {
-  auto* heap = new std::function<void()>(std::move(fn));
-  int err = launch_host_func_(stream, persistent ? run_persistent_host_function : run_host_function, heap);
-  if (err != 0) {
-    delete heap;
-    throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
-  }
+void CudaBridge::enqueue(cudaStream_t stream, std::function<void()> fn) const {
+  auto heap = std::make_unique<std::function<void()>>(std::move(fn));
+  int err = launch_host_func_(stream, run_host_function, heap.get());
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
+  heap.release();  // run_host_function frees it
+}
+
+void* CudaBridge::capture_graph(cudaStream_t stream) const {
+  int status = 0;
+  unsigned long long id = 0;
+  void* graph = nullptr;
+  int err = capture_info_      ? capture_info_(stream, &status, &id, &graph, nullptr, nullptr, nullptr)
+            : capture_info_v2_ ? capture_info_v2_(stream, &status, &id, &graph, nullptr, nullptr)
+                               : -1;
+  return err == 0 ? graph : nullptr;
+}
+
+// Makes fn a user object of the capture's graph. On failure it stays the caller's.
+bool CudaBridge::hand_to_graph(cudaStream_t stream, std::function<void()>* fn) const {
+  void* graph = capture_graph(stream);
+  if (!graph || !user_object_create_ || !graph_retain_user_object_) return false;
+  void* object = nullptr;
+  if (user_object_create_(&object, fn, delete_host_function, 1, kUserObjectNoDestructorSync) != 0) return false;
+  if (graph_retain_user_object_(graph, object, 1, kGraphUserObjectMove) == 0) return true;
+  // The object is left unreleased, so it never deletes fn, which the caller still owns.
+  return false;
+}
+
+void CudaBridge::enqueue_captured(cudaStream_t stream, std::function<void()> fn) const {
+  auto heap = std::make_unique<std::function<void()>>(std::move(fn));
+  const bool graph_owned = hand_to_graph(stream, heap.get());
+  int err = launch_host_func_(stream, run_persistent_host_function, heap.get());
+  // A function the graph owns is the graph's to free, recorded or not. One it does not own, once
+  // recorded, must outlive every replay: having no way to know the last, it is never freed.
+  if (graph_owned || err == 0) heap.release();
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
 }
 
 void CudaBridge::copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const {

@@ -21,9 +21,12 @@ class CudaBridge {
   bool can_enqueue() const { return launch_host_func_ && memcpy_async_; }
   // The legacy default stream: work on it is synchronous with the host in fakegpu.
   static bool is_legacy(cudaStream_t stream) { return stream == nullptr || stream == reinterpret_cast<cudaStream_t>(1); }
-  // Queues fn on the stream, in order with the stream's other work. A persistent fn may run
-  // many times (a captured graph's replays) and is never freed.
-  void enqueue(cudaStream_t stream, std::function<void()> fn, bool persistent = false) const;
+  // Queues fn on the stream, in order with the stream's other work; it is freed once it has run.
+  void enqueue(cudaStream_t stream, std::function<void()> fn) const;
+  // Records fn into the graph the stream is capturing, to run at each replay. The graph owns it
+  // (a CUDA user object), so destroying the graph and its instances frees it; on a runtime
+  // without user objects it is never freed.
+  void enqueue_captured(cudaStream_t stream, std::function<void()> fn) const;
   // Whether the stream is capturing a CUDA graph.
   bool capturing(cudaStream_t stream) const;
   void copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
@@ -75,6 +78,7 @@ class CudaBridge {
   static constexpr int kDeviceToHost = 2;
   void copy(void* dst, const void* src, size_t bytes, int kind) const;
   void copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const;
+  void find_capture_info();
   using GetDevice = int (*)(int*);
   using StreamSync = int (*)(cudaStream_t);
   using Memcpy = int (*)(void*, const void*, size_t, int);
@@ -90,6 +94,16 @@ class CudaBridge {
   void (*collective_done_)(double, double) = nullptr;
   size_t (*take_activity_)(wire::ActivitySlice*, size_t, size_t, uint64_t*) = nullptr;
   int (*is_capturing_)(cudaStream_t, int*) = nullptr;
+  // The graph a stream captures into: cudaStreamGetCaptureInfo_v3 (or CUDA 13's unversioned
+  // name, which has its form), else the older _v2 form. Graphs and user objects are opaque here.
+  using CaptureInfo = int (*)(cudaStream_t, int*, unsigned long long*, void**, const void**, const void**, size_t*);
+  using CaptureInfoV2 = int (*)(cudaStream_t, int*, unsigned long long*, void**, const void**, size_t*);
+  CaptureInfo capture_info_ = nullptr;
+  CaptureInfoV2 capture_info_v2_ = nullptr;
+  int (*user_object_create_)(void**, void*, void (*)(void*), unsigned, unsigned) = nullptr;
+  int (*graph_retain_user_object_)(void*, void*, unsigned, unsigned) = nullptr;
+  void* capture_graph(cudaStream_t stream) const;
+  bool hand_to_graph(cudaStream_t stream, std::function<void()>* fn) const;
   int (*host_register_)(void*, size_t, unsigned) = nullptr;
   bool host_accessible_ = true;
 };

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "activity_forward.h"
@@ -123,37 +124,61 @@ void run_now(const std::vector<CollectiveCall>& calls) {
   }
 }
 
-// Operations queued but not yet over, per communicator: finalize and destroy wait for zero.
-void begin_inflight(const std::vector<CollectiveCall>& calls) {
-  for (const auto& c : calls) {
-    std::lock_guard<std::mutex> lock(c.comm->mu);
-    ++c.comm->inflight;
+// Counts a batch's calls as in flight on their communicators for as long as it lives: finalize
+// and destroy wait for the count to reach zero. The functions one enqueue queues share it, so
+// the operation is over when the last of them has run and been destroyed, or at once when
+// queuing failed and nothing holds it any more.
+class InflightHold {
+ public:
+  explicit InflightHold(const std::vector<CollectiveCall>& calls) {
+    comms_.reserve(calls.size());  // the only step that can throw, before anything is counted
+    for (const auto& c : calls) {
+      std::lock_guard<std::mutex> lock(c.comm->mu);
+      ++c.comm->inflight;
+      comms_.push_back(c.comm);
+    }
   }
-}
+  ~InflightHold() {
+    for (ncclComm* comm : comms_) {
+      std::lock_guard<std::mutex> lock(comm->mu);
+      if (--comm->inflight == 0) comm->idle.notify_all();
+    }
+  }
+  InflightHold(const InflightHold&) = delete;
+  InflightHold& operator=(const InflightHold&) = delete;
 
-void end_inflight(const std::vector<CollectiveCall>& calls) {
-  for (const auto& c : calls) {
-    std::lock_guard<std::mutex> lock(c.comm->mu);
-    if (--c.comm->inflight == 0) c.comm->idle.notify_all();
-  }
+ private:
+  std::vector<ncclComm*> comms_;
+};
+
+void fail_batch(const std::vector<CollectiveCall>& calls, ncclResult_t code, const std::string& message) {
+  warn(message);
+  for (const auto& c : calls) set_async_error(c.comm, code, message);
 }
 
 // Runs queued calls from their stream: a failure becomes the communicators' asynchronous error.
+// Nothing may escape: the exception would unwind into the CUDA runtime's worker thread.
 void run_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging) {
   LogDeviceScope device(calls.front().comm->cuda_device);
   try {
     run_batch(calls, staging);
   } catch (const NcclError& e) {
-    warn(e.what());
-    for (const auto& c : calls) set_async_error(c.comm, e.code(), e.what());
+    fail_batch(calls, e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    fail_batch(calls, ncclSystemError, "out of host memory while running a queued collective");
+  } catch (const std::exception& e) {
+    fail_batch(calls, ncclInternalError, std::string("internal error in a queued collective: ") + e.what());
+  } catch (...) {
+    fail_batch(calls, ncclInternalError, "unknown internal error in a queued collective");
   }
 }
 
 // Records calls into the graph a stream is capturing. Each replay of the graph runs them again,
-// as new operations: they take their sequence numbers when they run, not now, and the recorded
-// function (and any staging buffers) live as long as the process, since graphs may be replayed
-// at any time. (Giving the numbers back assumes the captured calls took the newest ones: a group
-// that mixes captured and uncaptured streams on one communicator is not supported.)
+// as new operations: they take their sequence numbers when they run, not now. The recorded
+// function (and any staging buffers) belong to the graph: the runtime frees them when the graph
+// and its instances are destroyed. (Giving the numbers back assumes the captured calls took the
+// newest ones: a group that mixes captured and uncaptured streams on one communicator is not
+// supported.)
 void enqueue_captured(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   const CudaBridge& cu = cuda();
   release_sequence_numbers(batch);
@@ -163,60 +188,93 @@ void enqueue_captured(cudaStream_t stream, std::vector<CollectiveCall> batch) {
     staging = std::make_shared<StagingSet>(*calls);
     stage_inputs(*calls, *staging, stream);
   }
-  cu.enqueue(stream, [calls, staging] {
-    std::vector<CollectiveCall> run = *calls;
-    for (auto& c : run) take_sequence_number(c);
-    begin_inflight(run);
-    run_queued(run, staging.get());
-    end_inflight(run);
-  }, /*persistent=*/true);
+  cu.enqueue_captured(stream, [calls, staging] {
+    try {
+      std::vector<CollectiveCall> run = *calls;
+      for (auto& c : run) take_sequence_number(c);
+      InflightHold hold(run);  // each replay is in flight until it has run
+      run_queued(run, staging.get());
+    } catch (const std::exception& e) {  // copying the calls or numbering them ran out of memory
+      fail_batch(*calls, ncclSystemError, std::string("a graph replay could not start its collectives: ") + e.what());
+    }
+  });
   if (staging) unstage_outputs(*calls, *staging, stream);
 }
 
+using Batch = std::shared_ptr<const std::vector<CollectiveCall>>;
+
 // Queues calls that share a stream: the collective runs when the stream reaches it, and the call
 // returns at once. With staging, copies to and from host buffers are queued around it, so the
-// host function itself never calls CUDA (which real CUDA forbids). A failure becomes the
-// communicators' asynchronous error.
-void enqueue(cudaStream_t stream, std::vector<CollectiveCall> batch) {
+// host function itself never calls CUDA (which real CUDA forbids). A failure while running
+// becomes the communicators' asynchronous error. `*submitted` turns true once the calls' sequence
+// numbers are spoken for (the collective is queued, or captured calls gave theirs back): a
+// failure before that leaves them for the caller to give back.
+void enqueue(cudaStream_t stream, const Batch& calls, bool* submitted) {
   const CudaBridge& cu = cuda();
-  if (cu.capturing(stream)) return enqueue_captured(stream, std::move(batch));
-  // Shared by the queued functions below, so the calls are not copied for each of them.
-  auto calls = std::make_shared<const std::vector<CollectiveCall>>(std::move(batch));
-  begin_inflight(*calls);
+  if (cu.capturing(stream)) {
+    *submitted = true;  // captured calls give their numbers back first thing
+    return enqueue_captured(stream, *calls);
+  }
+  auto hold = std::make_shared<InflightHold>(*calls);
   std::shared_ptr<StagingSet> staging;
   if (staging_needed()) {
     staging = std::make_shared<StagingSet>(*calls);
     stage_inputs(*calls, *staging, stream);
   }
   // The operation is over once its results are in the caller's buffers: after the collective,
-  // or after the copies back when staging.
-  cu.enqueue(stream, [calls, staging] {
-    run_queued(*calls, staging.get());
-    if (!staging) end_inflight(*calls);
-  });
+  // or after the copies back when staging, where the last function keeps the host buffers.
+  cu.enqueue(stream, [calls, staging, hold] { run_queued(*calls, staging.get()); });
+  *submitted = true;
   if (staging) {
     unstage_outputs(*calls, *staging, stream);
-    cu.enqueue(stream, [calls, staging] { end_inflight(*calls); });  // the host buffers live until here
+    cu.enqueue(stream, [staging, hold] {});
   }
 }
 
-// Runs or queues a set of calls: those on streams are queued per stream (first), those on the
-// legacy stream run now.
+// The calls that execute() could not submit, in the order they took their numbers.
+std::vector<CollectiveCall> unsubmitted(const std::vector<CollectiveCall>& calls, const std::vector<bool>& submitted) {
+  std::vector<CollectiveCall> left;
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (!submitted[i]) left.push_back(calls[i]);
+  return left;
+}
+
+// Runs or queues a set of calls, given in the order they took their sequence numbers: those on
+// streams are queued per stream (first), those on the legacy stream run now. When queuing fails,
+// the calls not yet submitted give their numbers back, so that the ranks' next calls still match.
 void execute(std::vector<CollectiveCall> calls) {
   const CudaBridge& cu = cuda();
   std::vector<CollectiveCall> now;
-  std::vector<std::pair<cudaStream_t, std::vector<CollectiveCall>>> by_stream;
-  for (auto& c : calls) {
-    if (CudaBridge::is_legacy(c.stream) || !cu.can_enqueue()) {
-      now.push_back(std::move(c));
-      continue;
-    }
-    auto it = std::find_if(by_stream.begin(), by_stream.end(), [&](const auto& b) { return b.first == c.stream; });
-    if (it == by_stream.end()) it = by_stream.insert(by_stream.end(), {c.stream, {}});
-    it->second.push_back(std::move(c));
+  std::vector<std::pair<cudaStream_t, std::vector<size_t>>> by_stream;  // indices into calls
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const cudaStream_t stream = calls[i].stream;
+    if (CudaBridge::is_legacy(stream) || !cu.can_enqueue()) continue;
+    auto it = std::find_if(by_stream.begin(), by_stream.end(), [&](const auto& b) { return b.first == stream; });
+    if (it == by_stream.end()) it = by_stream.insert(by_stream.end(), {stream, {}});
+    it->second.push_back(i);
   }
-  for (auto& [stream, batch] : by_stream) enqueue(stream, std::move(batch));
-  if (!now.empty()) run_now(now);
+  std::vector<bool> submitted(calls.size(), false);
+  try {
+    for (const auto& [stream, indices] : by_stream) {
+      auto batch = std::make_shared<std::vector<CollectiveCall>>();
+      for (size_t i : indices) batch->push_back(calls[i]);
+      bool queued = false;
+      try {
+        enqueue(stream, batch, &queued);
+      } catch (...) {
+        if (queued)
+          for (size_t i : indices) submitted[i] = true;
+        throw;
+      }
+      for (size_t i : indices) submitted[i] = true;
+    }
+    for (size_t i = 0; i < calls.size(); ++i)
+      if (!submitted[i]) now.push_back(calls[i]);
+  } catch (...) {
+    release_sequence_numbers(unsubmitted(calls, submitted));
+    throw;
+  }
+  if (!now.empty()) run_now(now);  // these count as submitted: a failure fails their communicators
 }
 
 // Pops the outermost group off this thread; nullopt while nested groups remain open.
@@ -254,17 +312,44 @@ void take_sequence_number(CollectiveCall& call) {
     call.desc.seq = c->next_seq++;
 }
 
+namespace {
+
+// The counter a call's sequence number came from.
+uint64_t& sequence_counter(const CollectiveCall& call) {
+  ncclComm* c = call.comm;
+  if (call.desc.coll == wire::CollType::kSend) return c->next_send_seq[call.desc.root];
+  if (call.desc.coll == wire::CollType::kRecv) return c->next_recv_seq[call.desc.root];
+  return c->next_seq;
+}
+
+// Gives one number back if it is still its counter's newest; a later call has taken one otherwise.
+bool give_back(const CollectiveCall& call) {
+  std::lock_guard<std::mutex> lock(call.comm->mu);
+  uint64_t& counter = sequence_counter(call);
+  // Send and recv counters hold the last number taken; the collective counter the next one.
+  const bool p2p = call.desc.coll == wire::CollType::kSend || call.desc.coll == wire::CollType::kRecv;
+  const uint64_t newest = p2p ? counter : counter - 1;
+  if (call.desc.seq != newest) return false;
+  --counter;
+  return true;
+}
+
+}  // namespace
+
+// A number that cannot be given back leaves a gap its peers will never see: every later call
+// on the communicator would wait for a partner that never comes, so the communicator fails now.
+void release_sequence_number(const CollectiveCall& call) {
+  if (give_back(call)) return;
+  const std::string message =
+      "the communicator can no longer match its peers: an operation that was not submitted had taken "
+      "sequence number " + std::to_string(call.desc.seq) + ", and later operations on the communicator "
+      "were already submitted";
+  warn(message);
+  set_async_error(call.comm, ncclInternalError, message);
+}
+
 void release_sequence_numbers(const std::vector<CollectiveCall>& calls) {
-  for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
-    ncclComm* c = it->comm;
-    std::lock_guard<std::mutex> lock(c->mu);
-    if (it->desc.coll == wire::CollType::kSend)
-      --c->next_send_seq[it->desc.root];
-    else if (it->desc.coll == wire::CollType::kRecv)
-      --c->next_recv_seq[it->desc.root];
-    else
-      --c->next_seq;
-  }
+  for (auto it = calls.rbegin(); it != calls.rend(); ++it) release_sequence_number(*it);
 }
 
 void group_start() { ++t_group.depth; }
@@ -272,11 +357,15 @@ void group_start() { ++t_group.depth; }
 void group_add_pending_comm(ncclComm* comm) { t_group.pending_comms.push_back(comm); }
 
 void submit_collective(const CollectiveCall& call) {
-  if (in_group()) {
-    t_group.calls.push_back(call);
-    return;
+  std::vector<CollectiveCall> one;
+  try {
+    if (in_group()) return t_group.calls.push_back(call);  // group_end submits it, or gives it back
+    one.push_back(call);
+  } catch (...) {
+    release_sequence_number(call);
+    throw;
   }
-  execute({call});
+  execute(std::move(one));  // gives the number back itself when it cannot submit the call
 }
 
 ncclResult_t group_end() {

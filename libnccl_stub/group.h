@@ -20,7 +20,11 @@ struct CollectiveCall {
 
 // Fixes the call's sequence number: the next one of its communicator (or of its peer pair).
 void take_sequence_number(CollectiveCall& call);
-// Gives back the sequence numbers calls took, newest first, when they will not run now.
+// Gives back the sequence number a call took, when it will not run now, so the rank's next call
+// still matches its peers'. Only the newest number of its communicator can go back; otherwise
+// the communicator is failed (asynchronous error), since it can no longer match its peers.
+void release_sequence_number(const CollectiveCall& call);
+// The same for calls given in the order they took their numbers; newest first.
 void release_sequence_numbers(const std::vector<CollectiveCall>& calls);
 
 void group_start();
@@ -32,7 +36,8 @@ float group_simulate_end();
 bool in_group();
 // Remembers a communicator whose init or split the outermost group end must wait for.
 void group_add_pending_comm(ncclComm* comm);
-// Runs the call now, or at the group's end when inside one.
+// Runs the call now, or at the group's end when inside one. The call's sequence number is taken
+// before: if the call cannot be submitted, this gives it back before throwing.
 void submit_collective(const CollectiveCall& call);
 
 }  // namespace fakegpu::stub

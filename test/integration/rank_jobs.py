@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +41,9 @@ class Coordinator(_Coordinator):
 
 def fgpu(*args, env=None):
     """Runs the fgpu launcher and captures its output; checks the trace of the report it names."""
-    r = subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    # From the temporary directory: a job without --report leaves its report there, not in the repository.
+    r = subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tempfile.gettempdir())
     check_fgpu_trace(args)
     return r
 

@@ -56,7 +56,24 @@ def coordinator_killed_body(nccl, comm, rank, world):
         return {"error": str(e), "at": time.time()}
 
 
-BODIES = {"killed_rank": killed_rank_body, "coordinator_killed": coordinator_killed_body}
+def split_after_failure_body(nccl, comm, rank, world):
+    buf, _ = nccl.device_array(I32, [rank] * 4)
+    nccl.all_reduce(buf, buf, 4, "int32", "sum", comm)
+    if rank == 1:
+        os._exit(0)  # leaves without destroying the communicator
+    try:
+        nccl.all_reduce(buf, buf, 4, "int32", "sum", comm)
+    except NcclError:
+        pass
+    try:
+        nccl.split(comm, 0, 0)
+        return {"split": None}
+    except NcclError as e:
+        return {"split": str(e)}
+
+
+BODIES = {"killed_rank": killed_rank_body, "coordinator_killed": coordinator_killed_body,
+          "split_after_failure": split_after_failure_body}
 
 
 def run(body, world, during=None):
@@ -107,6 +124,14 @@ class FailureMatrix(unittest.TestCase):
             self.assertIsNotNone(error)
             self.assertIn("fakegpu coordinator", error)
             self.assertLess(results[rank]["at"] - killed_at[0], PROMPT_S if rank < 2 else 5)
+
+    def test_a_split_of_a_failed_communicator_says_why(self):
+        _, results, _ = run("split_after_failure", 2)
+        why = results[0]["split"]
+        self.assertIsNotNone(why)
+        self.assertIn("the parent communicator has failed: ", why)
+        self.assertIn("disconnected without destroying it", why)
+        self.assertNotIn("failed to initialise", why)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ scripts/setup-torch installs (build/torch-venv), and fgpu runs of the scripts in
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from rank_jobs import FGPU, REPO
@@ -40,6 +41,8 @@ def fgpu_torch(*args, timeout=600, env=None):
     the CompletedProcess; stdout and stderr are captured."""
     env = dict(os.environ if env is None else env)
     env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    r = subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    # From the temporary directory: a job without --report leaves its report there, not in the repository.
+    r = subprocess.run([FGPU, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout,
+                       cwd=tempfile.gettempdir())
     check_fgpu_trace(args)
     return r

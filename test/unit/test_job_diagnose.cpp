@@ -67,7 +67,7 @@ TEST_F(JobTest, AnObserverMayOnlyAskForTheStatus) {
   const auto& waiting = status["communicators"].at(0)["waiting"].at(0);
   EXPECT_EQ(waiting["arrived"], "0");
   EXPECT_EQ(waiting["missing"].at(0)["rank"], 1);
-  EXPECT_NE(waiting["missing"].at(0)["doing"].get<std::string>().find("has posted no operation yet"), std::string::npos);
+  EXPECT_NE(waiting["missing"].at(0)["doing"].get<std::string>().find("is idle: last posted ncclCommInitRank"), std::string::npos);
   EXPECT_NE(format_status(status).find("AllReduce(count=1, float32, sum): waiting"), std::string::npos);
 
   post(9, CommInit{});
@@ -217,4 +217,84 @@ TEST_F(JobTest, AProcessWaitingForItsOwnOtherRankIsNoDeadlock) {
   post(1, allreduce(done.comm_id, 0, 1, 1), floats({1}));
   job.check_timeouts(std::chrono::steady_clock::now() + std::chrono::seconds(60));
   EXPECT_TRUE(out.sent.empty());
+}
+
+// Ranks 0-2 wait in the world's init for rank 3, which never connected (it died first): the
+// status shows the init, and the rendezvous timeout fails it naming rank 3.
+TEST_F(JobTest, AnInitMissingARankTimesOutNamingIt) {
+  for (ClientId c = 1; c <= 3; ++c) connect(c, static_cast<int>(c) - 1);
+  CommKey key = {};
+  key.bytes[0] = 42;
+  for (int r = 0; r < 3; ++r) post(ClientId(r + 1), CommInit{key, 4, r, r, "world"});
+  const auto now = std::chrono::steady_clock::now();
+  auto status = job.status(now);
+  ASSERT_EQ(status["rendezvous"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["rendezvous"][0]["arrived"], "0-2");
+  EXPECT_EQ(status["rendezvous"][0]["missing"][0]["doing"], "has not connected to the coordinator");
+  EXPECT_EQ(status["ranks_never_connected"], std::vector<int>{3});
+  const std::string text = format_status(status);
+  EXPECT_NE(text.find("ncclCommInitRank of 'world', a 4-rank communicator: waiting"), std::string::npos) << text;
+  EXPECT_NE(text.find("waits in ncclCommInitRank of 'world', a 4-rank communicator for rank 3"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("no operation is waiting"), std::string::npos) << text;
+
+  job.check_timeouts(now + job.rendezvous_timeout() / 2);
+  EXPECT_TRUE(out.sent.empty()) << "not before the timeout";
+  job.check_timeouts(now + job.rendezvous_timeout() + std::chrono::seconds(1));
+  for (ClientId c = 1; c <= 3; ++c) {
+    std::string why = error_text(out.take(c).at(0));
+    EXPECT_EQ(why.rfind("rendezvous timeout after 600 s in ncclCommInitRank of 'world', a 4-rank communicator: "
+                        "ranks 0-2 waited for the others; rank 3 has not connected to the coordinator", 0), 0u)
+        << why;
+  }
+  // Rank 3 arriving late is told the same; the report counts one timeout and says where each rank was.
+  connect(4, 3);
+  post(4, CommInit{key, 4, 3, 3, "world"});
+  EXPECT_NE(error_text(out.take(4).at(0)).find("rendezvous timeout"), std::string::npos);
+  auto report = job.report();
+  EXPECT_EQ(report["diagnoses"]["timeouts"], 1);
+  EXPECT_EQ(report["ranks"][0]["last_operation"], "ncclCommInitRank");
+}
+
+// Rank 0 splits the world while rank 1 calls AllReduce on it: each waits for the other. A rank
+// in a split is not idle, so this is a deadlock, found and broken like any other.
+TEST_F(JobTest, ASplitAgainstACollectiveIsADeadlock) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(2);
+  post(1, CommSplit{comm, 0, 0, 0, 0});
+  post(2, allreduce(comm, 1, 1, 1), floats({1}));
+  const auto now = std::chrono::steady_clock::now();
+  const std::string text = format_status(job.status(now));
+  EXPECT_NE(text.find(fmt::format("ncclCommSplit #0 of communicator {}: waiting", comm)), std::string::npos) << text;
+  job.check_timeouts(now + std::chrono::seconds(6));
+  for (ClientId c : {1, 2}) {
+    auto frames = out.take(c);
+    ASSERT_EQ(frames.size(), 1u);
+    std::string why = error_text(frames[0]);
+    EXPECT_EQ(why.rfind("deadlock: 2 ranks wait only for each other", 0), 0u) << why;
+    EXPECT_NE(why.find(fmt::format("global rank 0 (pid 1001 on host) waits in ncclCommSplit #0 of communicator {} "
+                                   "for rank 1", comm)),
+              std::string::npos)
+        << why;
+  }
+  EXPECT_EQ(job.report()["diagnoses"]["deadlocks"].size(), 1u);
+}
+
+// A split whose ranks do not all come times out naming the missing one and where it is.
+TEST_F(JobTest, ASplitMissingARankTimesOut) {
+  for (ClientId c = 1; c <= 2; ++c) connect(c, static_cast<int>(c) - 1);
+  uint64_t comm = init_comm(2);
+  post(2, allreduce(comm, 1, 1, 1), floats({1}));
+  post(1, allreduce(comm, 0, 1, 1), floats({1}));
+  out.take(1), out.take(2);
+  post(1, CommSplit{comm, 0, 0, 0, 0});
+  job.check_timeouts(std::chrono::steady_clock::now() + job.rendezvous_timeout() + std::chrono::seconds(1));
+  std::string why = error_text(out.take(1).at(0));
+  EXPECT_EQ(why.rfind(fmt::format("rendezvous timeout after 600 s in ncclCommSplit #0 of communicator {}: rank 0 "
+                                  "waited for the others; rank 1 (global rank 1",
+                                  comm),
+                      0),
+            0u)
+      << why;
+  EXPECT_NE(why.find("is idle: last posted AllReduce #1"), std::string::npos) << why;
 }

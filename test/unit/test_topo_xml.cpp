@@ -27,11 +27,23 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-// Writes `text` to a fresh file under the system's temporary directory and returns its path.
+// A directory of this process under the system's temporary directory, removed when it exits.
+const std::filesystem::path& temp_dir() {
+  static const struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("fakegpu-topo-xml-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } dir;
+  return dir.path;
+}
+
+// Writes `text` to a fresh file in temp_dir() and returns its path.
 std::string temp_file(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / ("fakegpu-topo-xml-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::string path = (dir / name).string();
+  std::string path = (temp_dir() / name).string();
   std::ofstream(path) << text;
   return path;
 }

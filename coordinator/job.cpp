@@ -48,6 +48,16 @@ std::chrono::milliseconds milliseconds_from_env(const char* name, std::chrono::m
   return std::chrono::milliseconds(ms);
 }
 
+// A positive count from the environment, or the default when unset.
+size_t count_from_env(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || n <= 0) throw std::invalid_argument(fmt::format("{}={}: expected a positive number", name, v));
+  return static_cast<size_t>(n);
+}
+
 // Compares in time that does not depend on where the strings differ, so the token cannot be
 // found a byte at a time.
 bool same_secret(const std::string& given, const std::string& expected) {
@@ -66,6 +76,8 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
       out_(out),
       started_(std::chrono::system_clock::now()),
       timeline_(topology_),
+      // FAKEGPU_TRACE_MAX_OPS: how many operations the trace keeps (the first ones).
+      trace_(count_from_env("FAKEGPU_TRACE_MAX_OPS", Trace::kDefaultMaxOps)),
       max_buffer_bytes_(default_max_buffer_bytes()),
       // FAKEGPU_COORDINATOR_TIMEOUT_MS: how long ranks wait for a peer that never posts. Generous
       // by default, like torch's, so a slow but healthy job never trips it.
@@ -121,10 +133,17 @@ void Job::reply_error(ClientId client, uint64_t request_id, Status code, const s
   auto it = clients_.find(client);
   if (it != clients_.end()) ++it->second.errors;
   // An error every rank of an operation gets is listed once, with the ranks.
-  auto [seen, fresh] = error_index_.emplace(message, errors_.size());
-  if (fresh && errors_.size() < kMaxReportedErrors) errors_.push_back({message, {}});
-  if (seen->second < errors_.size() && it != clients_.end() && it->second.global_rank >= 0)
-    errors_[seen->second].second.push_back(it->second.global_rank);
+  // Once the list is full, new messages are not indexed either: the index stays as small.
+  auto seen = error_index_.find(message);
+  if (seen == error_index_.end() && errors_.size() < kMaxReportedErrors) {
+    seen = error_index_.emplace(message, errors_.size()).first;
+    errors_.push_back({message, {}});
+  }
+  if (seen != error_index_.end() && it != clients_.end() && it->second.global_rank >= 0) {
+    auto& ranks = errors_[seen->second].second;  // each rank once, however often it is told
+    if (std::find(ranks.begin(), ranks.end(), it->second.global_rank) == ranks.end())
+      ranks.push_back(it->second.global_rank);
+  }
   reply(client, request_id, wire::ErrorReply{static_cast<int32_t>(code), message});
 }
 
@@ -206,6 +225,14 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
   } catch (const wire::WireError& e) {
     // A malformed frame means the stream can no longer be trusted: answer and drop only this client.
     reply_error(id, header.request_id, Status::kInternalError, fmt::format("protocol error: {}", e.what()));
+    out_.disconnect(id);
+  } catch (const std::exception& e) {
+    // Anything else (memory ran out, or a bug) fails this request and drops this client, whose
+    // peers then hear of it: the job ends with errors and a report, never with a crash.
+    std::string why = fmt::format("the coordinator failed to handle a {} frame from {}: {}",
+                                  wire::msg_type_name(header.type), describe_client(id), e.what());
+    fmt::print(stderr, "fakegpu-coordinator: internal error: {}\n", why);
+    reply_error(id, header.request_id, Status::kInternalError, why);
     out_.disconnect(id);
   }
 }
@@ -299,6 +326,7 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
 
 void Job::fail_init(PendingInit& pending, Status code, const std::string& why) {
   pending.failure = why;
+  pending.failed_at = std::chrono::steady_clock::now();
   for (auto& a : pending.arrivals)
     if (a) reply_error(a->client, a->request_id, code, why);
   pending.arrivals.clear();
@@ -431,6 +459,7 @@ void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_
   // Operations its peers already posted can never complete: tell them now rather than at the timeout.
   for (auto& [seq, op] : comm.ops)
     if (op.failure.empty() && !op.request_ids[msg.rank]) fail_departed(comm, seq, op, msg.rank);
+  retire_if_finished(msg.comm_id);
 }
 
 void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
@@ -501,10 +530,9 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
     return;
   }
   if (pending.excluded != excluded) {
-    pending.failure = fmt::format("ncclCommShrink: ranks disagree on who to exclude from communicator {}", parent->id);
-    reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
-    for (auto& a : pending.arrivals)
-      if (a) reply_error(a->client, a->request_id, Status::kInvalidUsage, pending.failure);
+    std::string why = fmt::format("ncclCommShrink: ranks disagree on who to exclude from communicator {}", parent->id);
+    reply_error(id, request_id, Status::kInvalidUsage, why);
+    fail_rendezvous(pending, Status::kInvalidUsage, why);
     return;
   }
   if (pending.arrivals[msg.rank]) {
@@ -541,7 +569,8 @@ void Job::on_disconnect(ClientId id) {
     return;
   }
   cit->second.disconnected = true;
-  cit->second.segments.clear();  // unmapped: failing its operations below lets no kernel touch them
+  cit->second.segments.clear();  // unmapped once no operation's data still moves in them
+  departed_.push_back(id);
   // Any communicator this client still belonged to can no longer complete an operation:
   // fail what is pending so its peers get an error instead of waiting forever.
   for (auto& [comm_id, comm] : comms_) {
@@ -557,6 +586,15 @@ void Job::on_disconnect(ClientId id) {
       fail_regrouping(comm, static_cast<int>(r), why);  // even on a failed comm: survivors may be regrouping
     }
   }
+  std::vector<uint64_t> member_of;
+  for (const auto& [comm_id, comm] : comms_)
+    for (const Member& m : comm.members)
+      if (m.client == id) {
+        member_of.push_back(comm_id);
+        break;
+      }
+  for (uint64_t comm_id : member_of) retire_if_finished(comm_id);
+  forget_departed_clients();
 }
 
 namespace {
@@ -588,6 +626,20 @@ nlohmann::json channels_json(const planner::CommModel& model) {
 size_t Job::ranks_seen() const {
   return std::count_if(clients_.begin(), clients_.end(),
                        [](const auto& c) { return c.second.greeted && !c.second.observer; });
+}
+
+nlohmann::json Job::comm_entry(const Comm& comm) const {
+  using nlohmann::json;
+  json members = json::array();
+  for (const auto& m : comm.members) members.push_back(m.global_rank);
+  json entry = {{"id", comm.id}, {"name", comm.name}, {"nranks", comm.members.size()}, {"global_ranks", members},
+                {"collectives", comm.collectives}};
+  entry["parent"] = comm.parent ? json(comm.parent) : json(nullptr);
+  if (comm.model) entry["channels"] = channels_json(*comm.model);
+  // A rank leaving without ncclCommDestroy is normal at exit; it is only worth reporting when
+  // it cost a peer an operation.
+  if (comm.refused > 0) entry["failure"] = comm.first_failure.empty() ? comm.failure : comm.first_failure;
+  return entry;
 }
 
 nlohmann::json Job::report() const {
@@ -683,19 +735,13 @@ nlohmann::json Job::report() const {
   if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
 
   json comms = json::array();
-  for (const auto& [id, comm] : comms_) {
-    json members = json::array();
-    for (const auto& m : comm.members) members.push_back(m.global_rank);
-    json entry = {{"id", id}, {"name", comm.name}, {"nranks", comm.members.size()}, {"global_ranks", members},
-                  {"collectives", comm.collectives}};
-    entry["parent"] = comm.parent ? json(comm.parent) : json(nullptr);
-    if (comm.model) entry["channels"] = channels_json(*comm.model);
-    // A rank leaving without ncclCommDestroy is normal at exit; it is only worth reporting when
-    // it cost a peer an operation.
-    if (comm.refused > 0) entry["failure"] = comm.first_failure.empty() ? comm.failure : comm.first_failure;
-    comms.push_back(entry);
-  }
+  for (const json& entry : retired_comms_) comms.push_back(entry);
+  for (const auto& [id, comm] : comms_) comms.push_back(comm_entry(comm));
+  std::stable_sort(comms.begin(), comms.end(),
+                   [](const json& a, const json& b) { return a["id"].get<uint64_t>() < b["id"].get<uint64_t>(); });
   j["communicators"] = comms;
+  if (comms_not_listed_) j["communicators_not_listed"] = comms_not_listed_;
+  if (ranks_not_listed_) j["ranks_not_listed"] = ranks_not_listed_;
   json errors = json::array();
   for (const auto& [message, ranks] : errors_)
     errors.push_back(ranks.empty() ? message : fmt::format("{} (sent to {})", message, plural_ranks(ranks)));

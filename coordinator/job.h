@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 
 #include "cluster_config.h"
 #include "comm_model.h"
+#include "data_plane.h"
 #include "executor.h"
 #include "link_timeline.h"
 #include "trace.h"
@@ -83,6 +85,10 @@ class Job {
     payload_chunks_in_ += in;
     payload_chunks_out_ += out;
   }
+  // Where operations that move at least kAsyncDataBytes run (the server's own thread); by
+  // default, and for smaller ones always, on the calling thread.
+  void use_data_plane(DataPlane& plane) { data_plane_ = &plane; }
+  static constexpr uint64_t kAsyncDataBytes = uint64_t{1} << 20;
 
   uint64_t completed_operations() const { return completed_ops_; }
   size_t ranks_seen() const;
@@ -118,7 +124,7 @@ class Job {
   };
   enum class Posted : uint8_t { kNothing, kCollective, kInit, kSplit, kShrink };
   struct Client {
-    std::map<uint64_t, std::unique_ptr<Mapping>> segments;
+    std::map<uint64_t, std::shared_ptr<const Mapping>> segments;
     std::map<uint64_t, std::string> segment_errors;  // why a segment could not be mapped
     bool greeted = false;
     bool observer = false;  // a status query, not a rank: left out of the report
@@ -154,6 +160,9 @@ class Job {
     uint8_t* out = nullptr;       // in its shared segment; null when the reply carries the result
     std::shared_ptr<std::vector<uint8_t>> body;  // the frame holding socket-path data
     uint64_t scalar = 0;          // PreMulSum
+    // The segments `in` and `out` point into, kept mapped while the data plane works on them,
+    // even when the rank disconnects meanwhile.
+    std::shared_ptr<const Mapping> in_segment, out_segment;
   };
   struct PendingOp {
     wire::Collective first;  // the call every other rank must match
@@ -186,7 +195,7 @@ class Job {
     std::string first_failure;  // the first operation that failed, when before `failure`: the root cause
     uint64_t refused = 0;  // requests failed because of it
     uint64_t collectives = 0;
-    std::unique_ptr<planner::CommModel> model;  // built at its first collective
+    std::shared_ptr<const planner::CommModel> model;  // found or built at its first collective
     bool unmodeled = false;                     // some rank's GPU is unknown
     double clock_us = 0;                        // modeled time at which its last operation ends
   };
@@ -204,7 +213,7 @@ class Job {
     std::vector<std::optional<InitArrival>> arrivals;
     int arrived = 0;
     std::string failure;
-    std::chrono::steady_clock::time_point first_at;
+    std::chrono::steady_clock::time_point first_at, failed_at;
   };
   struct SplitArrival {
     ClientId client = 0;
@@ -217,14 +226,14 @@ class Job {
     std::vector<std::optional<SplitArrival>> arrivals;
     int arrived = 0;
     std::string failure;
-    std::chrono::steady_clock::time_point first_at;
+    std::chrono::steady_clock::time_point first_at, failed_at;
   };
   struct PendingShrink {
     std::vector<int> excluded;  // sorted
     std::vector<std::optional<SplitArrival>> arrivals;
     int arrived = 0;
     std::string failure;
-    std::chrono::steady_clock::time_point first_at;
+    std::chrono::steady_clock::time_point first_at, failed_at;
   };
   struct CollStats {
     uint64_t calls = 0;
@@ -282,8 +291,13 @@ class Job {
                                  uint64_t request_id, std::chrono::steady_clock::time_point now);
   void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id,
                   std::chrono::steady_clock::time_point now);
-  // Points into one of the client's shared segments; throws RefError when the range is not there.
-  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes);
+  // Points into one of the client's shared segments, which `keep` then holds; throws RefError
+  // when the range is not there.
+  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep);
+  // Moves an operation's data on the data plane (small ones on the calling thread), then runs
+  // `then`, or on failure tells `ranks` (client, request id) why.
+  void move_data(uint64_t bytes, std::function<void(Executor&)> work, std::function<void()> then,
+                 std::vector<std::pair<ClientId, uint64_t>> ranks, std::string what);
 
   void complete_init(const wire::CommKey& key, PendingInit& pending);
   void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
@@ -315,6 +329,18 @@ class Job {
   // Fails a pending init, split or shrink: every rank that arrived gets `why`.
   template <typename Pending>
   void fail_rendezvous(Pending& pending, wire::Status code, const std::string& why);
+  // A coordinator serving job after job stays the same size: communicators whose ranks have all
+  // left, ranks long gone and failed rendezvous are let go (job_retire.cpp).
+  // Retires the communicator if every rank has destroyed it or gone: its report entry is kept
+  // (the newest ones) and the rest of it dropped.
+  void retire_if_finished(uint64_t comm_id);
+  // Drops the oldest departed ranks beyond what the report lists, unless a live communicator
+  // still names them.
+  void forget_departed_clients();
+  // Drops inits, splits and shrinks that failed longer than the rendezvous timeout ago.
+  void forget_failed_rendezvous(std::chrono::steady_clock::time_point now);
+  // A communicator's entry in the report.
+  nlohmann::json comm_entry(const Comm& comm) const;
   // Records what a client just posted, for diagnoses.
   void note_post(Client& client, Posted what, uint64_t comm, uint64_t seq,
                  std::chrono::steady_clock::time_point now);
@@ -362,7 +388,18 @@ class Job {
   Outbox& out_;
   std::chrono::system_clock::time_point started_;
 
-  std::map<ClientId, Client> clients_;  // kept after they leave, for the report
+  std::map<ClientId, Client> clients_;  // kept after they leave, for the report (the newest ones)
+  std::deque<ClientId> departed_;       // clients that left, oldest first
+  uint64_t ranks_not_listed_ = 0;       // departed clients dropped
+  // Enough for every rank of one job (the world size, at least kMaxDepartedClients).
+  static constexpr size_t kMaxDepartedClients = 256;
+  std::deque<nlohmann::json> retired_comms_;  // report entries of communicators all ranks left
+  uint64_t comms_not_listed_ = 0;
+  // Enough for one job's communicators (twice the world size, at least kMaxRetiredComms).
+  static constexpr size_t kMaxRetiredComms = 256;
+  // Communicators over the same GPUs share one model: memory grows with distinct GPU sets, not
+  // with jobs. Never dropped: the timeline and the trace point into the models.
+  std::map<std::vector<int>, std::shared_ptr<const planner::CommModel>> models_;
   std::map<wire::CommKey, PendingInit> pending_inits_;
   std::map<std::pair<uint64_t, uint64_t>, PendingSplit> pending_splits_;
   std::map<std::pair<uint64_t, uint64_t>, PendingShrink> pending_shrinks_;
@@ -387,7 +424,10 @@ class Job {
   uint64_t rendezvous_timeouts_ = 0;  // operations failed by the rendezvous timeout
   std::map<std::string, uint64_t> mismatches_;  // by flight recorder class
   std::vector<std::string> deadlocks_;          // each one's diagnosis
-  Executor executor_;
+  Executor executor_;           // the pool, used only from the data plane's thread
+  Executor serial_executor_{1};  // no pool: for small operations on the calling thread
+  InlineDataPlane inline_plane_;
+  DataPlane* data_plane_ = &inline_plane_;
   uint64_t max_buffer_bytes_;
   std::chrono::milliseconds rendezvous_timeout_;
   std::chrono::milliseconds deadlock_timeout_;
@@ -405,6 +445,7 @@ std::string format_status(const nlohmann::json& status);
 template <typename Pending>
 void Job::fail_rendezvous(Pending& pending, wire::Status code, const std::string& why) {
   pending.failure = why;
+  pending.failed_at = std::chrono::steady_clock::now();
   for (auto& a : pending.arrivals)
     if (a) reply_error(a->client, a->request_id, code, why);
   // Arrivals stay, so a rank arriving late is told `failure` rather than taken for a repeat.

@@ -19,6 +19,7 @@ constexpr size_t kMaxListedComms = 64;    // the status lists at most this many 
 constexpr size_t kMaxListedWaits = 16;    // ...waiting operations per communicator...
 constexpr size_t kMaxListedMissing = 16;  // ...missing ranks per operation...
 constexpr size_t kMaxListedRanks = 256;   // ...and ranks
+constexpr size_t kMaxReportedDeadlocks = 100;
 
 double seconds_since(Clock::time_point then, Clock::time_point now) {
   return std::chrono::duration<double>(now - then).count();
@@ -188,7 +189,7 @@ void Job::break_deadlock(const std::vector<ClientId>& ranks, const std::map<Clie
                                 deadlock_timeout_.count() / 1000.0, who);
   print_wavefront(now);
   fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
-  deadlocks_.push_back(why);
+  if (deadlocks_.size() < kMaxReportedDeadlocks) deadlocks_.push_back(why);
   const std::set<ClientId> stuck(ranks.begin(), ranks.end());
   for (uint64_t comm_id : comms) {
     Comm& comm = comms_.at(comm_id);
@@ -278,6 +279,7 @@ void Job::check_regroup_timeouts(Clock::time_point now, const std::map<ClientId,
 }
 
 void Job::check_timeouts(Clock::time_point now) {
+  forget_failed_rendezvous(now);
   auto all = waits();
   if (auto stuck = deadlocked(all, now); !stuck.empty()) {
     break_deadlock(stuck, all, now);

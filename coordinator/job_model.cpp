@@ -83,7 +83,9 @@ const planner::CommModel* Job::model_of(Comm& comm) {
       }
       gpus.push_back(m.global_rank);
     }
-    comm.model = std::make_unique<planner::CommModel>(topology_, gpus, tuning_);
+    auto& model = models_[gpus];
+    if (!model) model = std::make_shared<const planner::CommModel>(topology_, gpus, tuning_);
+    comm.model = model;
   }
   return comm.model.get();
 }

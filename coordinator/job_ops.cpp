@@ -62,11 +62,11 @@ void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, in
     client.segment_errors[msg.segment] = fmt::format("mmap of {} bytes failed: {}", msg.size, std::strerror(errno));
     return;
   }
-  client.segments[msg.segment] = std::make_unique<Mapping>(static_cast<uint8_t*>(base), msg.size);
+  client.segments[msg.segment] = std::make_shared<const Mapping>(static_cast<uint8_t*>(base), msg.size);
   ++segments_mapped_;
 }
 
-uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes) {
+uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep) {
   auto it = client.segments.find(ref.segment);
   if (it == client.segments.end()) {
     auto err = client.segment_errors.find(ref.segment);
@@ -76,6 +76,7 @@ uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes
   if (ref.offset > it->second->size() || bytes > it->second->size() - ref.offset)
     throw RefError(fmt::format("a buffer of {} bytes at offset {} does not fit device-memory segment {} of {} bytes",
                                bytes, ref.offset, ref.segment, it->second->size()));
+  *keep = it->second;
   return it->second->base() + ref.offset;
 }
 
@@ -114,8 +115,8 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
     skipped_bytes_ += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
   } else {
     try {
-      if (msg.send.shared() && send_bytes) rank.in = resolve(client, msg.send, send_bytes);
-      if (msg.recv.shared() && recv_bytes) rank.out = resolve(client, msg.recv, recv_bytes);
+      if (msg.send.shared() && send_bytes) rank.in = resolve(client, msg.send, send_bytes, &rank.in_segment);
+      if (msg.recv.shared() && recv_bytes) rank.out = resolve(client, msg.recv, recv_bytes, &rank.out_segment);
     } catch (const RefError& e) {
       reply_error(id, request_id, Status::kInvalidArgument, fmt::format("{}: {}", describe_call(msg), e.what()));
       return;
@@ -227,6 +228,7 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
   }
   std::vector<std::shared_ptr<std::vector<uint8_t>>> replies(nranks);
   std::vector<KernelRank> kernel(nranks);
+  uint64_t moved = 0;
   for (int r = 0; r < nranks; ++r) {
     RankData& d = op.ranks[r];
     if (!d.out && recv_bytes[r]) {
@@ -234,14 +236,49 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
       d.out = replies[r]->data();
     }
     kernel[r] = {d.in, d.out, d.scalar};
+    moved += recv_bytes[r];
   }
-  run_collective(c, kernel, executor_);
-  for (int r = 0; r < nranks; ++r) {
-    std::vector<Bulk> bulk;
-    if (replies[r]) bulk.push_back({replies[r], 0, replies[r]->size()});
-    reply(comm.members[r].client, op.request_ids[r], done, std::move(bulk));
+  std::vector<std::pair<ClientId, uint64_t>> to;
+  for (int r = 0; r < nranks; ++r) to.emplace_back(comm.members[r].client, op.request_ids[r]);
+  // The work holds the ranks' data (segments, socket bodies) until it is done; op.ranks lets go now.
+  auto data = std::make_shared<std::vector<RankData>>(std::move(op.ranks));
+  op.ranks.clear();
+  move_data(
+      moved, [c, kernel, data](Executor& pool) { run_collective(c, kernel, pool); },
+      [this, to, replies, done] {
+        for (size_t r = 0; r < to.size(); ++r) {
+          std::vector<Bulk> bulk;
+          if (replies[r]) bulk.push_back({replies[r], 0, replies[r]->size()});
+          reply(to[r].first, to[r].second, done, std::move(bulk));
+        }
+      },
+      to, describe_call(c));
+}
+
+void Job::move_data(uint64_t bytes, std::function<void(Executor&)> work, std::function<void()> then,
+                    std::vector<std::pair<ClientId, uint64_t>> ranks, std::string what) {
+  // Set by the work when it fails (it runs out of memory, say): the ranks then get an error.
+  auto failure = std::make_shared<std::string>();
+  auto guarded = [failure](const std::function<void(Executor&)>& work, Executor& pool) noexcept {
+    try {
+      work(pool);
+    } catch (const std::exception& e) {
+      *failure = e.what();
+    } catch (...) {
+      *failure = "unknown error";
+    }
+  };
+  auto finish = [this, failure, then = std::move(then), ranks = std::move(ranks), what = std::move(what)] {
+    if (failure->empty()) return then();
+    for (const auto& [client, request] : ranks)
+      reply_error(client, request, Status::kSystemError,
+                  fmt::format("the coordinator could not move the data of {}: {}", what, *failure));
+  };
+  if (bytes < kAsyncDataBytes) {
+    guarded(work, serial_executor_);
+    return finish();
   }
-  op.ranks.clear();  // releases socket-path bodies now
+  data_plane_->run([guarded, work = std::move(work), pool = &executor_] { guarded(work, *pool); }, std::move(finish));
 }
 
 void Job::count_rank_part(ClientId client, uint64_t bytes, double ready_us, const wire::CollectiveDone& done) {
@@ -297,8 +334,21 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     std::vector<Bulk> bulk;
     // A payload-free message has no buffers on either side: nothing below moves.
     if (p.receiver.out) {
-      copy_parallel(p.receiver.out, p.sender.in, bytes, executor_);
-    } else if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
+      const uint64_t recv_request = p.recv_request, send_request = p.send_request;
+      move_data(
+          bytes,
+          [sent = std::move(p.sender), received = std::move(p.receiver), bytes](Executor& pool) {
+            copy_parallel(received.out, sent.in, bytes, pool);
+          },
+          [this, receiver, sender, recv_request, send_request, done] {
+            reply(receiver, recv_request, done);
+            reply(sender, send_request, done);
+          },
+          {{sender, send_request}, {receiver, recv_request}}, describe_call(p.send));
+      comm.p2p.erase(key);
+      return;
+    }
+    if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
       bulk.push_back({p.sender.body, static_cast<size_t>(p.sender.in - p.sender.body->data()), bytes});
     } else if (bytes && !payload_free(p.send)) {
       auto copy = std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes);

@@ -142,7 +142,14 @@ int main(int argc, char** argv) {
       });
     };
     if (live) asio::post(io, tick);
-    server.run();
+    int status = 0;
+    try {
+      server.run();
+    } catch (const std::exception& e) {  // the report of what was done is still written
+      fmt::print(stderr, "fakegpu-coordinator: error: {}; writing the report\n", e.what());
+      server.stop();
+      status = 1;
+    }
     // Launchers such as timeout(1) signal the whole process group too: a second SIGTERM must
     // not cut the report short, so from here on stop signals are ignored.
     signals.clear();
@@ -161,7 +168,7 @@ int main(int argc, char** argv) {
     }
     fmt::print("fakegpu-coordinator: {} collectives completed, {} errors\n",
                report["totals"]["collective_calls"].get<uint64_t>(), report["errors"].size());
-    return 0;
+    return status;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fakegpu-coordinator: error: {}\n", e.what());
     return 1;

@@ -507,7 +507,9 @@ Server::Server(asio::io_context& io, const Endpoint& endpoint, ClusterConfig clu
     : io_(io),
       job_(std::move(cluster),
            ServerInfo{transport_name(endpoint.transport), endpoint.address, std::move(cluster_path), token}, *this),
+      data_plane_(io),
       watchdog_(io) {
+  job_.use_data_plane(data_plane_);
   if (endpoint.transport == Transport::kUnix)
     listen_unix(endpoint.address);
   else

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data_plane.h"
 #include "endpoint.h"
 #include "job.h"
 
@@ -54,6 +55,8 @@ class Server : public Outbox {
 
   asio::io_context& io_;
   Job job_;
+  // After job_, so it is destroyed first: its thread is joined before the Job it works for goes.
+  ThreadDataPlane data_plane_;
   std::unique_ptr<asio::local::stream_protocol::acceptor> unix_acceptor_;
   std::unique_ptr<asio::ip::tcp::acceptor> tcp_acceptor_;
   std::string unix_path_;

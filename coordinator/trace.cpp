@@ -31,7 +31,7 @@ int node_of_link(const planner::Topology& topo, const planner::Link& link) {
 }  // namespace
 
 void Trace::record(const Op& op, std::vector<RankTrack> ranks) {
-  if (ops_.size() >= kMaxOps) {
+  if (ops_.size() >= max_ops_) {
     ++dropped_;
     return;
   }

@@ -3,8 +3,8 @@
 // operations at their modeled times and, from the rank's activity log, its kernels, copies and
 // step marks (a slice that would overlap another partly goes to an extra lane of the track);
 // flow arrows from each Send to its Recv; per node counters of how busy its NVLink and network
-// links are, and per link counters for the busiest links. Keeps at most kMaxOps operations;
-// later ones are counted.
+// links are, and per link counters for the busiest links. Keeps the first max_ops operations
+// (FAKEGPU_TRACE_MAX_OPS); later ones are counted.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,8 @@ namespace fakegpu::coord {
 
 class Trace {
  public:
-  static constexpr size_t kMaxOps = 100000;
+  static constexpr size_t kDefaultMaxOps = 100000;
+  explicit Trace(size_t max_ops = kDefaultMaxOps) : max_ops_(max_ops) {}
   static constexpr size_t kMaxSlices = 200000;  // activity slices drawn, over all ranks
 
   struct Op {
@@ -62,6 +63,7 @@ class Trace {
   std::vector<std::vector<RankTrack>> rank_sets_;
   std::map<std::vector<RankTrack>, int> rank_set_index_;
   uint64_t dropped_ = 0;
+  size_t max_ops_;
 };
 
 }  // namespace fakegpu::coord

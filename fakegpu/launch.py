@@ -68,6 +68,6 @@ def rank_launches(command, nodes, env, node_names=None):
     return launches
 
 
-def run_ranks(command, nodes, env, node_names=None, grace_seconds=GRACE_SECONDS) -> int:
+def run_ranks(command, nodes, env, node_names=None, grace_seconds=GRACE_SECONDS, stdout=None) -> int:
     """Runs one process per rank (rank_launches); returns the job's exit code."""
-    return supervise(rank_launches(command, nodes, env, node_names), grace_seconds).code
+    return supervise(rank_launches(command, nodes, env, node_names), grace_seconds, stdout=stdout).code

@@ -87,15 +87,16 @@ def _to_stderr(message: str):
 
 
 def supervise(launches, grace_seconds=GRACE_SECONDS, before_stop: Callable[[], None] = None,
-              log=_to_stderr) -> Outcome:
+              log=_to_stderr, stdout=None) -> Outcome:
     """Runs the launches side by side until all exit. before_stop runs just before fgpu stops
-    processes that are still running (to print where they are)."""
+    processes that are still running (to print where they are); stdout is the processes'
+    (by default fgpu's own)."""
     started = time.monotonic()
     outcome = Outcome(0)
     procs = []
     try:
         for launch in launches:
-            procs.append(subprocess.Popen(launch.command, env=launch.env, preexec_fn=_die_with_fgpu))
+            procs.append(subprocess.Popen(launch.command, env=launch.env, stdout=stdout, preexec_fn=_die_with_fgpu))
             outcome.exits.append(Exit(launch, procs[-1].pid))
         grace_end, announce = None, False
         while True:

@@ -41,6 +41,7 @@ COVERAGE = [
      "needs nccl-tests or NCCL's examples built; docs/nccl-tests.md records the results"),
     (r"^python3 verification/bench/allreduce_latency\.py", "test", "bench_runs"),
     (r"^python3 verification/bench/coordinator_soak\.py", "test", "soak_runs"),
+    (r"^python3 verification/bench/coordinator_jobs_soak\.py", "test", "coordinator_jobs_soak"),
     (r"^build/model_speed \d+$", "test", "model_speed_runs"),
     (r"^python3 verification/bench/torch_ddp_bench\.py", "test", "torch_bench_runs"),
     (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --cluster-config configs/presets/dgx-h100-1node\.yaml --nproc 8 "

@@ -16,12 +16,14 @@ GRACE_SECONDS = 5.0  # how long the others may run on after a process failed
 STOP_SECONDS = 5.0   # how long a stopped process may take to exit after SIGTERM, before SIGKILL
 
 PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the child between fork and exec must not load anything
+# Found here: the child between fork and exec must not look symbols up (another thread of the
+# parent may have held the loader's lock at the fork).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
 def _die_with_fgpu():
     """Runs in each child before exec: the kernel sends it SIGTERM when fgpu dies, however fgpu dies."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Interrupted(Exception):

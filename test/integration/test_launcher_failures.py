@@ -45,7 +45,9 @@ class Run:
         test.addCleanup(lambda: subprocess.run(["rm", "-rf", str(self.dir)]))
         self.tmp = self.dir / "tmp"
         self.tmp.mkdir()
-        run_env = dict(os.environ, TMPDIR=str(self.tmp), **(env or {}))
+        # Its own state directory too, where running jobs register (fgpu coordinator status).
+        self.env = dict(os.environ, TMPDIR=str(self.tmp), XDG_RUNTIME_DIR=str(self.tmp), **(env or {}))
+        run_env = self.env
         started = time.monotonic()
         proc = subprocess.Popen([FGPU, *map(str, args)], cwd=self.dir, env=run_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -132,6 +134,9 @@ class LauncherFailures(unittest.TestCase):
         self.assertEqual(run.survivors, [], "ranks or the coordinator outlived a killed fgpu")
         self.assertLess(run.seconds, 10)
         self.assertTrue(run.report.exists(), "the coordinator writes its report when its launcher is gone")
+        status = subprocess.run([FGPU, "coordinator", "status"], env=run.env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(status.returncode, 3, "the killed job is no longer listed: " + status.stdout)
+        self.assertIn("not running", status.stdout)
 
     def test_an_unwritable_report_is_refused_before_the_job(self):
         run = Run(self, "--report", "/nonexistent/r.json", "--nproc", "2", "sleep", "30")

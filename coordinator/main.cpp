@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (check_only) {
-      fmt::print("{}: OK: cluster '{}', {} nodes, world size {}\n", cluster_path, cluster.name, cluster.nodes.size(),
-                 cluster.world_size());
+      fmt::print("{}: OK: cluster '{}', {} node{}, world size {}\n", cluster_path, cluster.name, cluster.nodes.size(),
+                 cluster.nodes.size() == 1 ? "" : "s", cluster.world_size());
       return 0;
     }
     Endpoint endpoint = parse_endpoint(transport, address);

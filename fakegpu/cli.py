@@ -33,7 +33,7 @@ def main_parser():
     p = argparse.ArgumentParser(
         prog="fgpu",
         description="Run COMMAND with fakegpu's NCCL and CUDA libraries, talking to a fakegpu coordinator. "
-                    "Subcommands: demo, validate CONFIG, report FILE, model, coordinator start|stop|status "
+                    "Subcommands: demo, validate CONFIG..., report FILE, model, coordinator start|stop|status "
                     "(see fgpu SUBCOMMAND --help).",
         epilog="Example: fgpu --nproc 4 ./my_nccl_program    |    fgpu torchrun --nproc_per_node=4 train.py")
     p.add_argument("--mode", default=env_default("FAKEGPU_MODE", "simulate"),
@@ -120,6 +120,8 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         args.command = args.command[1:]
     if not args.command:
         raise SetupError("no command given (try: fgpu --nproc 2 ./program, or fgpu demo)")
+    if args.nproc is not None and args.nproc < 1:
+        raise SetupError(f"--nproc {args.nproc}: the number of ranks must be at least 1")
     transport = resolve_transport(args.coordinator_transport, args.coordinator_addr)
     # Without a cluster config: one node with as many GPUs as the launcher starts ranks.
     world = args.nproc or launcher_world_size(args.command) or args.device_count or 8
@@ -213,10 +215,18 @@ def cmd_demo(argv) -> int:
 
 
 def cmd_validate(argv) -> int:
-    p = argparse.ArgumentParser(prog="fgpu validate", description="Check a cluster YAML and print a summary.")
-    p.add_argument("config")
+    p = argparse.ArgumentParser(prog="fgpu validate", description="Check cluster YAMLs and print a summary of each.")
+    p.add_argument("config", nargs="+")
     a = p.parse_args(argv)
-    return subprocess.call([str(built("fakegpu-coordinator")), "--check-config", "--cluster-config", a.config])
+    failed = 0
+    for config in a.config:
+        r = subprocess.run([str(built("fakegpu-coordinator")), "--check-config", "--cluster-config", config],
+                           capture_output=True, text=True)
+        print(r.stdout, end="")
+        # The coordinator prefixes its errors with its own name; here they are fgpu's answer.
+        print(r.stderr.replace("fakegpu-coordinator: error: ", "fgpu validate: "), end="", file=sys.stderr)
+        failed += r.returncode != 0
+    return 1 if failed else 0
 
 
 def cmd_report(argv) -> int:

@@ -2,6 +2,8 @@
 
 import json
 
+from .paths import SetupError
+
 
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -37,7 +39,8 @@ def summarize(report: dict) -> str:
     colls = report.get("collectives", {})
     if colls:
         for name, stats in sorted(colls.items()):
-            line = f"{name}: {stats['calls']} calls of {human_bytes(stats['bytes'])} in all"
+            calls = stats["calls"]
+            line = f"{name}: {calls} call{'' if calls == 1 else 's'} of {human_bytes(stats['bytes'])} in all"
             if stats.get("modeled_time_us"):
                 mix = ", ".join(f"{algo} x{n}" for algo, n in sorted(stats.get("algorithms", {}).items()))
                 line += f", modeled {stats['modeled_time_us']:.1f} us ({mix})"
@@ -71,5 +74,17 @@ def summarize(report: dict) -> str:
 
 
 def load(path) -> dict:
-    with open(path) as f:
-        return json.load(f)
+    """The JSON cluster report at path; SetupError, saying what the file is instead, otherwise."""
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except OSError as e:
+        raise SetupError(f"cannot read the report {path}: {e.strerror}") from e
+    except (ValueError, UnicodeDecodeError) as e:
+        hint = " (the Markdown companion: give the .json beside it)" if str(path).endswith(".md") else ""
+        raise SetupError(f"{path} is not a JSON cluster report{hint}: {e}") from e
+    if isinstance(report, dict) and "traceEvents" in report:
+        raise SetupError(f"{path} is the Perfetto trace (open it in ui.perfetto.dev); the report is the .json beside it")
+    if not isinstance(report, dict) or "schema_version" not in report or "cluster" not in report:
+        raise SetupError(f"{path} is JSON but not a fakegpu cluster report (no schema_version and cluster)")
+    return report

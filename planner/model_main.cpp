@@ -38,6 +38,43 @@ const std::map<std::string, int> kTypeSizes = {{"int8", 1},    {"uint8", 1},   {
                                                {"int64", 8},   {"uint64", 8},  {"half", 2},     {"float", 4},
                                                {"double", 8},  {"bfloat16", 2}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1}};
 
+// The spellings people use for a type, beside nccl-tests' names.
+const std::map<std::string, std::string> kTypeAliases = {
+    {"fp16", "half"},     {"float16", "half"},  {"bf16", "bfloat16"}, {"fp32", "float"},     {"float32", "float"},
+    {"fp64", "double"},   {"float64", "double"}, {"fp8", "fp8_e4m3"}, {"e4m3", "fp8_e4m3"}, {"e5m2", "fp8_e5m2"},
+    {"char", "int8"},     {"int", "int32"},     {"uint", "uint32"}};
+
+// "allreduce", "AllReduce", "all-reduce": a name without case, dashes or underscores.
+std::string folded(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    if (c != '_' && c != '-') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+template <typename Map>
+std::string names_of(const Map& map) {
+  std::string out;
+  for (const auto& [name, value] : map) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// nccl-tests' collective name for what the user wrote; throws, listing the names, when none fits.
+std::string collective_named(const std::string& name) {
+  for (const auto& [known, info] : kCollectives)
+    if (folded(known) == folded(name)) return known;
+  throw std::invalid_argument("unknown --collective '" + name + "'; use one of " + names_of(kCollectives) + ", or all");
+}
+
+std::string datatype_named(const std::string& name) {
+  for (const auto& [known, size] : kTypeSizes)
+    if (folded(known) == folded(name)) return known;
+  for (const auto& [alias, known] : kTypeAliases)
+    if (folded(alias) == folded(name)) return known;
+  throw std::invalid_argument("unknown --datatype '" + name + "'; use one of " + names_of(kTypeSizes) + " (or fp16, " +
+                              "bf16, fp32, fp64, fp8)");
+}
+
 // "8", "64K", "8G": nccl-tests' size syntax (powers of 1024).
 uint64_t parse_size(const std::string& text) {
   size_t used = 0;
@@ -90,7 +127,8 @@ std::string endpoint(int who) {
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"fgpu model: NCCL's time for a collective on a cluster config, per size, as nccl-tests prints it"};
+  CLI::App app{"fgpu model: NCCL's time for a collective on a cluster config, per size, as nccl-tests prints it",
+               "fgpu model"};
   std::string config_path, coll_name = "all_reduce", dtype = "float", min_text = "8", max_text = "128M", algo, proto;
   double step = 2;
   int nodes = 0, per_node = 0, ranks = 0, root = 0;
@@ -114,13 +152,12 @@ int main(int argc, char** argv) {
 
   try {
     if (step <= 1) throw std::invalid_argument("--step-factor must be > 1");
-    if (!kTypeSizes.count(dtype)) throw std::invalid_argument("unknown --datatype '" + dtype + "'");
+    dtype = datatype_named(dtype);
     std::vector<std::string> colls;
     if (coll_name == "all") {
       for (auto& [name, info] : kCollectives) colls.push_back(name);
     } else {
-      if (!kCollectives.count(coll_name)) throw std::invalid_argument("unknown --collective '" + coll_name + "'");
-      colls.push_back(coll_name);
+      colls.push_back(collective_named(coll_name));
     }
     auto cluster = shape_cluster(fakegpu::load_cluster_config(config_path), nodes, per_node, ranks);
     auto topo = planner::Topology::from_config(cluster);
@@ -134,11 +171,15 @@ int main(int argc, char** argv) {
     if (root < 0 || root >= n) throw std::invalid_argument(fmt::format("--root {} is not a rank of {}", root, n));
     const int tsize = kTypeSizes.at(dtype);
     uint64_t lo = parse_size(min_text), hi = parse_size(max_text);
+    if (lo > hi)
+      throw std::invalid_argument(fmt::format("--min-bytes {} is larger than --max-bytes {}: no size to model", min_text,
+                                              max_text));
 
     nlohmann::json doc = {{"cluster", cluster.name}, {"ranks", n}, {"nodes", model.nnodes()}, {"datatype", dtype},
                           {"channels", model.channels()}, {"results", nlohmann::json::array()}};
     if (!json_out)
-      fmt::print("# fakegpu model: {}, {} ranks on {} nodes, {} channels\n", cluster.name, n, model.nnodes(), model.channels());
+      fmt::print("# fakegpu model: {}, {} ranks on {} node{}, {} channels\n", cluster.name, n, model.nnodes(),
+                 model.nnodes() == 1 ? "" : "s", model.channels());
     for (const auto& name : colls) {
       const CollInfo& info = kCollectives.at(name);
       if (!json_out) {

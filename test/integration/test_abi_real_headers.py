@@ -11,7 +11,6 @@ from rank_jobs import Coordinator, run_rank_processes, single_node_config
 BINARY = sys.argv.pop(1) if len(sys.argv) > 1 else ""
 
 
-@unittest.skipUnless(BINARY, "no CUDA toolkit headers were found at configure time; ABI test skipped")
 class RealHeadersAbi(unittest.TestCase):
     def test_eight_processes(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-abi-"))
@@ -24,6 +23,7 @@ class RealHeadersAbi(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if not BINARY:
+    if not BINARY:  # ctest counts exit code 77 as skipped (SKIP_RETURN_CODE), never as passed
         print("SKIP: no CUDA toolkit headers were found at configure time; ABI test skipped")
+        sys.exit(77)
     unittest.main(verbosity=2)

@@ -85,6 +85,37 @@ class FgpuCli(unittest.TestCase):
                 self.assertNotEqual(r.returncode, 0)
                 self.assertIn(expected, r.stderr)
 
+    def test_validate_takes_several_configs(self):
+        bad = sorted((CONFIGS / "invalid").glob("*.yaml"))[0]
+        r = fgpu("validate", CONFIGS / "cluster_valid.yaml", CONFIGS / "single_node_8gpu.yaml", bad)
+        self.assertEqual(r.returncode, 1, "one of them is bad")
+        self.assertIn("cluster_valid.yaml: OK: cluster 'dev-cluster', 2 nodes, world size 4", r.stdout)
+        self.assertIn("single_node_8gpu.yaml: OK:", r.stdout)
+        self.assertIn(", 1 node, world size 8", r.stdout)
+        self.assertIn("fgpu validate: ", r.stderr)
+        self.assertNotIn("fakegpu-coordinator:", r.stderr)
+        self.assertIn(bad.with_suffix(".expected").read_text().strip(), r.stderr)
+
+    def test_report_names_what_the_file_is_instead(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        (tmp / "r.md").write_text("# fakegpu cluster report\n")
+        (tmp / "r.trace.json").write_text('{"traceEvents": []}')
+        (tmp / "other.json").write_text('{"a": 1}')
+        for name, says in [("missing.json", "cannot read the report"), ("r.md", "the Markdown companion"),
+                           ("r.trace.json", "is the Perfetto trace"), ("other.json", "not a fakegpu cluster report")]:
+            with self.subTest(file=name):
+                r = fgpu("report", tmp / name)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(says, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+
+    def test_nproc_below_one_is_refused(self):
+        for n in ("0", "-3"):
+            with self.subTest(nproc=n):
+                r = fgpu("--nproc", n, "true")
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(f"--nproc {n}: the number of ranks must be at least 1", r.stderr)
+
     def test_runs_n_ranks_and_summarises(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
         report = tmp / "r.json"
@@ -401,10 +432,29 @@ class FgpuCli(unittest.TestCase):
         r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--algo", "hypercube")
         self.assertEqual(r.returncode, 2)
         self.assertIn("hypercube", r.stderr)
-        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--collective", "allreduce")
-        self.assertIn("unknown --collective 'allreduce'", r.stderr)
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--collective", "allgatherv")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown --collective 'allgatherv'; use one of all_gather, all_reduce, alltoall,", r.stderr)
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--datatype", "fp12")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown --datatype 'fp12'; use one of bfloat16, double,", r.stderr)
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "-b", "1G", "-e", "1M")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--min-bytes 1G is larger than --max-bytes 1M", r.stderr)
         r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--nodes", "2")
         self.assertIn("fabric.inter_node is needed", r.stderr)
+
+    def test_model_takes_the_names_people_use(self):
+        base = ["model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "-b", "1M", "-e", "1M", "--json"]
+        plain = json.loads(fgpu(*base).stdout)
+        for coll, dtype in [("allreduce", "fp32"), ("AllReduce", "float32"), ("all-reduce", "float")]:
+            with self.subTest(collective=coll, datatype=dtype):
+                r = fgpu(*base, "--collective", coll, "--datatype", dtype)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(json.loads(r.stdout), plain)
+        half = json.loads(fgpu(*base, "--datatype", "fp16").stdout)
+        self.assertEqual(half["datatype"], "half")
+        self.assertEqual(fgpu(*base, "--datatype", "bf16").returncode, 0)
 
 
 if __name__ == "__main__":

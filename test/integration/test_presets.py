@@ -49,7 +49,7 @@ class Presets(unittest.TestCase):
             with self.subTest(preset=path.name):
                 r = run(FGPU, "validate", path)
                 self.assertEqual(r.returncode, 0, r.stderr)
-                m = re.search(r"cluster '([^']+)', (\d+) nodes, world size (\d+)", r.stdout)
+                m = re.search(r"cluster '([^']+)', (\d+) nodes?, world size (\d+)", r.stdout)
                 self.assertIsNotNone(m, r.stdout)
                 self.assertEqual(m.group(1), path.stem)
                 self.assertEqual((int(m.group(2)), int(m.group(3))), (nodes, nodes * per_node))

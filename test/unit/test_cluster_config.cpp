@@ -71,6 +71,9 @@ struct InvalidCase {
   const char* expect;  // substring of the error
 };
 
+// Tests are listed by the case's name, not its bytes.
+void PrintTo(const InvalidCase& c, std::ostream* os) { *os << c.name; }
+
 class InvalidConfig : public ::testing::TestWithParam<InvalidCase> {};
 
 TEST_P(InvalidConfig, IsRejectedWithAClearMessage) {

@@ -69,6 +69,8 @@ def main():
             command = [str(built("nccl_check")), str(Path(tmp) / "id"), "--count", "1024", "--iters", "2",
                        "--tp", str(a.ranks)]
             idle_fds = open_fds(pid)
+            # AddressSanitizer keeps freed memory in quarantine: resident memory then says nothing of leaks.
+            asan = "libasan" in Path(f"/proc/{pid}/maps").read_text()
             rss, fds = [], []
             start = time.monotonic()
             for job in range(a.jobs):
@@ -92,12 +94,14 @@ def main():
         problems = []
         if max(fds[warm:]) > fds[warm]:
             problems.append(f"file descriptors grew from {fds[warm]} to {max(fds[warm:])}")
-        if growth > 3:
+        if growth > 3 and not asan:
             problems.append(f"memory grew {growth:.1f}% after warm-up (limit 3%)")
+        if asan:
+            print("memory not checked: the coordinator runs under AddressSanitizer, whose quarantine keeps freed memory")
         if problems:
             print("soak check failed: " + "; ".join(problems))
             return 1
-        print("soak check passed: descriptors flat, memory growth under 3%")
+        print("soak check passed: descriptors flat" + ("" if asan else ", memory growth under 3%"))
     return 0
 
 

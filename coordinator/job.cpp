@@ -9,6 +9,7 @@
 #include <fstream>
 #include <utility>
 
+#include "byte_count.h"
 
 namespace fakegpu::coord {
 
@@ -28,7 +29,13 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
 }
 
 uint64_t default_max_buffer_bytes() {
-  if (const char* v = std::getenv("FAKEGPU_COORDINATOR_MAX_BUFFER"); v && *v) return std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("FAKEGPU_COORDINATOR_MAX_BUFFER"); v && *v) {
+    std::optional<uint64_t> n = parse_byte_count(v);
+    if (!n || *n == 0)
+      throw std::invalid_argument(fmt::format("FAKEGPU_COORDINATOR_MAX_BUFFER={}: expected a byte count above 0 (a "
+                                              "number, optionally with K, M or G)", v));
+    return *n;
+  }
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;

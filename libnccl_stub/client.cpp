@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "byte_count.h"
 #include "identity.h"
 
 namespace fakegpu::stub {
@@ -30,19 +31,11 @@ int connect_timeout_ms() {
 uint64_t chunk_bytes_from_environment() {
   const char* v = std::getenv("FAKEGPU_STAGING_CHUNK_BYTES");
   if (!v || !*v) return wire::kDefaultChunkBytes;
-  char* end = nullptr;
-  errno = 0;
-  uint64_t n = std::strtoull(v, &end, 10);
-  int shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10, ++end;
-  else if (*end == 'M' || *end == 'm') shift = 20, ++end;
-  else if (*end == 'G' || *end == 'g') shift = 30, ++end;
-  const bool valid = v[0] >= '0' && v[0] <= '9' && errno == 0 && *end == '\0' && n <= (UINT64_MAX >> shift);
-  n <<= shift;
-  if (!valid || n < wire::kMinChunkBytes)
+  std::optional<uint64_t> n = parse_byte_count(v);
+  if (!n || *n < wire::kMinChunkBytes)
     throw NcclError(ncclInvalidArgument, std::string("FAKEGPU_STAGING_CHUNK_BYTES=") + v + " is not a byte count of at least " +
                                              std::to_string(wire::kMinChunkBytes) + " (a number, optionally with K, M or G)");
-  return n;
+  return *n;
 }
 
 // How long to spin before sleeping while waiting on the control ring. The spin hands the core

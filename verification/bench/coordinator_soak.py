@@ -2,12 +2,15 @@
 """Runs many small AllReduces through one coordinator and prints its resident memory as it goes.
 
 The target is flat memory: over the second half of a long run (once the timeline trace's
-bounded buffer is full) growth stays under 5%.
-Usage: verification/bench/coordinator_soak.py [--ops 1000000] [--ranks 2]
+bounded buffer is full) growth stays under 5%. --check holds the trace to 1,000 operations, so
+it is full at once, and fails unless growth over the second half stays under 3% (memory is not
+judged under AddressSanitizer, whose quarantine keeps freed memory).
+Usage: verification/bench/coordinator_soak.py [--ops 1000000] [--ranks 2] [--check]
 """
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -34,10 +37,14 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ops", type=int, default=1_000_000)
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--check", action="store_true", help="fail unless memory stays flat over the second half")
     a = p.parse_args()
-    config = write_single_node_config(a.ranks, name="soak")
-    with Coordinator(config, "unix") as coord:
+    tmp = Path(tempfile.mkdtemp(prefix="fakegpu-soak-"))  # the config and the unique id, removed at the end
+    config = write_single_node_config(a.ranks, name="soak", directory=tmp)
+    coordinator_env = dict(os.environ, FAKEGPU_TRACE_MAX_OPS="1000") if a.check else None
+    with Coordinator(config, "unix", env=coordinator_env) as coord:
         pid = coord.process.pid
+        asan = "libasan" in Path(f"/proc/{pid}/maps").read_text()
         samples = []
         stop = threading.Event()
 
@@ -51,12 +58,13 @@ def main():
         sanitizer_options = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")}
         env = rank_environment(sanitizer_options, "unix", coord.address, config)
         env["PATH"] = "/usr/bin:/bin"
-        idf = Path(tempfile.mkdtemp(prefix="fakegpu-soak-")) / "id"
+        idf = tmp / "id"
         start = time.monotonic()
         code = run_ranks([str(built("allreduce_bench")), str(idf), "4", str(a.ops)], [list(range(a.ranks))], env)
         elapsed = time.monotonic() - start
         stop.set()
         samples.append(rss_kib(pid))
+    shutil.rmtree(tmp, ignore_errors=True)
     if code != 0:
         print(f"soak failed: the ranks exited with {code}")
         return 1
@@ -67,8 +75,17 @@ def main():
           f"end {samples[-1]} KiB, peak {max(samples)} KiB")
     # The timeline trace keeps its first 100,000 operations (a few MB), so memory rises until
     # they are in; a leak shows as growth after that, over the second half of a long run.
-    print(f"growth after warm-up {(samples[-1] - warm) / warm * 100:+.2f}%, "
-          f"over the second half {(samples[-1] - half) / half * 100:+.2f}%")
+    second_half = (samples[-1] - half) / half * 100
+    print(f"growth after warm-up {(samples[-1] - warm) / warm * 100:+.2f}%, over the second half {second_half:+.2f}%")
+    if a.check:
+        if len(samples) < 20:
+            print(f"soak check failed: {len(samples)} samples (one per 0.1 s) are too few to judge; run more --ops")
+            return 1
+        if second_half > 3 and not asan:
+            print(f"soak check failed: memory grew {second_half:.1f}% over the second half (limit 3%)")
+            return 1
+        print("soak check passed" + (" (memory not judged under AddressSanitizer)" if asan else
+                                     ": memory growth over the second half under 3%"))
     return 0
 
 

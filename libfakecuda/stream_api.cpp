@@ -358,8 +358,9 @@ FAKECUDA_API cudaError_t cudaEventQuery(cudaEvent_t event) {
 FAKECUDA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return guarded([&] {
     std::shared_ptr<Event> e = resolve(event);
-    e->synchronize();
-    fakegpu::cuda::host_clock().raise_to(e->modeled_at());
+    const uint64_t generation = e->last_recorded();
+    e->wait_for(generation);
+    fakegpu::cuda::host_clock().raise_to(e->modeled_at(generation));
   });
 }
 
@@ -380,7 +381,7 @@ FAKECUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t ev
     uint64_t generation = e->last_recorded();  // the recording current at the call, as in CUDA
     fakegpu::cuda::submit(stream, [e, generation] {
       e->wait_for(generation);
-      fakegpu::cuda::running_clock()->raise_to(e->modeled_at());
+      fakegpu::cuda::running_clock()->raise_to(e->modeled_at(generation));
     });
   });
 }

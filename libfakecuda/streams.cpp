@@ -162,6 +162,8 @@ void Event::complete(uint64_t generation, int64_t modeled_ns) {
     completed_ = generation;
     time_ = std::chrono::steady_clock::now();
     modeled_ns_ = modeled_ns;
+    history_.emplace_back(generation, modeled_ns);
+    if (history_.size() > kHistory) history_.pop_front();
   }
   cv_.notify_all();
 }
@@ -196,6 +198,14 @@ std::chrono::steady_clock::time_point Event::completed_at() {
 int64_t Event::modeled_at() {
   std::lock_guard<std::mutex> lock(mu_);
   return modeled_ns_;
+}
+
+int64_t Event::modeled_at(uint64_t generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // That recording, or, if a later one completed first and it was never timed, the one before.
+  for (auto it = history_.rbegin(); it != history_.rend(); ++it)
+    if (it->first <= generation) return it->second;
+  return history_.empty() ? modeled_ns_ : history_.front().second;  // older than what is kept
 }
 
 }  // namespace fakegpu::cuda

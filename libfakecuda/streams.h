@@ -118,14 +118,21 @@ class Event {
   uint64_t last_recorded();
   bool ever_completed();
   std::chrono::steady_clock::time_point completed_at();
+  // When the newest recording completed, on the modeled clock.
   int64_t modeled_at();
+  // When the given recording completed. A stream that waits for one recording must not take a
+  // later one's time: the event may be recorded again before the wait runs, and how often that
+  // happens depends on thread timing, which must never show in modeled time.
+  int64_t modeled_at(uint64_t generation);
 
  private:
+  static constexpr size_t kHistory = 64;  // recordings whose times are kept
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t recorded_ = 0, completed_ = 0;
   std::chrono::steady_clock::time_point time_{};
   int64_t modeled_ns_ = 0;
+  std::deque<std::pair<uint64_t, int64_t>> history_;  // (generation, modeled ns), oldest first
   const bool timing_;
 };
 

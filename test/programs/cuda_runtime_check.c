@@ -348,6 +348,41 @@ static float elapsed(cudaEvent_t a, cudaEvent_t b) {
   return ms;
 }
 
+/* A stream that waits on an event takes the time of the recording current at the call, even
+ * when the event is recorded again, 40 modeled ms later, before the wait runs. (It used to take
+ * the newest recording's time: how often that happened depended on thread timing.) */
+static int release_waiter;
+static void hold_until_released(void* unused) {
+  (void)unused;
+  while (!__atomic_load_n(&release_waiter, __ATOMIC_ACQUIRE)) usleep(100);
+}
+static void wait_takes_its_recording(void) {
+  cudaStream_t recorder, waiter;
+  cudaEvent_t e, begin, end;
+  OK(cudaStreamCreate(&recorder));
+  OK(cudaStreamCreate(&waiter));
+  OK(cudaEventCreate(&e));
+  OK(cudaEventCreate(&begin));
+  OK(cudaEventCreate(&end));
+  OK(cudaEventRecord(begin, waiter));
+  OK(cudaLaunchHostFunc(waiter, hold_until_released, NULL)); /* the wait runs after both recordings */
+  OK(cudaEventRecord(e, recorder));
+  OK(cudaStreamWaitEvent(waiter, e, 0));
+  OK(cudaEventRecord(end, waiter)); /* queued before the host waits below, which would move it on */
+  OK(cudaLaunchHostFunc(recorder, modeled_40ms, NULL));
+  OK(cudaEventRecord(e, recorder));
+  OK(cudaStreamSynchronize(recorder));
+  __atomic_store_n(&release_waiter, 1, __ATOMIC_RELEASE);
+  OK(cudaStreamSynchronize(waiter));
+  float waited = elapsed(begin, end);
+  EXPECT(waited >= 0 && waited < 1.0f, "the wait took the later recording's time: %f ms", waited);
+  OK(cudaEventDestroy(end));
+  OK(cudaEventDestroy(begin));
+  OK(cudaEventDestroy(e));
+  OK(cudaStreamDestroy(waiter));
+  OK(cudaStreamDestroy(recorder));
+}
+
 /* An event may be destroyed while its recording is still queued and another stream waits on
  * it: CUDA frees it once that work is done. (ThreadSanitizer saw the waiting stream read it
  * after the runtime had freed it.) */
@@ -456,6 +491,7 @@ static void scenario_timing(void) {
   OK(cudaFree(d));
   OK(cudaFreeHost(h));
   destroy_pending_event();
+  if (strcmp(mode, "modeled") == 0) wait_takes_its_recording();
 }
 
 /* What nvcc's generated code calls at start-up, declared here (no header has them for C), so

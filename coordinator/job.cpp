@@ -44,25 +44,18 @@ uint64_t default_max_buffer_bytes() {
   return uint64_t{1} << 30;
 }
 
-// A positive number of milliseconds from the environment, or the default when unset.
-std::chrono::milliseconds milliseconds_from_env(const char* name, std::chrono::milliseconds fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long long ms = std::strtoll(v, &end, 10);
-  if (*end != '\0' || ms <= 0)
-    throw std::invalid_argument(fmt::format("{}={}: expected a positive number of milliseconds", name, v));
-  return std::chrono::milliseconds(ms);
-}
-
-// A positive count from the environment, or the default when unset.
-size_t count_from_env(const char* name, size_t fallback) {
+// A positive number from the environment (`unit` names it in the error), or the default when unset.
+long long positive_from_env(const char* name, long long fallback, const char* unit) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
   long long n = std::strtoll(v, &end, 10);
-  if (*end != '\0' || n <= 0) throw std::invalid_argument(fmt::format("{}={}: expected a positive number", name, v));
-  return static_cast<size_t>(n);
+  if (*end != '\0' || n <= 0) throw std::invalid_argument(fmt::format("{}={}: expected a positive {}", name, v, unit));
+  return n;
+}
+
+std::chrono::milliseconds milliseconds_from_env(const char* name, std::chrono::milliseconds fallback) {
+  return std::chrono::milliseconds(positive_from_env(name, fallback.count(), "number of milliseconds"));
 }
 
 // Compares in time that does not depend on where the strings differ, so the token cannot be
@@ -84,7 +77,7 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
       started_(std::chrono::system_clock::now()),
       timeline_(topology_),
       // FAKEGPU_TRACE_MAX_OPS: how many operations the trace keeps (the first ones).
-      trace_(count_from_env("FAKEGPU_TRACE_MAX_OPS", Trace::kDefaultMaxOps)),
+      trace_(static_cast<size_t>(positive_from_env("FAKEGPU_TRACE_MAX_OPS", Trace::kDefaultMaxOps, "number"))),
       max_buffer_bytes_(default_max_buffer_bytes()),
       // FAKEGPU_COORDINATOR_TIMEOUT_MS: how long ranks wait for a peer that never posts. Generous
       // by default, like torch's, so a slow but healthy job never trips it.
@@ -318,7 +311,7 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
 
   if (!problem.empty()) {
     reply_error(id, request_id, Status::kInvalidUsage, problem);
-    fail_init(pending, Status::kInvalidUsage, problem);
+    fail_rendezvous(pending, Status::kInvalidUsage, problem);
     return;
   }
   if (pending.nranks == 0) {
@@ -329,14 +322,6 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
   pending.arrivals[msg.rank] = InitArrival{id, request_id, msg.cuda_device, now};
   if (pending.arrived == 0) pending.first_at = now;
   if (++pending.arrived == pending.nranks) complete_init(msg.key, pending);
-}
-
-void Job::fail_init(PendingInit& pending, Status code, const std::string& why) {
-  pending.failure = why;
-  pending.failed_at = std::chrono::steady_clock::now();
-  for (auto& a : pending.arrivals)
-    if (a) reply_error(a->client, a->request_id, code, why);
-  pending.arrivals.clear();
 }
 
 void Job::complete_init(const wire::CommKey& key, PendingInit& pending) {

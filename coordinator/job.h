@@ -294,13 +294,15 @@ class Job {
   // Points into one of the client's shared segments, which `keep` then holds; throws RefError
   // when the range is not there.
   uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep);
-  // Moves an operation's data on the data plane (small ones on the calling thread), then runs
-  // `then`, or on failure tells `ranks` (client, request id) why.
-  void move_data(uint64_t bytes, std::function<void(Executor&)> work, std::function<void()> then,
-                 std::vector<std::pair<ClientId, uint64_t>> ranks, std::string what);
+  // The ranks an operation answers: (client, request id) each.
+  using Replyees = std::vector<std::pair<ClientId, uint64_t>>;
+  // Moves an operation's data, work(Executor&), on the data plane (small ones on the calling
+  // thread), then runs then(to); if the work throws, tells `to` why instead (job_ops.cpp).
+  template <typename Work, typename Then>
+  void move_data(uint64_t bytes, Work work, Then then, Replyees to, const wire::Collective& call);
+  void fail_moved(const Replyees& to, const wire::Collective& call, const std::string& why);
 
   void complete_init(const wire::CommKey& key, PendingInit& pending);
-  void fail_init(PendingInit& pending, wire::Status code, const std::string& why);
   void complete_split(Comm& parent, uint64_t split_index, PendingSplit& pending);
   void complete_op(Comm& comm, PendingOp& op);
   // Counts a rank's part in a completed operation: its size, and the modeled time its stream,
@@ -324,8 +326,10 @@ class Job {
   void fail_pending(Comm& comm, wire::Status code, const std::string& why);
   // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
   void fail_regrouping(Comm& comm, int rank, const std::string& why);
-  // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init.
+  // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init...
   static std::string init_label(const PendingInit& init);
+  // ...and "ncclCommSplit #0 of communicator 1" a split (or a shrink, `call` "ncclCommShrink").
+  static std::string regroup_label(const char* call, uint64_t index, uint64_t parent);
   // Fails a pending init, split or shrink: every rank that arrived gets `why`.
   template <typename Pending>
   void fail_rendezvous(Pending& pending, wire::Status code, const std::string& why);

@@ -89,10 +89,10 @@ std::map<ClientId, std::vector<Job::Wait>> Job::waits() const {
     if (init.failure.empty() && init.arrived > 0) add(0, init_label(init), init.arrivals, {});
   for (const auto& [key, split] : pending_splits_)
     if (split.failure.empty() && split.arrived > 0)
-      add(key.first, fmt::format("ncclCommSplit #{} of communicator {}", key.second, key.first), split.arrivals, {});
+      add(key.first, regroup_label("ncclCommSplit", key.second, key.first), split.arrivals, {});
   for (const auto& [key, shrink] : pending_shrinks_)
     if (shrink.failure.empty() && shrink.arrived > 0)
-      add(key.first, fmt::format("ncclCommShrink #{} of communicator {}", key.second, key.first), shrink.arrivals,
+      add(key.first, regroup_label("ncclCommShrink", key.second, key.first), shrink.arrivals,
           shrink.excluded);
   return out;
 }
@@ -102,13 +102,17 @@ std::string Job::init_label(const PendingInit& init) {
                      init.nranks);
 }
 
+std::string Job::regroup_label(const char* call, uint64_t index, uint64_t parent) {
+  return fmt::format("{} #{} of communicator {}", call, index, parent);
+}
+
 std::string Job::last_post(const Client& c) const {
   switch (c.last_posted) {
     case Posted::kCollective:
       return fmt::format("{} #{} on communicator {}", wire::coll_type_name(c.last_coll), c.last_seq, c.last_comm);
     case Posted::kInit: return "ncclCommInitRank";
-    case Posted::kSplit: return fmt::format("ncclCommSplit #{} of communicator {}", c.last_seq, c.last_comm);
-    case Posted::kShrink: return fmt::format("ncclCommShrink #{} of communicator {}", c.last_seq, c.last_comm);
+    case Posted::kSplit: return regroup_label("ncclCommSplit", c.last_seq, c.last_comm);
+    case Posted::kShrink: return regroup_label("ncclCommShrink", c.last_seq, c.last_comm);
     case Posted::kNothing: break;
   }
   return "nothing";
@@ -271,10 +275,10 @@ void Job::check_regroup_timeouts(Clock::time_point now, const std::map<ClientId,
   };
   for (auto& [key, split] : pending_splits_)
     if (split.failure.empty() && split.arrived > 0 && split.first_at <= too_old)
-      expire_regroup(split, key.first, fmt::format("ncclCommSplit #{} of communicator {}", key.second, key.first), {});
+      expire_regroup(split, key.first, regroup_label("ncclCommSplit", key.second, key.first), {});
   for (auto& [key, shrink] : pending_shrinks_)
     if (shrink.failure.empty() && shrink.arrived > 0 && shrink.first_at <= too_old)
-      expire_regroup(shrink, key.first, fmt::format("ncclCommShrink #{} of communicator {}", key.second, key.first),
+      expire_regroup(shrink, key.first, regroup_label("ncclCommShrink", key.second, key.first),
                      shrink.excluded);
 }
 
@@ -417,11 +421,11 @@ nlohmann::json Job::status(Clock::time_point now) const {
   }
   for (const auto& [key, split] : pending_splits_)
     if (split.failure.empty() && split.arrived > 0)
-      add_rendezvous(fmt::format("ncclCommSplit #{} of communicator {}", key.second, key.first), split.arrivals,
+      add_rendezvous(regroup_label("ncclCommSplit", key.second, key.first), split.arrivals,
                      split.first_at, {}, member_of(key.first));
   for (const auto& [key, shrink] : pending_shrinks_)
     if (shrink.failure.empty() && shrink.arrived > 0)
-      add_rendezvous(fmt::format("ncclCommShrink #{} of communicator {}", key.second, key.first), shrink.arrivals,
+      add_rendezvous(regroup_label("ncclCommShrink", key.second, key.first), shrink.arrivals,
                      shrink.first_at, shrink.excluded, member_of(key.first));
 
   json ranks = json::array();

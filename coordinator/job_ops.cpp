@@ -238,47 +238,55 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
     kernel[r] = {d.in, d.out, d.scalar};
     moved += recv_bytes[r];
   }
-  std::vector<std::pair<ClientId, uint64_t>> to;
+  Replyees to;
   for (int r = 0; r < nranks; ++r) to.emplace_back(comm.members[r].client, op.request_ids[r]);
-  // The work holds the ranks' data (segments, socket bodies) until it is done; op.ranks lets go now.
-  auto data = std::make_shared<std::vector<RankData>>(std::move(op.ranks));
-  op.ranks.clear();
+  // The work holds the ranks' data (segments, socket bodies) until it is done.
   move_data(
-      moved, [c, kernel, data](Executor& pool) { run_collective(c, kernel, pool); },
-      [this, to, replies, done] {
+      moved, [c, kernel, data = std::move(op.ranks)](Executor& pool) { run_collective(c, kernel, pool); },
+      [this, replies, done](const Replyees& to) {
         for (size_t r = 0; r < to.size(); ++r) {
           std::vector<Bulk> bulk;
           if (replies[r]) bulk.push_back({replies[r], 0, replies[r]->size()});
           reply(to[r].first, to[r].second, done, std::move(bulk));
         }
       },
-      to, describe_call(c));
+      std::move(to), c);
+  op.ranks.clear();
 }
 
-void Job::move_data(uint64_t bytes, std::function<void(Executor&)> work, std::function<void()> then,
-                    std::vector<std::pair<ClientId, uint64_t>> ranks, std::string what) {
-  // Set by the work when it fails (it runs out of memory, say): the ranks then get an error.
-  auto failure = std::make_shared<std::string>();
-  auto guarded = [failure](const std::function<void(Executor&)>& work, Executor& pool) noexcept {
-    try {
-      work(pool);
-    } catch (const std::exception& e) {
-      *failure = e.what();
-    } catch (...) {
-      *failure = "unknown error";
-    }
-  };
-  auto finish = [this, failure, then = std::move(then), ranks = std::move(ranks), what = std::move(what)] {
-    if (failure->empty()) return then();
-    for (const auto& [client, request] : ranks)
-      reply_error(client, request, Status::kSystemError,
-                  fmt::format("the coordinator could not move the data of {}: {}", what, *failure));
-  };
-  if (bytes < kAsyncDataBytes) {
-    guarded(work, serial_executor_);
-    return finish();
+namespace {
+
+// Runs a data-plane work; returns why it failed (memory ran out, say), or "" when it did not.
+template <typename Work>
+std::string attempt(Work& work, Executor& pool) noexcept {
+  try {
+    work(pool);
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
   }
-  data_plane_->run([guarded, work = std::move(work), pool = &executor_] { guarded(work, *pool); }, std::move(finish));
+}
+
+}  // namespace
+
+template <typename Work, typename Then>
+void Job::move_data(uint64_t bytes, Work work, Then then, Replyees to, const wire::Collective& call) {
+  if (bytes < kAsyncDataBytes) {  // at once, on this thread, allocating nothing for it
+    std::string failure = attempt(work, serial_executor_);
+    return failure.empty() ? then(to) : fail_moved(to, call, failure);
+  }
+  auto failure = std::make_shared<std::string>();
+  data_plane_->run([work = std::move(work), failure, pool = &executor_]() mutable { *failure = attempt(work, *pool); },
+                   [this, failure, then = std::move(then), to = std::move(to), call]() mutable {
+                     failure->empty() ? then(to) : fail_moved(to, call, *failure);
+                   });
+}
+
+void Job::fail_moved(const Replyees& to, const wire::Collective& call, const std::string& why) {
+  const std::string message = fmt::format("the coordinator could not move the data of {}: {}", describe_call(call), why);
+  for (const auto& [client, request] : to) reply_error(client, request, Status::kSystemError, message);
 }
 
 void Job::count_rank_part(ClientId client, uint64_t bytes, double ready_us, const wire::CollectiveDone& done) {
@@ -334,17 +342,16 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     std::vector<Bulk> bulk;
     // A payload-free message has no buffers on either side: nothing below moves.
     if (p.receiver.out) {
-      const uint64_t recv_request = p.recv_request, send_request = p.send_request;
       move_data(
           bytes,
           [sent = std::move(p.sender), received = std::move(p.receiver), bytes](Executor& pool) {
             copy_parallel(received.out, sent.in, bytes, pool);
           },
-          [this, receiver, sender, recv_request, send_request, done] {
-            reply(receiver, recv_request, done);
-            reply(sender, send_request, done);
+          [this, done](const Replyees& to) {  // the receiver first, as below
+            reply(to[1].first, to[1].second, done);
+            reply(to[0].first, to[0].second, done);
           },
-          {{sender, send_request}, {receiver, recv_request}}, describe_call(p.send));
+          {{sender, p.send_request}, {receiver, p.recv_request}}, p.send);
       comm.p2p.erase(key);
       return;
     }

@@ -26,16 +26,10 @@ from fakegpu.configs import write_single_node_config  # noqa: E402
 from fakegpu.coordinator import Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment, run_ranks  # noqa: E402
 from fakegpu.paths import built  # noqa: E402
+from coordinator_soak import rss_kib  # noqa: E402  (beside this file)
 
 WARM_UP_JOBS = 300  # by then the report's bounded lists and the trace are full
 TRACE_OPS = 1000
-
-
-def rss_kib(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def open_fds(pid):

@@ -21,7 +21,7 @@ import time
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verification"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pynccl import DTYPES, NcclError, rank_main, run_ranks  # noqa: E402
 from fakegpu.configs import write_single_node_config  # noqa: E402
 from fakegpu.paths import SetupError, built  # noqa: E402

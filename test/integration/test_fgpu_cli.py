@@ -96,6 +96,20 @@ class FgpuCli(unittest.TestCase):
         self.assertNotIn("fakegpu-coordinator:", r.stderr)
         self.assertIn(bad.with_suffix(".expected").read_text().strip(), r.stderr)
 
+    def test_module_runs_from_any_directory(self):
+        # ./scripts/setup installs the launcher editable into build/torch-venv.
+        python = REPO / "build" / "torch-venv" / "bin" / "python"
+        if not python.exists():
+            self.skipTest("build/torch-venv is not set up (./scripts/setup makes it)")
+        elsewhere = tempfile.mkdtemp(prefix="fakegpu-cli-")
+        try:
+            r = subprocess.run([python, "-m", "fakegpu", "validate", CONFIGS / "cluster_valid.yaml"], cwd=elsewhere,
+                               capture_output=True, text=True, timeout=60)
+        finally:
+            shutil.rmtree(elsewhere)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("world size 4", r.stdout)
+
     def test_report_names_what_the_file_is_instead(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
         (tmp / "r.md").write_text("# fakegpu cluster report\n")

@@ -26,7 +26,7 @@ import time
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verification"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pynccl import DTYPES, NcclError, rank_main, rank_preload  # noqa: E402
 from rank_jobs import Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment  # noqa: E402

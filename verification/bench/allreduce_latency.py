@@ -8,8 +8,11 @@ With --compare-mpi, and mpicc and mpirun on the PATH, it also times MPI_Allreduc
 machine in the same run (verification/bench/mpi_allreduce.c) and prints fakegpu's time over MPI's.
 With --compare-socket it also times each case with the frames on the unix socket instead of the
 control ring (FAKEGPU_CONTROL_RING=0).
+With --check it fails when a run fails, a result is not exact (each run ends with an AllReduce of
+known values) or a median exceeds --max-median-us: a bound hundreds of times the usual figure, so
+it catches a lost wakeup or a stall, never the machine's noise.
 Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...] [--compare-mpi]
-       [--compare-socket]
+       [--compare-socket] [--check [--max-median-us US]]
 """
 
 import argparse
@@ -64,6 +67,8 @@ def main():
     p.add_argument("--compare-mpi", action="store_true")
     p.add_argument("--compare-socket", action="store_true",
                    help="also time each size with the frames on the unix socket (FAKEGPU_CONTROL_RING=0)")
+    p.add_argument("--check", action="store_true", help="fail on a median above --max-median-us")
+    p.add_argument("--max-median-us", type=float, default=20000.0)
     a = p.parse_args()
     failed = False
     mpi = mpi_binary() if a.compare_mpi else None
@@ -88,6 +93,10 @@ def main():
                     failed = True
                     continue
                 median, bw, p99 = result
+                if a.check and median > a.max_median_us:
+                    print(f"{world} ranks x {size} bytes: median {median:.1f} us is above the bound of "
+                          f"{a.max_median_us:.0f} us")
+                    failed = True
                 bound = world * size / (bw * 1e9) * 1e6
                 line = (f"{world:>5} {size:>10} {median:>10.1f} {p99:>9.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
                         f"{median / bound:>8.1f}")

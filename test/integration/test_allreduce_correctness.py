@@ -5,7 +5,7 @@ import sys
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "verification"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pynccl import DTYPES, OPS, rank_main, run_ranks  # noqa: E402
 
 COUNT = 257

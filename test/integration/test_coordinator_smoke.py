@@ -14,13 +14,13 @@ import time
 import unittest
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "test" / "integration"))
 
 from rank_jobs import Coordinator, built, run_rank_processes  # noqa: E402
 
-CONFIG = REPO / "verification" / "data" / "cluster_valid.yaml"
+CONFIG = REPO / "test" / "data" / "cluster_valid.yaml"
 HEADER = struct.Struct("<IIIIQQ")  # magic, type, fields bytes, reserved, request id, body bytes
 MAGIC, HELLO, ERROR = 0x55504746, 1, 3
 

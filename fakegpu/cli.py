@@ -10,11 +10,13 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .configs import launcher_world_size, write_single_node_config
+from .clusters import DEFAULT_GPU, write_cluster_config
+from .configs import launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
 from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
 from .failures import failure_table
 from .launch import rank_environment, rank_launches, virtual_nodes_value
+from .model_cmd import cmd_model
 from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
@@ -41,7 +43,12 @@ def main_parser():
     p.add_argument("--dist-mode", default=env_default("FAKEGPU_DIST_MODE", "simulate"),
                    choices=("simulate", "proxy", "passthrough"), help="distributed mode [FAKEGPU_DIST_MODE]")
     p.add_argument("--cluster-config", default=env_default("FAKEGPU_CLUSTER_CONFIG"),
-                   help="cluster YAML [FAKEGPU_CLUSTER_CONFIG]; default: one node with --nproc (or 8) GPUs")
+                   help="cluster YAML [FAKEGPU_CLUSTER_CONFIG]; default: the job's ranks on servers of "
+                        f"--gpu {DEFAULT_GPU} (DGX H100: 8 GPUs a node), as many as they fill")
+    p.add_argument("--nodes", type=int, help="without --cluster-config: this many servers of --gpu")
+    p.add_argument("--gpus-per-node", type=int, help="without --cluster-config: GPUs used on each server")
+    p.add_argument("--gpu", help=f"without --cluster-config: the GPU, as the server of its preset family "
+                                 f"(a100, h100, h200, h20, gb200, or a family such as dgx-h100); default {DEFAULT_GPU}")
     p.add_argument("--coordinator-transport", default=env_default("FAKEGPU_COORDINATOR_TRANSPORT"),
                    choices=("unix", "tcp"),
                    help="[FAKEGPU_COORDINATOR_TRANSPORT]; default: tcp for a host:port address, otherwise unix")
@@ -111,6 +118,19 @@ def run_job(args, quiet_summary=False) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def default_cluster(args, workdir: Path) -> str:
+    """Without a cluster config: servers of --gpu for the ranks, --nodes x --gpus-per-node of them or
+    as many as the ranks fill (the world size from --nproc or the launcher's own flags)."""
+    world = args.nproc or launcher_world_size(args.command) or args.device_count or 8
+    if args.nodes is None:
+        return write_cluster_config(args.gpu, world, None, args.gpus_per_node, directory=workdir)
+    config = write_cluster_config(args.gpu, None, args.nodes, args.gpus_per_node, directory=workdir)
+    size = sum(len(ranks) for ranks in node_layout(config)[1])
+    if args.nproc and args.nproc != size:
+        raise SetupError(f"--nproc {args.nproc} does not match --nodes {args.nodes} x {size // args.nodes} GPUs")
+    return config
+
+
 def run_job_in(args, workdir: Path, quiet_summary) -> int:
     gpus = check_modes(args.mode, args.dist_mode)
     if gpus and args.device_count:
@@ -122,10 +142,11 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         raise SetupError("no command given (try: fgpu --nproc 2 ./program, or fgpu demo)")
     if args.nproc is not None and args.nproc < 1:
         raise SetupError(f"--nproc {args.nproc}: the number of ranks must be at least 1")
+    if args.cluster_config and (args.nodes or args.gpus_per_node or args.gpu):
+        raise SetupError("--nodes, --gpus-per-node and --gpu describe a cluster in place of --cluster-config; "
+                         "(FAKEGPU_CLUSTER_CONFIG); give one or the other")
     transport = resolve_transport(args.coordinator_transport, args.coordinator_addr)
-    # Without a cluster config: one node with as many GPUs as the launcher starts ranks.
-    world = args.nproc or launcher_world_size(args.command) or args.device_count or 8
-    config = args.cluster_config or write_single_node_config(world, directory=workdir)
+    config = args.cluster_config or default_cluster(args, workdir)
     owned = None
     address = args.coordinator_addr
     registration = None
@@ -235,11 +256,6 @@ def cmd_report(argv) -> int:
     a = p.parse_args(argv)
     print(summarize(load(a.file)))
     return 0
-
-
-def cmd_model(argv) -> int:
-    """What-if cost model; the C++ planner does the work and owns the flags."""
-    return subprocess.call([str(built("fakegpu-model"))] + list(argv))
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .configs import write_single_node_config
+from .clusters import write_cluster_config
 from .coordinator import Coordinator, answers, resolve_transport
 from .paths import built
 
@@ -114,7 +114,7 @@ def start(a) -> int:
     # Its private directory (socket, log, and the default cluster config) goes when it is stopped.
     coord = Coordinator(a.cluster_config or "", transport_of(a), a.coordinator_addr, report, detach=True)
     if not a.cluster_config:
-        coord.cluster_config = write_single_node_config(8, directory=coord.private_dir)
+        coord.cluster_config = write_cluster_config(world=8, directory=coord.private_dir)
     coord.start()
     state = {"pid": coord.process.pid, "transport": coord.transport, "address": coord.address,
              "cluster_config": str(Path(coord.cluster_config).resolve()), "report": report,

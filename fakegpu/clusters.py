@@ -1,0 +1,116 @@
+"""Clusters of any size built from the bundled presets, so a job gets a cluster without a YAML.
+
+`--gpu h100 --nodes 16` means sixteen of the server the h100 presets describe (a DGX H100:
+8 GPUs on NVSwitch, one 400 Gbit/s NIC per GPU). The node's shape, GPU profile and fabric come
+from that family's one-node preset; only the node count, and the GPUs used per node, change.
+"""
+
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import REPO_ROOT, SetupError
+
+PRESETS = REPO_ROOT / "configs" / "presets"
+
+# The server a GPU name stands for: configs/presets/<family>-1node.yaml.
+FAMILY_OF_GPU = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "hgx-h200", "h20": "h20", "gb200": "gb200-nvl72"}
+DEFAULT_GPU = "h100"
+
+
+@dataclass
+class NodeTemplate:
+    """One server of a preset family, read from its one-node preset."""
+    family: str
+    about: str           # the preset's leading comment: what the server is, and the figures' source
+    profile: str         # GPU profile of every GPU
+    gpus: int            # GPUs in one server
+    fabric: str          # the preset's fabric: block, verbatim
+    nics: int            # NICs in one server
+    nic_gbps: float      # line rate of one NIC
+
+    def nics_for(self, gpus_used: int):
+        """The NICs a node using its first `gpus_used` GPUs has on their rails, as cluster YAML
+        `nics` entries: (bandwidth, local GPU indices). A NIC serves a contiguous block of GPUs."""
+        per_nic = max(1, math.ceil(self.gpus / self.nics))
+        return [(self.nic_gbps, list(range(first, min(first + per_nic, gpus_used))))
+                for first in range(0, gpus_used, per_nic)]
+
+
+def family_names():
+    return sorted(p.name[:-len("-1node.yaml")] for p in PRESETS.glob("*-1node.yaml"))
+
+
+def template(gpu: str) -> NodeTemplate:
+    """The server for a GPU name (h100) or preset family (dgx-h100); SetupError naming the known
+    ones otherwise."""
+    key = gpu.strip().lower()
+    family = FAMILY_OF_GPU.get(key, key)
+    path = PRESETS / f"{family}-1node.yaml"
+    if not path.is_file():
+        raise SetupError(f"--gpu {gpu}: no preset server for it; use one of {', '.join(sorted(FAMILY_OF_GPU))} "
+                         f"or a family: {', '.join(family_names())}")
+    text = path.read_text()
+    about = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+    fabric = text[text.index("\nfabric:\n") + 1:]
+    inter = re.search(r"inter_node: \{([^}]*)\}", fabric).group(1)
+    gpus = len(re.findall(r"\{profile: [\w.-]+\}", text))
+    nics = int(m.group(1)) if (m := re.search(r"nics_per_node: (\d+)", inter)) else gpus
+    total_gbps = float(re.search(r"bandwidth_gbps: ([\d.]+)", inter).group(1))
+    return NodeTemplate(family, about, re.search(r"\{profile: ([\w.-]+)\}", text).group(1), gpus,
+                        re.sub(r", nics_per_node: \d+", "", fabric), nics, total_gbps / nics)
+
+
+def plan_nodes(server: NodeTemplate, world=None, nodes=None, gpus_per_node=None):
+    """GPUs on each node: `nodes` x `gpus_per_node`, or `world` GPUs on as many full nodes as it
+    takes (the last holds the rest), as a scheduler places ranks on servers."""
+    per_node = gpus_per_node or server.gpus
+    for flag, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node), ("--nproc", world)):
+        if value is not None and value < 1:
+            raise SetupError(f"{flag} {value}: must be at least 1")
+    if per_node > server.gpus:
+        raise SetupError(f"--gpus-per-node {per_node}: a {server.family} node has {server.gpus} GPUs")
+    if nodes is not None:
+        return [per_node] * nodes
+    world = world or per_node
+    return [per_node] * (world // per_node) + ([world % per_node] if world % per_node else [])
+
+
+def cluster_yaml(server: NodeTemplate, shape) -> str:
+    """Cluster YAML for nodes of the server, using shape[i] GPUs of node i."""
+    if len(set(shape)) == 1 and shape[0] == server.gpus:
+        name = f"{server.family}-{len(shape)}node"  # the name the bundled preset of that size has
+    else:
+        name = f"{server.family}-{sum(shape)}gpu"
+    lines = [f"# {sum(shape)} GPUs on {len(shape)} {server.family} node{'s' if len(shape) > 1 else ''}, "
+             "built by fgpu from its one-node preset:\n" + server.about.rstrip("\n"),
+             "version: 1", f"cluster: {{name: {name}, default_backend: nccl}}", "nodes:"]
+    rank = 0
+    for index, used in enumerate(shape):
+        ranks = ", ".join(str(r) for r in range(rank, rank + used))
+        gpus = ", ".join([f"{{profile: {server.profile}}}"] * used)
+        nics = ", ".join(f"{{bandwidth_gbps: {gbps:g}, gpus: [{', '.join(map(str, local))}]}}"
+                         for gbps, local in server.nics_for(used))
+        lines.append(f"  - {{id: node{index}, host: 127.0.0.1, ranks: [{ranks}], gpus: [{gpus}], nics: [{nics}]}}")
+        rank += used
+    return "\n".join(lines) + "\n" + server.fabric
+
+
+def write_cluster_config(gpu=None, world=None, nodes=None, gpus_per_node=None, directory=None) -> str:
+    """Writes the cluster (see plan_nodes) to a new file in directory (by default the temporary
+    directory, where the caller must remove it); returns its path."""
+    server = template(gpu or DEFAULT_GPU)
+    text = cluster_yaml(server, plan_nodes(server, world, nodes, gpus_per_node))
+    fd, path = tempfile.mkstemp(prefix="fakegpu-cluster-", suffix=".yaml", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def preset_path(name: str):
+    """A bundled preset named without its directory and suffix (dgx-h100-2node), or None."""
+    path = PRESETS / f"{name}.yaml"
+    return path if "/" not in name and path.is_file() else None

@@ -1,0 +1,146 @@
+"""Clusters without writing YAML (fgpu --nodes/--gpus-per-node/--gpu, --nproc alone), and fgpu
+model's side-by-side comparison and SVG plot."""
+
+import json
+import shutil
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rank_jobs import CONFIGS, built, fgpu
+
+PRESETS = CONFIGS / "presets"
+FAMILIES = {"h100": "dgx-h100", "a100": "dgx-a100", "h200": "hgx-h200", "h20": "h20", "gb200": "gb200-nvl72"}
+
+
+def placements(tmp: Path):
+    """{rank: (world size, node)} that each rank of `fgpu --nproc` wrote."""
+    out = {}
+    for f in tmp.glob("rank.*"):
+        rank, world, node = f.read_text().split()
+        out[int(rank)] = (int(world), node)
+    return out
+
+
+def model_json(*args):
+    r = fgpu("model", "-b", "8", "-e", "1G", "-f", "32", "--collective", "all", "--json", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+class ClustersFromFlags(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="fakegpu-clusters-"))
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def run_ranks(self, *flags):
+        """Each rank writes its rank, world size and node; no NCCL needed to see the layout."""
+        return fgpu(*flags, "--report", self.tmp / "r.json", "sh", "-c",
+                    f'echo "$RANK $WORLD_SIZE $FAKEGPU_NODE" > {self.tmp}/rank.$RANK')
+
+    def test_nproc_alone_fills_servers_of_eight(self):
+        r = self.run_ranks("--nproc", "12")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(placements(self.tmp), {g: (12, "0" if g < 8 else "1") for g in range(12)})
+
+    def test_nodes_gpus_per_node_and_gpu(self):
+        r = fgpu("--nproc", "4", "--nodes", "2", "--gpus-per-node", "2", "--gpu", "a100", "--report",
+                 self.tmp / "r.json", built("nccl_check"), self.tmp / "id", "--tp", "2", "--iters", "2", "--count", "64")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        cluster = json.loads((self.tmp / "r.json").read_text())["cluster"]
+        self.assertEqual([(n["id"], n["ranks"], n["gpus"]) for n in cluster["nodes"]],
+                         [("node0", [0, 1], ["a100-80gb"] * 2), ("node1", [2, 3], ["a100-80gb"] * 2)])
+
+    def test_bad_combinations_are_named(self):
+        for flags, message in [
+            (["--cluster-config", CONFIGS / "cluster_valid.yaml", "--nodes", "2"], "give one or the other"),
+            (["--nproc", "3", "--nodes", "2"], "--nproc 3 does not match --nodes 2 x 8 GPUs"),
+            (["--nproc", "4", "--gpu", "tpu"], "--gpu tpu: no preset server for it; use one of a100, gb200, h100"),
+            (["--nproc", "4", "--gpus-per-node", "9"], "--gpus-per-node 9: a dgx-h100 node has 8 GPUs"),
+            (["--nproc", "4", "--nodes", "0"], "--nodes 0: must be at least 1"),
+        ]:
+            with self.subTest(flags=flags):
+                r = self.run_ranks(*flags)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertEqual(placements(self.tmp), {}, "no rank may start")
+
+
+class ModelOnClusters(unittest.TestCase):
+    def test_a_gpu_and_node_count_model_as_the_preset_of_that_size(self):
+        for gpu, family in FAMILIES.items():
+            for nodes in (1, 3):
+                with self.subTest(gpu=gpu, nodes=nodes):
+                    built_one = model_json("--gpu", gpu, "--nodes", str(nodes))
+                    preset = model_json("--cluster-config", PRESETS / f"{family}-{nodes}node.yaml")
+                    self.assertEqual(built_one, preset)
+
+    def test_fewer_gpus_per_node_keep_each_nic_at_its_rate(self):
+        # The GPUs used on a server keep the NICs on their rails at their own rate: 4 GPUs of a
+        # DGX H100 have 4 NICs of 400 Gbit/s, not the server's 3200 shared by 4; 3 GPUs of an H20
+        # server (a NIC per 2 GPUs) have 2.
+        from fakegpu.clusters import cluster_yaml, template
+        h100 = cluster_yaml(template("h100"), [4, 4])
+        self.assertEqual(h100.count("{bandwidth_gbps: 400, gpus: [0]}, {bandwidth_gbps: 400, gpus: [1]}, "
+                                    "{bandwidth_gbps: 400, gpus: [2]}, {bandwidth_gbps: 400, gpus: [3]}]}"), 2, h100)
+        h20 = cluster_yaml(template("h20"), [8, 3])
+        self.assertIn("ranks: [8, 9, 10], gpus: [{profile: h20}, {profile: h20}, {profile: h20}], nics: "
+                      "[{bandwidth_gbps: 400, gpus: [0, 1]}, {bandwidth_gbps: 400, gpus: [2]}]}", h20)
+        self.assertNotIn("nics_per_node", h20.split("\nfabric:")[1], "each node lists its NICs")
+        # fgpu model's --gpus-per-node on a preset leaves out the same NICs.
+        for gpu, family in (("h100", "dgx-h100"), ("h20", "h20")):
+            with self.subTest(gpu=gpu):
+                reshaped = model_json("--cluster-config", f"{family}-2node", "--gpus-per-node", "3")
+                built_one = model_json("--gpu", gpu, "--nodes", "2", "--gpus-per-node", "3")
+                self.assertEqual({**reshaped, "cluster": ""}, {**built_one, "cluster": ""})
+        for text in (h100, h20):
+            path = Path(tempfile.mkstemp(suffix=".yaml")[1])
+            self.addCleanup(path.unlink)
+            path.write_text(text)
+            r = fgpu("validate", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_clusters_side_by_side(self):
+        r = fgpu("model", "--cluster-config", "dgx-h100-2node", "--cluster-config", PRESETS / "dgx-a100-2node.yaml",
+                 "-b", "1M", "-e", "1G", "-f", "32")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("[1] dgx-h100-2node (16 GPUs)", r.stdout)
+        self.assertIn("[2] dgx-a100-2node (16 GPUs)", r.stdout)
+        rows = [line.split() for line in r.stdout.splitlines() if line and not line.startswith("#")]
+        self.assertEqual([int(row[0]) for row in rows], [1 << 20, 1 << 25, 1 << 30])
+        h100, a100 = float(rows[-1][2]), float(rows[-1][5])
+        self.assertGreater(h100, a100, "a DGX H100 pair outruns a DGX A100 pair at 1 GiB")
+        bad = fgpu("model", "--cluster-config", "dgx-h100-9node")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("no such file, nor a preset of that name (presets: dgx-a100-1node,", bad.stderr)
+
+    def test_plot_has_a_line_per_cluster_or_algorithm(self):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-plot-"))
+        self.addCleanup(shutil.rmtree, tmp)
+        r = fgpu("model", "--gpu", "h100", "--nodes", "2", "--cluster-config", "dgx-a100-1node", "-b", "8", "-e", "1G",
+                 "--plot", tmp / "clusters.svg")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = ET.parse(tmp / "clusters.svg").getroot().findall("{http://www.w3.org/2000/svg}polyline")
+        self.assertEqual([line.find("{http://www.w3.org/2000/svg}title").text for line in lines],
+                         ["dgx-a100-1node (8 GPUs)", "dgx-h100-2node (16 GPUs)"])
+        self.assertEqual(len(lines[0].get("points").split()), 28, "8 B to 1 GiB, doubling")
+
+        r = fgpu("model", "--gpu", "h100", "--nodes", "2", "--each-algo", "-b", "8", "-e", "1G", "-f", "8",
+                 "--json", "--plot", tmp / "algos.svg")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        labels = [line["label"] for line in doc]
+        self.assertIn("Ring", labels)
+        self.assertIn("Tree", labels)
+        for line in doc:
+            self.assertEqual({row["algorithm"] for row in line["results"]}, {line["label"]})
+        lines = ET.parse(tmp / "algos.svg").getroot().findall("{http://www.w3.org/2000/svg}polyline")
+        self.assertEqual(len(lines), len(labels))
+        r = fgpu("model", "--gpu", "h100", "--collective", "all", "--plot", tmp / "x.svg", "--each-algo")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--plot draws one collective", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -88,19 +88,6 @@ uint64_t parse_size(const std::string& text) {
   return static_cast<uint64_t>(v * mult);
 }
 
-// The NICs a node without its own `nics` has: the fabric's count (one per GPU by default) sharing
-// the node's bandwidth, NIC i serving the i-th equal block of GPUs, as the planner lays them out.
-std::vector<fakegpu::NicConfig> fabric_nics(const fakegpu::LinkConfig& net, int gpus) {
-  const int count = net.nics_per_node > 0 ? net.nics_per_node : gpus;
-  const int per = std::max(1, (gpus + count - 1) / count);
-  std::vector<fakegpu::NicConfig> nics(count);
-  for (int i = 0; i < count; ++i) {
-    nics[i].bandwidth_gbps = net.bandwidth_gbps / count;
-    for (int g = i * per; g < std::min(gpus, (i + 1) * per); ++g) nics[i].gpus.push_back(g);
-  }
-  return nics;
-}
-
 // Takes the first `nodes` nodes and `per_node` GPUs of each; more nodes than the file has
 // repeat its node shapes, so a one-node file can answer "and on 128 nodes?". GPUs left out take
 // their NICs with them, and the NICs kept keep their own rate: 4 GPUs of a server with 8 x 400
@@ -118,7 +105,7 @@ fakegpu::ClusterConfig shape_cluster(const fakegpu::ClusterConfig& in, int nodes
     if (keep <= 0) break;
     if (keep < static_cast<int>(node.gpus.size()) && node.nics.empty() && node.topology_xml.empty() &&
         in.has_inter_node)
-      node.nics = fabric_nics(in.inter_node, static_cast<int>(node.gpus.size()));
+      node.nics = planner::fabric_nics(in.inter_node, static_cast<int>(node.gpus.size()));
     node.gpus.resize(keep);
     node.ranks.clear();
     for (int i = 0; i < keep; ++i) node.ranks.push_back(next++);

@@ -35,7 +35,38 @@ std::vector<NicConfig> xml_nics(const NodeXml& xml, size_t used) {
   return nics;
 }
 
+// NICs that serve the same GPUs work as one at their summed rate: NCCL fuses the NICs behind one
+// PCI switch into a virtual NIC, and AWS's EFA plugin presents a GPU's four EFA devices as one
+// (a p5 node's 32 x 100 Gbit/s act as 8 x 400). NICs serving no GPU are kept as they are.
+std::vector<NicConfig> fuse_rail_nics(const std::vector<NicConfig>& nics) {
+  std::vector<NicConfig> fused;
+  for (const NicConfig& nic : nics) {
+    auto same_rail = std::find_if(fused.begin(), fused.end(), [&](const NicConfig& f) { return !nic.gpus.empty() && f.gpus == nic.gpus; });
+    if (same_rail == fused.end())
+      fused.push_back(nic);
+    else
+      same_rail->bandwidth_gbps += nic.bandwidth_gbps;
+  }
+  return fused;
+}
+
+
 }  // namespace
+
+std::vector<NicConfig> fabric_nics(const LinkConfig& net, int gpus) {
+  const int count = net.nics_per_node > 0 ? net.nics_per_node : gpus;
+  const int per = std::max(1, (gpus + count - 1) / count);
+  std::vector<NicConfig> nics(count);
+  for (int i = 0; i < count; ++i) {
+    nics[i].bandwidth_gbps = net.bandwidth_gbps / count;
+    if (count > gpus) {
+      nics[i].gpus.push_back(static_cast<int>(static_cast<long long>(i) * gpus / count));
+    } else {
+      for (int l = i * per; l < std::min(gpus, (i + 1) * per); ++l) nics[i].gpus.push_back(l);
+    }
+  }
+  return nics;
+}
 
 bool Topology::nvlink_between(int a, int b) const {
   const Gpu& x = gpus[a];
@@ -118,18 +149,8 @@ Topology Topology::from_config(const ClusterConfig& config) {
       topo.net_latency_us = config.inter_node.latency_us;
       double eff = transport_efficiency(config.inter_node.type);
       std::vector<NicConfig> nics = xml ? xml_nics(*xml, nc.ranks.size()) : nc.nics;
-      if (nics.empty()) {
-        // One NIC per GPU unless told otherwise, sharing the node's bandwidth; NIC i serves
-        // an equal, contiguous block of GPUs.
-        int count = config.inter_node.nics_per_node > 0 ? config.inter_node.nics_per_node : static_cast<int>(nc.ranks.size());
-        int per = std::max<int>(1, (static_cast<int>(nc.ranks.size()) + count - 1) / count);
-        for (int i = 0; i < count; ++i) {
-          NicConfig nic;
-          nic.bandwidth_gbps = config.inter_node.bandwidth_gbps / count;
-          for (int l = i * per; l < std::min<int>((i + 1) * per, nc.ranks.size()); ++l) nic.gpus.push_back(l);
-          nics.push_back(nic);
-        }
-      }
+      if (nics.empty()) nics = fabric_nics(config.inter_node, static_cast<int>(nc.ranks.size()));
+      nics = fuse_rail_nics(nics);
       for (size_t i = 0; i < nics.size(); ++i) {
         Nic nic;
         nic.node = static_cast<int>(n);

@@ -53,6 +53,11 @@ struct Node {
   std::vector<std::vector<PathType>> gpu_paths;  // [local][local] from the topology XML, if any
 };
 
+// The NICs of a node that lists none: the fabric's count (one per GPU by default) sharing the
+// node's bandwidth, each serving an equal, contiguous block of GPUs, or, where NICs outnumber
+// GPUs, each GPU an equal block of NICs.
+std::vector<NicConfig> fabric_nics(const LinkConfig& net, int gpus);
+
 struct Topology {
   std::vector<Node> nodes;
   std::vector<Gpu> gpus;  // indexed by global rank of the cluster config

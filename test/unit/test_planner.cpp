@@ -329,6 +329,29 @@ TEST(Planner, SplitCommunicatorsSitOnTheirGpusAndNics) {
   }
 }
 
+// More NICs than GPUs (AWS p5: 32 x 100 Gbit/s for 8 GPUs): a GPU's NICs work as one rail at
+// their summed rate, so the node's bandwidth is all usable, not one 100G NIC per GPU.
+TEST(Planner, NicsThatOutnumberGpusFuseIntoEachGpusRail) {
+  Topology eight = Topology::from_config(cluster("h100-sxm", 2, 8));
+  Topology thirty_two = Topology::from_config(cluster("h100-sxm", 2, 8, ", nics_per_node: 32"));
+  ASSERT_EQ(thirty_two.nics.size(), eight.nics.size());
+  for (size_t i = 0; i < eight.nics.size(); ++i) {
+    EXPECT_DOUBLE_EQ(thirty_two.nics[i].line_gbytes, 50.0);
+    EXPECT_EQ(thirty_two.nics[i].gpus, eight.nics[i].gpus);
+  }
+  CommModel a(eight, all_ranks(16), TuningEnv{}), b(thirty_two, all_ranks(16), TuningEnv{});
+  EXPECT_DOUBLE_EQ(b.estimate(CollType::kAllReduce, 1ull << 30).time_us, a.estimate(CollType::kAllReduce, 1ull << 30).time_us);
+
+  // Listed NICs on the same rail fuse too; a NIC on no rail stays apart.
+  ClusterConfig listed = cluster("h100-sxm", 2, 2);
+  for (auto& node : listed.nodes) node.nics = {{100, {0}}, {100, {0}}, {200, {1}}, {100, {}}};
+  Topology fused = Topology::from_config(listed);
+  ASSERT_EQ(fused.nics.size(), 6u);
+  EXPECT_DOUBLE_EQ(fused.nics[0].line_gbytes, 25.0);
+  EXPECT_DOUBLE_EQ(fused.nics[1].line_gbytes, 25.0);
+  EXPECT_TRUE(fused.nics[2].gpus.empty());
+}
+
 // Textbook volumes: ring AllReduce sends 2(n-1)/n x S from every rank; ring AllGather (n-1)/n;
 // tree AllReduce sends S up and S down over every tree edge.
 TEST(Planner, LinkBytesMatchWhatTheAlgorithmMoves) {

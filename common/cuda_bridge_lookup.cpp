@@ -29,7 +29,9 @@ const fakegpu_cuda_bridge_table* find_cuda_bridge(const char* who) {
   std::string why;
   const fakegpu_cuda_bridge_table* table = accept_cuda_bridge(lookup(FAKEGPU_CUDA_BRIDGE_VERSION), &why);
   // Its own notice key, so that the caller's other one-line notices still show.
-  if (!table) log_once((std::string(who) + ": CUDA runtime bridge").c_str(), (why + "; going on as over a foreign CUDA runtime").c_str());
+  if (!table)
+    log_once((std::string(who) + ": CUDA runtime bridge").c_str(),
+             (why + "; going on as over a foreign CUDA runtime").c_str());
   return table;
 }
 

@@ -31,7 +31,7 @@ extern "C" {
 typedef struct fakegpu_stream_clock fakegpu_stream_clock;
 
 /* One entry of the runtime's activity log: what a stream did on the modeled clock. Laid out as
- * fakegpu::wire::ActivitySlice (the runtime checks that at compile time). */
+ * fakegpu::wire::ActivitySlice (cuda_bridge_lookup.h checks that at compile time). */
 typedef struct fakegpu_activity_slice {
   uint64_t track;    /* the stream */
   double start_us;

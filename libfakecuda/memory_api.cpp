@@ -7,11 +7,11 @@
 #include <map>
 #include <mutex>
 
+#include "bridge.h"
 #include "device_facts.h"
 #include "device_memory.h"
 #include "devices.h"
 #include "kernel_registry.h"
-#include "bridge.h"
 #include "runtime_state.h"
 #include "stream_ops.h"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "bridge.h"
 #include "device_facts.h"
 #include "devices.h"
-#include "bridge.h"
 #include "runtime_state.h"
 
 namespace fakegpu::cuda {

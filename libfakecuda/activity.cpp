@@ -77,30 +77,23 @@ void record_activity(const ModelClock& clock, ActivityKind kind, int64_t start_n
   activity_log().record(track_of(clock), kind, start_ns, end_ns);
 }
 
+// The stream waits until the collective's end; its slice counts from ready_us, since a GPU's
+// NCCL kernel occupies the stream while it waits for its peers.
+void collective_done(ModelClock& clock, double ready_us, double end_us) {
+  // Rounded up: the stream's next call must not look ready before this one ends.
+  const auto end_ns = static_cast<int64_t>(std::ceil(end_us * 1e3));
+  clock.raise_to(end_ns);
+  record_activity(clock, ActivityKind::kCollective, static_cast<int64_t>(ready_us * 1e3), end_ns);
+}
+
+size_t take_activity(ActivitySlice* out, size_t max, size_t min_pending, uint64_t* dropped) {
+  if (!out) return 0;
+  return activity_log().take(out, max, min_pending, dropped);
+}
+
 }  // namespace fakegpu::cuda
 
 using namespace fakegpu::cuda;
-
-// For fakegpu's NCCL: the modeled time on the stream running this work (or, outside stream
-// work, the current device's legacy stream) and that stream's track.
-FAKECUDA_API double fakegpu_cuda_modeled_now(uint64_t* track) {
-  ModelClock* clock = running_clock();
-  if (!clock) clock = &legacy_stream_clock();
-  if (track) *track = track_of(*clock);
-  return clock->now_ns() / 1e3;
-}
-
-// For fakegpu's NCCL: a collective that became ready at ready_us ended at end_us on the
-// modeled clock. The stream waits until then; its slice counts from ready_us, since a GPU's
-// NCCL kernel occupies the stream while it waits for its peers.
-FAKECUDA_API void fakegpu_cuda_collective_done(double ready_us, double end_us) {
-  ModelClock* clock = running_clock();
-  if (!clock) clock = &legacy_stream_clock();
-  // Rounded up: the stream's next call must not look ready before this one ends.
-  const auto end_ns = static_cast<int64_t>(std::ceil(end_us * 1e3));
-  clock->raise_to(end_ns);
-  record_activity(*clock, ActivityKind::kCollective, static_cast<int64_t>(ready_us * 1e3), end_ns);
-}
 
 // Marks where a training step begins or ends (fakegpu's Python hook calls it on an optimizer
 // step or an NVTX range): at the modeled time the stream reaches the mark.
@@ -112,13 +105,4 @@ FAKECUDA_API cudaError_t fakegpu_cuda_mark_step(cudaStream_t stream, int begin) 
       record_activity(clock, kind, clock.now_ns(), clock.now_ns());
     });
   });
-}
-
-// For fakegpu's NCCL: moves up to `max` recorded slices, oldest first, into `out`. Returns 0
-// while fewer than `min_pending` wait and none is a step mark. *dropped gets the slices lost
-// since the last call.
-FAKECUDA_API size_t fakegpu_cuda_take_activity(fakegpu::wire::ActivitySlice* out, size_t max, size_t min_pending,
-                                               uint64_t* dropped) {
-  if (!out) return 0;
-  return activity_log().take(out, max, min_pending, dropped);
 }

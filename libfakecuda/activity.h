@@ -18,4 +18,12 @@ inline uint64_t track_of(const ModelClock& clock) { return reinterpret_cast<uint
 // the previous slice of that stream and kind without a gap extends it.
 void record_activity(const ModelClock& clock, wire::ActivityKind kind, int64_t start_ns, int64_t end_ns);
 
+// For fakegpu's NCCL, through the bridge: a collective that became ready at ready_us ended at
+// end_us on the stream with this clock.
+void collective_done(ModelClock& clock, double ready_us, double end_us);
+// For fakegpu's NCCL, through the bridge: moves up to `max` recorded slices, oldest first, into
+// `out`. Returns 0 while fewer than `min_pending` wait and none is a step mark. *dropped (when
+// not nullptr) gets the slices lost since the last call.
+size_t take_activity(wire::ActivitySlice* out, size_t max, size_t min_pending, uint64_t* dropped);
+
 }  // namespace fakegpu::cuda

@@ -74,8 +74,6 @@ uint64_t kernel_launches() { return launches.load(); }
 
 }  // namespace fakegpu::cuda
 
-FAKECUDA_API uint64_t fakegpu_cuda_kernel_launches(void) { return kernel_launches(); }
-
 // A module handle: one pointer-sized slot holding the fat binary's address.
 FAKECUDA_API void** __cudaRegisterFatBinary(void* fat_cubin) { return new void*(fat_cubin); }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "bridge.h"
 #include "device_facts.h"
 #include "device_memory.h"
 #include "devices.h"
@@ -364,10 +365,11 @@ FAKECUDA_API cudaError_t cudaIpcCloseMemHandle(void* ptr) {
   });
 }
 
-// For fakegpu's NCCL: whether [ptr, ptr + len) is fake device memory in a shareable segment,
-// and which. Returns 1 and fills the outputs when it is.
-FAKECUDA_API int fakegpu_cuda_find_segment(const void* ptr, size_t len, uint64_t* segment_id, uint64_t* offset, int* fd,
-                                           uint64_t* segment_size) {
+namespace fakegpu::cuda {
+
+// For fakegpu's NCCL, through the bridge: whether [ptr, ptr + len) is fake device memory in a
+// shareable segment, and which. Returns 1 and fills the outputs when it is.
+int find_segment(const void* ptr, size_t len, uint64_t* segment_id, uint64_t* offset, int* fd, uint64_t* segment_size) {
   SegmentRef ref;
   if (!ptr || !memory().find(ptr, len, &ref) || ref.fd < 0) return 0;
   *segment_id = ref.id;
@@ -377,10 +379,10 @@ FAKECUDA_API int fakegpu_cuda_find_segment(const void* ptr, size_t len, uint64_t
   return 1;
 }
 
-// For fakegpu's driver API (cuMemGetAddressRange, cuPointerGetAttribute): the live allocation
-// holding ptr. Returns 1 and fills its start, size, kind (0 device, 1 host, 2 managed) and
-// device when there is one.
-FAKECUDA_API int fakegpu_cuda_allocation_of(const void* ptr, void** base, size_t* bytes, int* kind, int* device) {
+// For fakegpu's driver API (cuMemGetAddressRange, cuPointerGetAttribute), through the bridge:
+// the live allocation holding ptr. Returns 1 and fills its start, size, kind (0 device, 1 host,
+// 2 managed) and device when there is one.
+int allocation_of(const void* ptr, void** base, size_t* bytes, int* kind, int* device) {
   Allocation a;
   if (!ptr || !memory().lookup(ptr, &a)) return 0;
   *base = a.base;
@@ -389,6 +391,8 @@ FAKECUDA_API int fakegpu_cuda_allocation_of(const void* ptr, void** base, size_t
   *device = a.device;
   return 1;
 }
+
+}  // namespace fakegpu::cuda
 
 // Texture channel descriptions are plain data, returned by value (not through the
 // unsupported table, whose stubs return an int).

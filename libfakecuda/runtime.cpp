@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "bridge.h"
 #include "device_facts.h"
 #include "devices.h"
 #include "runtime_state.h"
@@ -68,11 +69,10 @@ bool same_node(int a, int b) { return device_or_throw(a).node == device_or_throw
 
 }  // namespace
 
-FAKECUDA_API int fakegpu_cuda_is_fake(void) { return 1; }
+namespace fakegpu::cuda {
 
-// For fakegpu's driver API (cuDeviceGetName, cuDeviceGetUuid, cuDeviceTotalMem).
-FAKECUDA_API cudaError_t fakegpu_cuda_device_identity(int device, char name[256], unsigned char uuid[16],
-                                                      uint64_t* memory_bytes) {
+// For fakegpu's driver API (cuDeviceGetName, cuDeviceGetUuid, cuDeviceTotalMem), through the bridge.
+cudaError_t device_identity(int device, char name[256], unsigned char uuid[16], uint64_t* memory_bytes) {
   return guarded([&] {
     cudaDeviceProp prop;
     fill_properties(device_or_throw(device), &prop);
@@ -82,11 +82,13 @@ FAKECUDA_API cudaError_t fakegpu_cuda_device_identity(int device, char name[256]
   });
 }
 
-// For fakegpu's driver API (cuDevicePrimaryCtxGetState).
-FAKECUDA_API int fakegpu_cuda_primary_context_active(int device) {
+// For fakegpu's driver API (cuDevicePrimaryCtxGetState), through the bridge.
+bool primary_context_active(int device) {
   std::lock_guard<std::mutex> lock(active_mu);
-  return active_contexts.count(device) ? 1 : 0;
+  return active_contexts.count(device) > 0;
 }
+
+}  // namespace fakegpu::cuda
 
 FAKECUDA_API cudaError_t cudaGetDeviceCount(int* count) {
   return guarded([&] {

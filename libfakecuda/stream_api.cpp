@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "bridge.h"
 #include "graph.h"
 #include "runtime_state.h"
 #include "stream_ops.h"

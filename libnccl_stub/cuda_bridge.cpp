@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cuda_bridge_lookup.h"
 #include "errors.h"
 #include "runtime_symbol.h"
 
@@ -22,27 +23,21 @@ void find(Fn*& fn, const char* name) {
 }  // namespace
 
 CudaBridge::CudaBridge() {
+  bridge_ = find_cuda_bridge("NCCL");
   find(get_device_, "cudaGetDevice");
-  // fakegpu's runtime waits without counting it as the program's synchronisation.
-  find(stream_sync_, "fakegpu_cuda_drain_stream");
-  if (!stream_sync_) find(stream_sync_, "cudaStreamSynchronize");
+  find(stream_sync_, "cudaStreamSynchronize");
   find(memcpy_, "cudaMemcpy");
   find(malloc_, "cudaMalloc");
   find(free_, "cudaFree");
   find(launch_host_func_, "cudaLaunchHostFunc");
   find(memcpy_async_, "cudaMemcpyAsync");
-  find(find_segment_, "fakegpu_cuda_find_segment");
   find(host_register_, "cudaHostRegister");
   find(is_capturing_, "cudaStreamIsCapturing");
   find_capture_info();
   find(user_object_create_, "cudaUserObjectCreate");
   find(graph_retain_user_object_, "cudaGraphRetainUserObject");
-  find(modeled_now_, "fakegpu_cuda_modeled_now");
-  find(collective_done_, "fakegpu_cuda_collective_done");
-  find(take_activity_, "fakegpu_cuda_take_activity");
-  // fakegpu's runtime announces itself; any other runtime with cudaMemcpy has real device memory.
-  bool fake = runtime_symbol("fakegpu_cuda_is_fake") != nullptr;
-  host_accessible_ = fake || memcpy_ == nullptr;
+  // fakegpu's runtime has the bridge; any other runtime with cudaMemcpy has real device memory.
+  host_accessible_ = bridge_ != nullptr || memcpy_ == nullptr;
 }
 
 const CudaBridge& cuda() {
@@ -57,29 +52,35 @@ int CudaBridge::current_device() const {
 }
 
 void CudaBridge::sync_stream(cudaStream_t stream) const {
-  if (!stream_sync_) return;
-  int err = stream_sync_(stream);
+  // fakegpu's runtime waits without counting it as the program's synchronisation.
+  int err = bridge_ ? bridge_->drain_stream(stream) : stream_sync_ ? stream_sync_(stream) : 0;
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaStreamSynchronize failed with CUDA error " + std::to_string(err));
 }
 
 namespace {
 // An exception must not unwind into the runtime's thread that calls host functions. The queued
 // functions handle their own failures; this only keeps a stray one from ending the process.
-void run_guarded(std::function<void()>& fn) noexcept {
+void run_guarded(HostFunction& fn, StreamClock clock) noexcept {
   try {
-    fn();
+    fn(clock);
   } catch (const std::exception& e) {
     warn(std::string("a host function queued on a stream failed: ") + e.what());
   } catch (...) {
     warn("a host function queued on a stream failed");
   }
 }
-void run_host_function(void* fn) {
-  std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(fn));
-  run_guarded(*owned);
+// Queued through fakegpu's runtime, a function learns its stream's clock; through another
+// runtime (cudaLaunchHostFunc) it runs without one. A persistent one outlives its run.
+void run_clocked_host_function(void* fn, StreamClock clock) {
+  std::unique_ptr<HostFunction> owned(static_cast<HostFunction*>(fn));
+  run_guarded(*owned, clock);
 }
-void run_persistent_host_function(void* fn) { run_guarded(*static_cast<std::function<void()>*>(fn)); }
-void delete_host_function(void* fn) { delete static_cast<std::function<void()>*>(fn); }
+void run_host_function(void* fn) { run_clocked_host_function(fn, nullptr); }
+void run_persistent_clocked_host_function(void* fn, StreamClock clock) {
+  run_guarded(*static_cast<HostFunction*>(fn), clock);
+}
+void run_persistent_host_function(void* fn) { run_persistent_clocked_host_function(fn, nullptr); }
+void delete_host_function(void* fn) { delete static_cast<HostFunction*>(fn); }
 
 constexpr unsigned kUserObjectNoDestructorSync = 1;  // the only flag cudaUserObjectCreate takes
 constexpr unsigned kGraphUserObjectMove = 1;         // the graph takes over the caller's reference
@@ -104,9 +105,15 @@ bool CudaBridge::capturing(cudaStream_t stream) const {
   return status != 0;
 }
 
-void CudaBridge::enqueue(cudaStream_t stream, std::function<void()> fn) const {
-  auto heap = std::make_unique<std::function<void()>>(std::move(fn));
-  int err = launch_host_func_(stream, run_host_function, heap.get());
+int CudaBridge::launch(cudaStream_t stream, HostFunction* fn, bool persistent) const {
+  if (bridge_)
+    return bridge_->launch_clocked_host_func(stream, persistent ? run_persistent_clocked_host_function : run_clocked_host_function, fn);
+  return launch_host_func_(stream, persistent ? run_persistent_host_function : run_host_function, fn);
+}
+
+void CudaBridge::enqueue(cudaStream_t stream, HostFunction fn) const {
+  auto heap = std::make_unique<HostFunction>(std::move(fn));
+  int err = launch(stream, heap.get(), false);
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
   heap.release();  // run_host_function frees it
 }
@@ -122,7 +129,7 @@ void* CudaBridge::capture_graph(cudaStream_t stream) const {
 }
 
 // Makes fn a user object of the capture's graph. On failure it stays the caller's.
-bool CudaBridge::hand_to_graph(cudaStream_t stream, std::function<void()>* fn) const {
+bool CudaBridge::hand_to_graph(cudaStream_t stream, HostFunction* fn) const {
   void* graph = capture_graph(stream);
   if (!graph || !user_object_create_ || !graph_retain_user_object_) return false;
   void* object = nullptr;
@@ -132,10 +139,10 @@ bool CudaBridge::hand_to_graph(cudaStream_t stream, std::function<void()>* fn) c
   return false;
 }
 
-void CudaBridge::enqueue_captured(cudaStream_t stream, std::function<void()> fn) const {
-  auto heap = std::make_unique<std::function<void()>>(std::move(fn));
+void CudaBridge::enqueue_captured(cudaStream_t stream, HostFunction fn) const {
+  auto heap = std::make_unique<HostFunction>(std::move(fn));
   const bool graph_owned = hand_to_graph(stream, heap.get());
-  int err = launch_host_func_(stream, run_persistent_host_function, heap.get());
+  int err = launch(stream, heap.get(), true);
   // A function the graph owns is the graph's to free, recorded or not. One it does not own, once
   // recorded, must outlive every replay: having no way to know the last, it is never freed.
   if (graph_owned || err == 0) heap.release();
@@ -149,7 +156,20 @@ void CudaBridge::copy_async(void* dst, const void* src, size_t bytes, int kind, 
 }
 
 bool CudaBridge::find_segment(const void* ptr, size_t len, Segment* out) const {
-  return find_segment_ && find_segment_(ptr, len, &out->id, &out->offset, &out->fd, &out->size) == 1;
+  return bridge_ && bridge_->find_segment(ptr, len, &out->id, &out->offset, &out->fd, &out->size) == 1;
+}
+
+double CudaBridge::modeled_now(StreamClock clock, uint64_t* track) const {
+  *track = 0;
+  return bridge_ && clock ? bridge_->modeled_now(clock, track) : -1;
+}
+
+void CudaBridge::collective_done(StreamClock clock, double ready_us, double end_us) const {
+  if (bridge_ && clock && ready_us >= 0 && end_us > ready_us) bridge_->collective_done(clock, ready_us, end_us);
+}
+
+size_t CudaBridge::take_activity(wire::ActivitySlice* out, size_t max, size_t min_pending, uint64_t* dropped) const {
+  return bridge_ ? bridge_->take_activity(bridge_slices(out), max, min_pending, dropped) : 0;
 }
 
 bool CudaBridge::pin(void* ptr, size_t bytes) const {

@@ -1,16 +1,25 @@
 // The stub never links a CUDA runtime: it finds whichever one the program loaded (fakegpu's
 // libcudart or, in hybrid mode, NVIDIA's) at run time. With none loaded it behaves as one
-// device whose memory is host memory, except in hybrid mode, where that is an error.
+// device whose memory is host memory, except in hybrid mode, where that is an error. Public
+// CUDA calls are found by name; fakegpu's private ones come from its runtime's bridge table
+// (fake_cuda_bridge.h), which NVIDIA's runtime does not have.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
+#include "fake_cuda_bridge.h"
 #include "nccl.h"
 #include "wire.h"
 
 namespace fakegpu::stub {
+
+// The modeled clock of the stream a queued function runs on, as fakegpu's runtime hands it to
+// the function; nullptr over any other runtime, which keeps no modeled time.
+using StreamClock = fakegpu_stream_clock*;
+// What the stub queues on a stream: it learns the clock it runs against.
+using HostFunction = std::function<void(StreamClock)>;
 
 class CudaBridge {
  public:
@@ -22,11 +31,11 @@ class CudaBridge {
   // The legacy default stream: work on it is synchronous with the host in fakegpu.
   static bool is_legacy(cudaStream_t stream) { return stream == nullptr || stream == reinterpret_cast<cudaStream_t>(1); }
   // Queues fn on the stream, in order with the stream's other work; it is freed once it has run.
-  void enqueue(cudaStream_t stream, std::function<void()> fn) const;
+  void enqueue(cudaStream_t stream, HostFunction fn) const;
   // Records fn into the graph the stream is capturing, to run at each replay. The graph owns it
   // (a CUDA user object), so destroying the graph and its instances frees it; on a runtime
   // without user objects it is never freed.
-  void enqueue_captured(cudaStream_t stream, std::function<void()> fn) const;
+  void enqueue_captured(cudaStream_t stream, HostFunction fn) const;
   // Whether the stream is capturing a CUDA graph.
   bool capturing(cudaStream_t stream) const;
   void copy_to_host_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) const {
@@ -48,22 +57,18 @@ class CudaBridge {
   // Page-locks host memory the runtime did not allocate (cudaHostRegister), so copies to and
   // from it can be asynchronous. False when the runtime refuses; true when there is none.
   bool pin(void* ptr, size_t bytes) const;
-  // The modeled clock of the stream running this work (fakegpu's runtime only; NVIDIA's keeps
-  // none): its time in us, or -1, and its track id, or 0.
-  double modeled_now(uint64_t* track) const {
-    *track = 0;
-    return modeled_now_ ? modeled_now_(track) : -1;
-  }
-  // A collective that became ready at ready_us ended at end_us: the stream waits until then
-  // (cudaEventElapsedTime and paced mode read its clock) and logs the slice.
-  void collective_done(double ready_us, double end_us) const {
-    if (collective_done_ && ready_us >= 0 && end_us > ready_us) collective_done_(ready_us, end_us);
-  }
+  // The clock of the current device's legacy stream, for calls run from the calling thread in
+  // its place; nullptr without fakegpu's runtime.
+  StreamClock legacy_clock() const { return bridge_ ? bridge_->legacy_stream_clock() : nullptr; }
+  // The clock's time in us, or -1 without one, and its track id, or 0.
+  double modeled_now(StreamClock clock, uint64_t* track) const;
+  // A collective that became ready at ready_us ended at end_us on the clock's stream: the
+  // stream waits until then (cudaEventElapsedTime and paced mode read its clock) and logs the
+  // slice. Nothing without a clock.
+  void collective_done(StreamClock clock, double ready_us, double end_us) const;
   // Moves up to `max` slices of the runtime's activity log into `out` (0 while fewer than
   // min_pending wait and none is a step mark; always 0 without fakegpu's runtime).
-  size_t take_activity(wire::ActivitySlice* out, size_t max, size_t min_pending, uint64_t* dropped) const {
-    return take_activity_ ? take_activity_(out, max, min_pending, dropped) : 0;
-  }
+  size_t take_activity(wire::ActivitySlice* out, size_t max, size_t min_pending, uint64_t* dropped) const;
 
   // Device memory through the loaded runtime; host memory when there is none.
   void* allocate(size_t bytes) const;
@@ -79,6 +84,10 @@ class CudaBridge {
   void copy(void* dst, const void* src, size_t bytes, int kind) const;
   void copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const;
   void find_capture_info();
+  // Queues fn (owned by the caller) on the stream; `persistent` when it must survive its run,
+  // to run again at each replay of a graph. Returns the CUDA error.
+  int launch(cudaStream_t stream, HostFunction* fn, bool persistent) const;
+  const fakegpu_cuda_bridge_table* bridge_ = nullptr;  // fakegpu's runtime only
   using GetDevice = int (*)(int*);
   using StreamSync = int (*)(cudaStream_t);
   using Memcpy = int (*)(void*, const void*, size_t, int);
@@ -87,12 +96,8 @@ class CudaBridge {
   Memcpy memcpy_ = nullptr;
   int (*malloc_)(void**, size_t) = nullptr;
   int (*free_)(void*) = nullptr;
-  int (*find_segment_)(const void*, size_t, uint64_t*, uint64_t*, int*, uint64_t*) = nullptr;
   int (*launch_host_func_)(cudaStream_t, void (*)(void*), void*) = nullptr;
   int (*memcpy_async_)(void*, const void*, size_t, int, cudaStream_t) = nullptr;
-  double (*modeled_now_)(uint64_t*) = nullptr;
-  void (*collective_done_)(double, double) = nullptr;
-  size_t (*take_activity_)(wire::ActivitySlice*, size_t, size_t, uint64_t*) = nullptr;
   int (*is_capturing_)(cudaStream_t, int*) = nullptr;
   // The graph a stream captures into: cudaStreamGetCaptureInfo_v3 (or CUDA 13's unversioned
   // name, which has its form), else the older _v2 form. Graphs and user objects are opaque here.
@@ -103,7 +108,7 @@ class CudaBridge {
   int (*user_object_create_)(void**, void*, void (*)(void*), unsigned, unsigned) = nullptr;
   int (*graph_retain_user_object_)(void*, void*, unsigned, unsigned) = nullptr;
   void* capture_graph(cudaStream_t stream) const;
-  bool hand_to_graph(cudaStream_t stream, std::function<void()>* fn) const;
+  bool hand_to_graph(cudaStream_t stream, HostFunction* fn) const;
   int (*host_register_)(void*, size_t, unsigned) = nullptr;
   bool host_accessible_ = true;
 };

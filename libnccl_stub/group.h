@@ -1,5 +1,7 @@
-// ncclGroupStart/End and the execution of collectives. Inside a group, calls are collected and
-// run together at the outermost ncclGroupEnd, so one thread can drive several ranks.
+// A collective call as the API records it, and what happens to it next: groups
+// (ncclGroupStart/End, group.cpp) collect calls and run them together at the outermost
+// ncclGroupEnd, so one thread can drive several ranks; sequence numbers (sequence.cpp) line the
+// calls up with the peers'. execute.h runs them.
 #pragma once
 
 #include "comm.h"

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "cuda_bridge_lookup.h"
 #include "gemm.h"
 #include "runtime_symbol.h"
 
@@ -20,8 +21,9 @@ void run_work(void* arg) {
 }  // namespace
 
 void enqueue(void* stream, std::function<void()> work) {
+  // Only fakegpu's runtime runs host code on its streams as the GPU would run the product.
   static const auto launch = reinterpret_cast<LaunchHostFunc>(
-      runtime_symbol("fakegpu_cuda_is_fake") ? runtime_symbol("cudaLaunchHostFunc") : nullptr);
+      find_cuda_bridge("cuBLAS") ? runtime_symbol("cudaLaunchHostFunc") : nullptr);
   if (!launch) {
     log_once("cuBLAS", "fakegpu's cuBLAS needs fakegpu's CUDA runtime in the process; none is loaded");
     throw BlasError{kNotInitialized};

@@ -93,7 +93,7 @@ Context* current_context(const RuntimeCalls& rt) {
   if (t_current_set) return t_current;
   int dev = 0;
   check(rt.get_device(&dev));
-  return rt.primary_context_active(dev) ? primary_context(dev) : nullptr;
+  return rt.bridge->primary_context_active(dev) ? primary_context(dev) : nullptr;
 }
 
 void make_current(const RuntimeCalls& rt, Context* ctx) {
@@ -110,7 +110,7 @@ struct Range {
 };
 Range allocation_of(const RuntimeCalls& rt, CUdeviceptr ptr) {
   Range r{};
-  require(rt.allocation_of(reinterpret_cast<void*>(ptr), &r.base, &r.bytes, &r.kind, &r.device) == 1, kInvalidValue);
+  require(rt.bridge->allocation_of(reinterpret_cast<void*>(ptr), &r.base, &r.bytes, &r.kind, &r.device) == 1, kInvalidValue);
   return r;
 }
 
@@ -211,7 +211,7 @@ struct Identity {
 };
 Identity identity(const RuntimeCalls& rt, CUdevice dev) {
   Identity id;
-  check(rt.device_identity(dev, id.name, id.uuid, &id.memory_bytes));
+  check(rt.bridge->device_identity(dev, id.name, id.uuid, &id.memory_bytes));
   return id;
 }
 }  // namespace
@@ -257,7 +257,7 @@ FAKECU_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags
     require(flags != nullptr && active != nullptr);
     check_device(rt, dev);
     *flags = 0;
-    *active = rt.primary_context_active(dev);
+    *active = rt.bridge->primary_context_active(dev);
   });
 }
 

@@ -1,5 +1,6 @@
 #include "runtime_calls.h"
 
+#include "cuda_bridge_lookup.h"
 #include "runtime_symbol.h"
 
 namespace fakegpu::driver {
@@ -13,9 +14,9 @@ void find(Fn*& fn, const char* name) {
 
 RuntimeCalls resolve() {
   RuntimeCalls r;
-  find(r.is_fake, "fakegpu_cuda_is_fake");
+  r.bridge = find_cuda_bridge("libcuda.so.1");
   // NVIDIA's runtime has the cuda* names too; the driver only ever talks to fakegpu's.
-  if (!r.is_fake) return r;
+  if (!r.bridge) return r;
   find(r.get_device_count, "cudaGetDeviceCount");
   find(r.get_device, "cudaGetDevice");
   find(r.set_device, "cudaSetDevice");
@@ -31,9 +32,6 @@ RuntimeCalls resolve() {
   find(r.memset_async, "cudaMemsetAsync");
   find(r.launch_host_func, "cudaLaunchHostFunc");
   find(r.stream_synchronize, "cudaStreamSynchronize");
-  find(r.device_identity, "fakegpu_cuda_device_identity");
-  find(r.primary_context_active, "fakegpu_cuda_primary_context_active");
-  find(r.allocation_of, "fakegpu_cuda_allocation_of");
   return r;
 }
 
@@ -44,9 +42,6 @@ const RuntimeCalls& runtime() {
   return calls;
 }
 
-bool runtime_loaded() {
-  const RuntimeCalls& r = runtime();
-  return r.is_fake && r.device_identity && r.allocation_of && r.primary_context_active;
-}
+bool runtime_loaded() { return runtime().bridge != nullptr; }
 
 }  // namespace fakegpu::driver

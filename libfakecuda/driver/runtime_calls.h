@@ -1,14 +1,17 @@
 // The fake runtime's entry points the driver answers from, resolved once in the process's
-// runtime (runtime_symbol.h). Each is nullptr when no fake runtime is loaded.
+// runtime (runtime_symbol.h): its public calls by name, its private ones through the bridge
+// table (fake_cuda_bridge.h). Each is nullptr when no fake runtime is loaded.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "fake_cuda_bridge.h"
+
 namespace fakegpu::driver {
 
 struct RuntimeCalls {
-  int (*is_fake)() = nullptr;
+  const fakegpu_cuda_bridge_table* bridge = nullptr;  // device identity, contexts, allocations
   int (*get_device_count)(int*) = nullptr;
   int (*get_device)(int*) = nullptr;
   int (*set_device)(int) = nullptr;
@@ -24,9 +27,6 @@ struct RuntimeCalls {
   int (*memset_async)(void*, int, size_t, void*) = nullptr;
   int (*launch_host_func)(void*, void (*)(void*), void*) = nullptr;
   int (*stream_synchronize)(void*) = nullptr;
-  int (*device_identity)(int, char*, unsigned char*, uint64_t*) = nullptr;
-  int (*primary_context_active)(int) = nullptr;
-  int (*allocation_of)(const void*, void**, size_t*, int*, int*) = nullptr;
 };
 
 // The runtime's calls; `loaded` is false when the process has no fake runtime, and then

@@ -15,6 +15,7 @@
 #include <atomic>
 
 #include "expect.h"
+#include "fake_cuda_bridge.h"
 
 __device__ int table[4];
 
@@ -84,12 +85,14 @@ static void hold(void*) {
 int main(int argc, char** argv) {
   if (argc == 3 && strcmp(argv[1], "child") == 0) return child(argv[2]);
 
-  // Loaded from the build tree, not NVIDIA's: only fakegpu's runtime exports these.
-  auto launches = (uint64_t(*)())dlsym(RTLD_DEFAULT, "fakegpu_cuda_kernel_launches");
-  if (!dlsym(RTLD_DEFAULT, "fakegpu_cuda_is_fake") || !launches) {
+  // Loaded from the build tree, not NVIDIA's: only fakegpu's runtime has the bridge table.
+  auto bridge = (fakegpu_cuda_bridge_fn)dlsym(RTLD_DEFAULT, "fakegpu_cuda_bridge");
+  const fakegpu_cuda_bridge_table* runtime = bridge ? bridge(FAKEGPU_CUDA_BRIDGE_VERSION) : nullptr;
+  if (!runtime) {
     fprintf(stderr, "FAILED: this is not fakegpu's libcudart (check LD_LIBRARY_PATH)\n");
     return 1;
   }
+  auto launches = runtime->kernel_launches;
 
   cudaStream_t s;
   OK(cudaStreamCreate(&s));

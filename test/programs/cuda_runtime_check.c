@@ -29,6 +29,7 @@ cudaError_t cudaArrayGetInfo(void* desc, void* extent, void* flags, void* array)
 #endif
 
 #include "expect.h"
+#include "fake_cuda_bridge.h"
 #define ERR(expected, call)                                                                   \
   do {                                                                                        \
     cudaError_t e_ = (call);                                                                  \
@@ -314,27 +315,29 @@ static void scenario_graph(void) {
 
 /* Host functions for the timing scenario: one takes wall time and no modeled time; the other
  * takes modeled time and no wall time, reporting it as fakegpu's NCCL reports a collective's
- * (through the runtime's fakegpu_cuda_modeled_now and fakegpu_cuda_collective_done hooks). */
+ * (through the modeled_now and collective_done calls of the runtime's bridge table). */
 static void sleep_30ms(void* unused) {
   (void)unused;
   usleep(30000);
 }
-static double (*modeled_now)(uint64_t* track);
-static void (*collective_done)(double ready_us, double end_us);
-static void modeled_40ms(void* unused) {
+static const fakegpu_cuda_bridge_table* bridge;
+static void modeled_40ms(void* unused, fakegpu_stream_clock* clock) {
   (void)unused;
-  double now = modeled_now(NULL);
-  collective_done(now, now + 40000.0);
+  double now = bridge->modeled_now(clock, NULL);
+  bridge->collective_done(clock, now, now + 40000.0);
 }
 
-/* The runtime's activity log, as fakegpu's NCCL reads it (wire::ActivitySlice). */
-struct activity_slice {
-  uint64_t track;
-  double start_us, end_us;
-  uint32_t count;
-  uint8_t kind; /* 0 kernels, 1 copies, 2 NCCL, 3 step begin, 4 step end */
-};
-static size_t (*take_activity)(struct activity_slice* out, size_t max, size_t min_pending, uint64_t* dropped);
+/* fakegpu's runtime's bridge table, as its other libraries find it; NULL when it is missing or
+ * of another version. */
+static const fakegpu_cuda_bridge_table* find_bridge(void) {
+  fakegpu_cuda_bridge_fn lookup;
+  *(void**)&lookup = dlsym(RTLD_DEFAULT, "fakegpu_cuda_bridge");
+  const fakegpu_cuda_bridge_table* table = lookup ? lookup(FAKEGPU_CUDA_BRIDGE_VERSION) : NULL;
+  EXPECT(table && table->version == FAKEGPU_CUDA_BRIDGE_VERSION && table->size == sizeof *table,
+         "fakegpu_cuda_bridge is not exported, or answered with another table");
+  if (lookup) EXPECT(lookup(FAKEGPU_CUDA_BRIDGE_VERSION + 1) == NULL, "the runtime answered a bridge version it is not");
+  return table && table->version == FAKEGPU_CUDA_BRIDGE_VERSION && table->size == sizeof *table ? table : NULL;
+}
 
 static double now_ms(void) {
   struct timespec t;
@@ -369,7 +372,7 @@ static void wait_takes_its_recording(void) {
   OK(cudaEventRecord(e, recorder));
   OK(cudaStreamWaitEvent(waiter, e, 0));
   OK(cudaEventRecord(end, waiter)); /* queued before the host waits below, which would move it on */
-  OK(cudaLaunchHostFunc(recorder, modeled_40ms, NULL));
+  OK(bridge->launch_clocked_host_func(recorder, modeled_40ms, NULL));
   OK(cudaEventRecord(e, recorder));
   OK(cudaStreamSynchronize(recorder));
   __atomic_store_n(&release_waiter, 1, __ATOMIC_RELEASE);
@@ -408,13 +411,10 @@ static void destroy_pending_event(void) {
 static void scenario_timing(void) {
   const char* mode_env = getenv("FAKEGPU_TIME_MODE");
   const char* mode = mode_env && *mode_env ? mode_env : "modeled";
-  *(void**)&modeled_now = dlsym(RTLD_DEFAULT, "fakegpu_cuda_modeled_now");
-  *(void**)&collective_done = dlsym(RTLD_DEFAULT, "fakegpu_cuda_collective_done");
-  *(void**)&take_activity = dlsym(RTLD_DEFAULT, "fakegpu_cuda_take_activity");
-  EXPECT(modeled_now && collective_done && take_activity, "the modeled-clock hooks for fakegpu's NCCL are not exported");
-  if (!modeled_now || !collective_done || !take_activity) return;
-  static struct activity_slice drained[4096];
-  take_activity(drained, 4096, 0, NULL); /* what earlier scenarios logged */
+  bridge = find_bridge();
+  if (!bridge) return;
+  static fakegpu_activity_slice drained[4096];
+  bridge->take_activity(drained, 4096, 0, NULL); /* what earlier scenarios logged */
   const size_t bytes = 64u << 20;
   void *h = NULL, *d = NULL;
   OK(cudaMallocHost(&h, bytes));
@@ -435,7 +435,7 @@ static void scenario_timing(void) {
   OK(cudaEventRecord(e[3], s));
   OK(cudaStreamSynchronize(s));
   double wall_copies = now_ms() - wall0, wall1 = now_ms();
-  OK(cudaLaunchHostFunc(s, modeled_40ms, NULL));
+  OK(bridge->launch_clocked_host_func(s, modeled_40ms, NULL));
   OK(cudaEventRecord(e[4], s));
   OK(cudaEventSynchronize(e[4]));
   double wall_model = now_ms() - wall1, wall_all = now_ms() - wall0;
@@ -458,8 +458,8 @@ static void scenario_timing(void) {
   }
   /* The log holds the stream's three back-to-back copies (one slice: the first is apart from
    * the other two only by an event) and the 40 ms collective, on one track. */
-  struct activity_slice got[64];
-  size_t n = take_activity(got, 64, 0, NULL);
+  fakegpu_activity_slice got[64];
+  size_t n = bridge->take_activity(got, 64, 0, NULL);
   int copies = 0, collectives = 0;
   for (size_t i = 0; i < n; ++i) {
     EXPECT(got[i].track == got[0].track, "slice %zu is on another track", i);
@@ -504,11 +504,9 @@ static void fake_kernel(void) {}
 static void unregistered_kernel(void) {}
 
 static void scenario_kernels(void) {
-  typedef unsigned long long (*Counter)(void);
-  Counter launches;
-  *(void**)&launches = dlsym(RTLD_DEFAULT, "fakegpu_cuda_kernel_launches");
-  EXPECT(launches != NULL, "fakegpu_cuda_kernel_launches is not exported");
-  if (!launches) return;
+  const fakegpu_cuda_bridge_table* table = find_bridge();
+  if (!table) return;
+  uint64_t (*launches)(void) = table->kernel_launches;
   static const int fatbin = 0;
   void** module = __cudaRegisterFatBinary((void*)&fatbin);
   __cudaRegisterFunction(module, (const char*)fake_kernel, "fake_kernel", "fake_kernel", -1, NULL, NULL, NULL, NULL,

@@ -1,0 +1,101 @@
+/* The private interface of fakegpu's CUDA runtime (libcudart), for fakegpu's other libraries:
+ * the NCCL stub, the driver (libcuda) and cuBLAS. The runtime exports one function,
+ * fakegpu_cuda_bridge, which hands out a table of typed function pointers; everything else in
+ * it is found through that table, never by name. NVIDIA's runtime has no such function, so
+ * finding the table also tells a library whose runtime it runs over. (Public CUDA calls such as
+ * cudaMemcpy are still found by name: NVIDIA's runtime answers them too.)
+ *
+ * Versioning: a caller asks for FAKEGPU_CUDA_BRIDGE_VERSION, the version it was built with. The
+ * runtime answers only its own version, with a table whose `version` and `size` say which
+ * layout it filled; anything else is refused (find_cuda_bridge in cuda_bridge_lookup.h).
+ * Adding a function: append a field at the end, bump the version, fill it in
+ * libfakecuda/bridge.cpp.
+ *
+ * Plain C, so that C test programs can use it too. Streams are cudaStream_t values and error
+ * codes cudaError_t values; they are spelled void* and int here so that this header needs no
+ * CUDA header. */
+#ifndef FAKEGPU_FAKE_CUDA_BRIDGE_H
+#define FAKEGPU_FAKE_CUDA_BRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FAKEGPU_CUDA_BRIDGE_VERSION 1u
+
+/* A stream's modeled clock, opaque to callers: the time the work queued on the stream would
+ * have taken on the modeled GPU. */
+typedef struct fakegpu_stream_clock fakegpu_stream_clock;
+
+/* One entry of the runtime's activity log: what a stream did on the modeled clock. Laid out as
+ * fakegpu::wire::ActivitySlice (cuda_bridge_lookup.h checks that at compile time). */
+typedef struct fakegpu_activity_slice {
+  uint64_t track;    /* the stream */
+  double start_us;
+  double end_us;     /* a step mark has end_us == start_us */
+  uint32_t count;    /* pieces of work merged into this slice */
+  uint8_t kind;      /* a wire::ActivityKind */
+} fakegpu_activity_slice;
+
+/* A host function that learns which clock it runs against: the clock of the stream that runs
+ * it (for a graph replay, the stream the graph was launched on). */
+typedef void (*fakegpu_clocked_host_fn)(void* user, fakegpu_stream_clock* clock);
+
+typedef struct fakegpu_cuda_bridge_table {
+  /* FAKEGPU_CUDA_BRIDGE_VERSION of the runtime that filled the table. */
+  uint32_t version;
+  /* sizeof(fakegpu_cuda_bridge_table) as that runtime was built: a table whose fields were
+   * changed without a new version number shows here. */
+  uint32_t size;
+
+  /* ---- streams and modeled time ---- */
+  /* Waits for the work queued on the stream without counting as the program's
+   * synchronisation: the host's modeled time stays where it was. */
+  int (*drain_stream)(void* stream);
+  /* As cudaLaunchHostFunc, but fn also receives the clock of the stream that runs it. */
+  int (*launch_clocked_host_func)(void* stream, fakegpu_clocked_host_fn fn, void* user);
+  /* The clock of the current device's legacy default stream, for work the caller runs itself
+   * in the legacy stream's place. */
+  fakegpu_stream_clock* (*legacy_stream_clock)(void);
+  /* The clock's time in microseconds; *track (when not NULL) gets the stream's track id, which
+   * names the stream in the activity log. */
+  double (*modeled_now)(fakegpu_stream_clock* clock, uint64_t* track);
+  /* A collective that became ready at ready_us ended at end_us: the clock waits until then, and
+   * the activity log gets the slice from ready_us to end_us. */
+  void (*collective_done)(fakegpu_stream_clock* clock, double ready_us, double end_us);
+  /* Moves up to `max` slices of the activity log, oldest first, into `out`. Returns 0 while
+   * fewer than min_pending wait and none is a step mark. *dropped (when not NULL) gets the
+   * slices lost since the last call. */
+  size_t (*take_activity)(fakegpu_activity_slice* out, size_t max, size_t min_pending, uint64_t* dropped);
+
+  /* ---- memory ---- */
+  /* Whether [ptr, ptr + len) is fake device memory in a shareable segment; returns 1 and fills
+   * the segment's id, the offset of ptr in it, its file descriptor and its size when it is. */
+  int (*find_segment)(const void* ptr, size_t len, uint64_t* segment_id, uint64_t* offset, int* fd,
+                      uint64_t* segment_size);
+  /* The live allocation holding ptr: returns 1 and fills its start, size, kind (0 device,
+   * 1 host, 2 managed) and device when there is one. */
+  int (*allocation_of)(const void* ptr, void** base, size_t* bytes, int* kind, int* device);
+
+  /* ---- devices ---- */
+  /* The device's name, UUID and memory size, as cudaGetDeviceProperties reports them. */
+  int (*device_identity)(int device, char name[256], unsigned char uuid[16], uint64_t* memory_bytes);
+  /* 1 when the device's primary context is active (the program has used the device). */
+  int (*primary_context_active)(int device);
+  /* Kernel launches the runtime has run so far, for tests. */
+  uint64_t (*kernel_launches)(void);
+} fakegpu_cuda_bridge_table;
+
+/* The one exported entry point: the table for `version`, or NULL when the runtime is of another
+ * version. */
+const fakegpu_cuda_bridge_table* fakegpu_cuda_bridge(unsigned version);
+typedef const fakegpu_cuda_bridge_table* (*fakegpu_cuda_bridge_fn)(unsigned version);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FAKEGPU_FAKE_CUDA_BRIDGE_H */

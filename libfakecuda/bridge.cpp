@@ -1,0 +1,74 @@
+// Fills the bridge table (fake_cuda_bridge.h) and exports fakegpu_cuda_bridge. The table's
+// C types meet the runtime's C++ ones here, and only here.
+#include "bridge.h"
+
+#include "activity.h"
+#include "cuda_bridge_lookup.h"
+#include "kernel_registry.h"
+#include "stream_ops.h"
+#include "streams.h"
+
+namespace fakegpu::cuda {
+namespace {
+
+// A clock handed out through the table is one of the runtime's ModelClocks.
+ModelClock& clock_of(fakegpu_stream_clock* clock) { return *reinterpret_cast<ModelClock*>(clock); }
+fakegpu_stream_clock* handle_of(ModelClock& clock) { return reinterpret_cast<fakegpu_stream_clock*>(&clock); }
+
+int drain_stream(void* stream) { return fakegpu_cuda_drain_stream(static_cast<cudaStream_t>(stream)); }
+
+// The clock passed to fn is that of the work the runtime is running when it calls fn: the
+// stream's own, or for a graph replay the clock of the stream the graph was launched on.
+int launch_clocked_host_func(void* stream, fakegpu_clocked_host_fn fn, void* user) {
+  return guarded([&] {
+    if (!fn) throw cudaErrorInvalidValue;
+    submit(static_cast<cudaStream_t>(stream), [fn, user] { fn(user, handle_of(*running_clock())); });
+  });
+}
+
+fakegpu_stream_clock* legacy_clock() { return handle_of(legacy_stream_clock()); }
+
+double modeled_now(fakegpu_stream_clock* clock, uint64_t* track) {
+  ModelClock& c = clock_of(clock);
+  if (track) *track = track_of(c);
+  return c.now_ns() / 1e3;
+}
+
+void collective_done_on(fakegpu_stream_clock* clock, double ready_us, double end_us) {
+  collective_done(clock_of(clock), ready_us, end_us);
+}
+
+size_t take_activity_slices(fakegpu_activity_slice* out, size_t max, size_t min_pending, uint64_t* dropped) {
+  return take_activity(wire_slices(out), max, min_pending, dropped);
+}
+
+int device_identity_of(int device, char name[256], unsigned char uuid[16], uint64_t* memory_bytes) {
+  return device_identity(device, name, uuid, memory_bytes);
+}
+
+int context_active(int device) { return primary_context_active(device) ? 1 : 0; }
+
+uint64_t launches() { return kernel_launches(); }
+
+constexpr fakegpu_cuda_bridge_table kTable = {
+    FAKEGPU_CUDA_BRIDGE_VERSION,
+    sizeof(fakegpu_cuda_bridge_table),
+    drain_stream,
+    launch_clocked_host_func,
+    legacy_clock,
+    modeled_now,
+    collective_done_on,
+    take_activity_slices,
+    find_segment,
+    allocation_of,
+    device_identity_of,
+    context_active,
+    launches,
+};
+
+}  // namespace
+}  // namespace fakegpu::cuda
+
+FAKECUDA_API const fakegpu_cuda_bridge_table* fakegpu_cuda_bridge(unsigned version) {
+  return version == FAKEGPU_CUDA_BRIDGE_VERSION ? &fakegpu::cuda::kTable : nullptr;
+}

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -101,7 +102,7 @@ class Parser {
   ClusterConfig parse(const YAML::Node& root) {
     if (!root.IsDefined() || root.IsNull()) fail(root, "(document)", "the file is empty");
     expect_map(root, "(document)");
-    only_keys(root, "", {"version", "cluster", "nodes", "fabric"});
+    only_keys(root, "", {"version", "cluster", "gpu_types", "nodes", "fabric"});
     ClusterConfig cfg;
     cfg.source = source_;
     YAML::Node version = required(root, "version", "");
@@ -118,6 +119,7 @@ class Parser {
         fail(cluster["default_backend"], "cluster.default_backend", "unsupported backend '" + cfg.default_backend + "' (supported: nccl)");
     }
 
+    if (root["gpu_types"]) parse_gpu_types(root["gpu_types"]);
     parse_nodes(required(root, "nodes", ""), cfg);
     parse_fabric(required(root, "fabric", ""), cfg);
     return cfg;
@@ -155,10 +157,12 @@ class Parser {
         only_keys(gpus[g], gkey, {"profile"});
         YAML::Node profile = required(gpus[g], "profile", gkey);
         auto name = scalar<std::string>(profile, gkey + ".profile", "a string");
-        const GpuProfile* p = find_gpu_profile(name);
+        const GpuProfile* p = gpu_types_.count(name) ? gpu_types_.at(name) : find_gpu_profile(name);
         if (!p) {
           auto known = gpu_profile_names();
-          fail(profile, gkey + ".profile", "unknown GPU profile '" + name + "' (known: " + join(known) + ")" + did_you_mean(name, known));
+          for (const auto& [type, described] : gpu_types_) known.push_back(type);
+          fail(profile, gkey + ".profile", "unknown GPU profile '" + name + "' (known: " + join(known) +
+                                              "; or describe it under gpu_types)" + did_you_mean(name, known));
         }
         node.gpus.push_back(p);
       }
@@ -181,6 +185,102 @@ class Parser {
         fail(all_ranks[i].second, "nodes", "ranks must be contiguous from 0: rank " + std::to_string(i) +
                                                " is missing (found " + std::to_string(all_ranks[i].first) + ")");
     }
+  }
+
+  // gpu_types: GPUs that are not among the profiles, described in the file. Figures left out
+  // (clocks, caches, math rates) come from `base`, by default the profile of the highest
+  // compute capability not above this GPU's; its math rates scale with the SM count.
+  void parse_gpu_types(const YAML::Node& types) {
+    if (!types.IsMap() || types.size() == 0) fail(types, "gpu_types", "expected a mapping of GPU names to descriptions");
+    for (const auto& kv : types) {
+      if (!kv.first.IsScalar()) fail(kv.first, "gpu_types", "expected a GPU name");
+      const std::string name = kv.first.Scalar(), key = "gpu_types." + name;
+      if (find_gpu_profile(name)) fail(kv.first, key, "a built-in profile has this name; choose another");
+      if (gpu_types_.count(name)) fail(kv.first, key, "GPU type given twice");
+      const YAML::Node& d = kv.second;
+      expect_map(d, key);
+      only_keys(d, key, {"base", "product_name", "memory_gib", "sm_count", "compute_capability", "nvlink_links",
+                         "nvlink_gbps", "pcie_gen", "pcie_width", "p2p", "fp64_tflops", "fp32_tflops", "tf32_tflops",
+                         "fp16_tflops", "fp8_tflops"});
+      const double memory_gib = number(d, "memory_gib", key);
+      if (!(memory_gib > 0)) fail(d["memory_gib"], key + ".memory_gib", "must be > 0 (GiB)");
+      const int sm_count = scalar<int>(required(d, "sm_count", key), key + ".sm_count", "an integer");
+      if (sm_count < 1) fail(d["sm_count"], key + ".sm_count", "must be >= 1");
+      const auto [major, minor] = compute_capability(required(d, "compute_capability", key), key + ".compute_capability");
+
+      GpuProfile gpu = *base_profile(d, key, major * 10 + minor);
+      const double math_scale = static_cast<double>(sm_count) / gpu.sm_count;
+      for (double* rate : {&gpu.fp64_tflops, &gpu.fp32_tflops, &gpu.tf32_tflops, &gpu.half_tflops, &gpu.fp8_tflops})
+        *rate *= math_scale;
+      const std::string product = d["product_name"] ? scalar<std::string>(d["product_name"], key + ".product_name", "a string") : name;
+      gpu.name = name.c_str();  // copied by register_gpu_profile
+      gpu.product_name = product.c_str();
+      gpu.memory_mib = static_cast<int>(memory_gib * 1024);
+      gpu.sm_count = sm_count;
+      gpu.cc_major = major;
+      gpu.cc_minor = minor;
+      gpu.nvlink_links = d["nvlink_links"] ? bounded_int(d["nvlink_links"], key + ".nvlink_links", 0, 18) : 0;
+      gpu.nvlink_gbytes_per_link = 0;
+      if (gpu.nvlink_links > 0) {
+        const double gbps = number(d, "nvlink_gbps", key);
+        if (!(gbps > 0)) fail(d["nvlink_gbps"], key + ".nvlink_gbps", "must be > 0 (Gbit/s per link and direction)");
+        gpu.nvlink_gbytes_per_link = gbps / 8;
+      } else if (d["nvlink_gbps"]) {
+        fail(d["nvlink_gbps"], key + ".nvlink_gbps", "given without nvlink_links");
+      }
+      gpu.pcie_gen = d["pcie_gen"] ? bounded_int(d["pcie_gen"], key + ".pcie_gen", 1, 6) : gpu.pcie_gen;
+      gpu.pcie_width = d["pcie_width"] ? scalar<int>(d["pcie_width"], key + ".pcie_width", "an integer") : 16;
+      if (gpu.pcie_width != 1 && gpu.pcie_width != 2 && gpu.pcie_width != 4 && gpu.pcie_width != 8 && gpu.pcie_width != 16)
+        fail(d["pcie_width"], key + ".pcie_width", "must be 1, 2, 4, 8 or 16 (lanes)");
+      gpu.p2p = d["p2p"] ? scalar<bool>(d["p2p"], key + ".p2p", "true or false") : true;
+      const std::pair<const char*, double*> rates[] = {{"fp64_tflops", &gpu.fp64_tflops}, {"fp32_tflops", &gpu.fp32_tflops},
+                                                       {"tf32_tflops", &gpu.tf32_tflops}, {"fp16_tflops", &gpu.half_tflops},
+                                                       {"fp8_tflops", &gpu.fp8_tflops}};
+      for (const auto& [field, rate] : rates) {
+        if (!d[field]) continue;
+        *rate = number(d, field, key);
+        if (!(*rate > 0)) fail(d[field], key + "." + field, "must be > 0 (dense TFLOP/s)");
+      }
+      gpu_types_[name] = register_gpu_profile(gpu);
+    }
+  }
+
+  // "8.9" (or 8.9 written as a number, or "9" for 9.0): major and minor.
+  std::pair<int, int> compute_capability(const YAML::Node& at, const std::string& key) const {
+    const std::string text = scalar<std::string>(at, key, "a compute capability such as 8.9");
+    const std::string major_text = text.substr(0, text.find('.'));
+    const std::string minor_text = major_text.size() < text.size() ? text.substr(major_text.size() + 1) : "0";
+    auto digits = [](const std::string& s) {
+      return !s.empty() && s.size() <= 2 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+    };
+    const int major = digits(major_text) ? std::stoi(major_text) : -1;
+    if (major < 3 || major > 12 || !digits(minor_text) || minor_text.size() != 1)
+      fail(at, key, "expected a compute capability such as 8.9, got '" + text + "'");
+    return {major, minor_text[0] - '0'};
+  }
+
+  int bounded_int(const YAML::Node& at, const std::string& key, int lo, int hi) const {
+    int v = scalar<int>(at, key, "an integer");
+    if (v < lo || v > hi) fail(at, key, "must be from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return v;
+  }
+
+  // The profile a described GPU takes its other figures from.
+  const GpuProfile* base_profile(const YAML::Node& d, const std::string& key, int cc) const {
+    if (d["base"]) {
+      auto base = scalar<std::string>(d["base"], key + ".base", "a GPU profile name");
+      if (const GpuProfile* p = find_gpu_profile(base)) return p;
+      auto known = gpu_profile_names();
+      fail(d["base"], key + ".base", "unknown GPU profile '" + base + "' (known: " + join(known) + ")" + did_you_mean(base, known));
+    }
+    const GpuProfile* best = nullptr;
+    for (const auto& name : gpu_profile_names()) {
+      const GpuProfile* p = find_gpu_profile(name);
+      const int p_cc = p->cc_major * 10 + p->cc_minor;
+      if (p_cc <= cc && (!best || p_cc > best->cc_major * 10 + best->cc_minor)) best = p;
+    }
+    if (!best) fail(d["compute_capability"], key + ".compute_capability", "no profile is as old as this; give base");
+    return best;
   }
 
   void parse_nics(const YAML::Node& nics, const std::string& key, NodeConfig& node) {
@@ -291,6 +391,7 @@ class Parser {
 
   std::string source_;
   std::map<std::string, std::shared_ptr<const NodeXml>> topologies_;  // by resolved path
+  std::map<std::string, const GpuProfile*> gpu_types_;               // gpu_types, by name
 };
 
 }  // namespace

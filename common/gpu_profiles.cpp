@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
 #include <utility>
 
 namespace fakegpu {
@@ -65,6 +69,38 @@ std::vector<std::string> gpu_profile_names() {
   for (const auto& [alias, target] : kAliases) names.emplace_back(alias);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+namespace {
+struct OwnedProfile {
+  std::string name, product_name;
+  GpuProfile profile;
+};
+
+bool same_figures(const GpuProfile& a, const GpuProfile& b) {
+  return a.memory_mib == b.memory_mib && a.sm_count == b.sm_count && a.cc_major == b.cc_major &&
+         a.cc_minor == b.cc_minor && a.nvlink_links == b.nvlink_links &&
+         a.nvlink_gbytes_per_link == b.nvlink_gbytes_per_link && a.pcie_gen == b.pcie_gen &&
+         a.clock_mhz == b.clock_mhz && a.memory_clock_mhz == b.memory_clock_mhz &&
+         a.memory_bus_bits == b.memory_bus_bits && a.l2_mib == b.l2_mib && a.smem_per_sm_kib == b.smem_per_sm_kib &&
+         a.smem_optin_kib == b.smem_optin_kib && a.max_threads_per_sm == b.max_threads_per_sm &&
+         a.fp64_tflops == b.fp64_tflops && a.fp32_tflops == b.fp32_tflops && a.tf32_tflops == b.tf32_tflops &&
+         a.half_tflops == b.half_tflops && a.fp8_tflops == b.fp8_tflops && a.pcie_width == b.pcie_width &&
+         a.p2p == b.p2p;
+}
+}  // namespace
+
+const GpuProfile* register_gpu_profile(const GpuProfile& profile) {
+  static std::mutex mutex;
+  static std::deque<OwnedProfile> registered;  // a deque never moves what it holds
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& r : registered)
+    if (r.name == profile.name && r.product_name == profile.product_name && same_figures(r.profile, profile))
+      return &r.profile;
+  OwnedProfile& owned = registered.emplace_back(OwnedProfile{profile.name, profile.product_name, profile});
+  owned.profile.name = owned.name.c_str();
+  owned.profile.product_name = owned.product_name.c_str();
+  return &owned.profile;
 }
 
 }  // namespace fakegpu

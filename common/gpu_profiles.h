@@ -31,11 +31,22 @@ struct GpuProfile {
   double tf32_tflops;
   double half_tflops;
   double fp8_tflops;
+  int pcie_width = 16;  // lanes
+  bool p2p = true;      // GPUs of a node can reach each other's memory over PCIe (consumer parts: no)
 };
+
+// A copy's rate over the GPU's PCIe link, GB/s: about 3 GB/s per Gen1-equivalent x16 lane group
+// after protocol overhead, scaled by the link's width.
+inline double pcie_copy_gbytes(const GpuProfile& p) { return 3.0 * (1 << p.pcie_gen) * p.pcie_width / 16.0; }
 
 // Returns nullptr for an unknown name. Lookup is case-insensitive and accepts aliases
 // ("a100" is the 80 GB SXM part, "h100" the SXM part).
 const GpuProfile* find_gpu_profile(const std::string& name);
 std::vector<std::string> gpu_profile_names();
+
+// A GPU a cluster config describes itself (gpu_types): kept for the life of the process, so the
+// pointer stays valid after the config that named it is gone, and the same description given
+// again returns the same pointer. `profile`'s name and product_name are copied.
+const GpuProfile* register_gpu_profile(const GpuProfile& profile);
 
 }  // namespace fakegpu

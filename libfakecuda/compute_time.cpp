@@ -42,7 +42,7 @@ FAKECUDA_API cudaError_t fakegpu_cuda_record_kernel(cudaStream_t stream, int mat
     const fakegpu::GpuProfile& p = *current().profile;
     double ns;
     if (math == kHostDeviceCopy) {
-      ns = bytes / (3.0 * (1 << p.pcie_gen));  // GB/s of a x16 link after overhead; bytes / (GB/s) = ns
+      ns = bytes / pcie_copy_gbytes(p);  // bytes / (GB/s) = ns
     } else {
       const double tflops = peak_tflops(p, math);
       const double math_ns = tflops > 0 ? flops / (tflops * 1e3) : 0;  // TFLOP/s = 1e3 flop per ns

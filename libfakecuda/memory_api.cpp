@@ -53,7 +53,7 @@ int64_t copy_cost_ns(size_t bytes, const void* dst, const void* src) {
   const bool from_device = on_device(src), to_device = on_device(dst);
   if (!from_device && !to_device) return 0;
   const double gbytes_per_s = from_device && to_device ? memory_gbytes_per_s(*d->profile) / 2
-                                                       : 3.0 * (1 << d->profile->pcie_gen);  // x16 after overhead
+                                                       : pcie_copy_gbytes(*d->profile);
   return static_cast<int64_t>(bytes / gbytes_per_s);  // bytes / (GB/s) = ns
 }
 

@@ -65,7 +65,13 @@ std::set<std::pair<int, int>> peers_enabled;
 // Atomic, like limits below: any thread may set them while others read them.
 std::atomic<unsigned int> device_flags{0};
 
-bool same_node(int a, int b) { return device_or_throw(a).node == device_or_throw(b).node; }
+// Peer access needs the two GPUs on one node, joined by NVLink or both able to do it over PCIe
+// (consumer parts cannot: gpu_types' p2p: false).
+bool peer_reachable(int a, int b) {
+  const VirtualDevice &x = device_or_throw(a), &y = device_or_throw(b);
+  const bool nvlink = x.profile->nvlink_links > 0 && y.profile->nvlink_links > 0;
+  return x.node == y.node && (nvlink || (x.profile->p2p && y.profile->p2p));
+}
 
 }  // namespace
 
@@ -200,12 +206,12 @@ FAKECUDA_API cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* bus_id
   });
 }
 
-// Peers on one node reach each other (NVLink or PCIe); devices of different virtual nodes
+// Peers on one node reach each other (see peer_reachable); devices of different virtual nodes
 // never share a process on a real cluster, so they cannot.
 FAKECUDA_API cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   return guarded([&] {
     if (!can) throw cudaErrorInvalidValue;
-    *can = device != peer && same_node(device, peer) ? 1 : 0;
+    *can = device != peer && peer_reachable(device, peer) ? 1 : 0;
   });
 }
 
@@ -213,7 +219,7 @@ FAKECUDA_API cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags
   return guarded([&] {
     if (flags != 0) throw cudaErrorInvalidValue;
     int self = current_device();
-    if (peer == self || !same_node(self, peer)) throw cudaErrorPeerAccessUnsupported;
+    if (peer == self || !peer_reachable(self, peer)) throw cudaErrorPeerAccessUnsupported;
     std::lock_guard<std::mutex> lock(peer_mu);
     if (!peers_enabled.insert({self, peer}).second) throw cudaErrorPeerAccessAlreadyEnabled;
   });
@@ -230,7 +236,7 @@ FAKECUDA_API cudaError_t cudaDeviceDisablePeerAccess(int peer) {
 FAKECUDA_API cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAttr attr, int src, int dst) {
   return guarded([&] {
     if (!value || src == dst) throw cudaErrorInvalidDevice;
-    bool reach = same_node(src, dst);
+    bool reach = peer_reachable(src, dst);
     switch (attr) {
       case cudaDevP2PAttrPerformanceRank: *value = 0; break;
       case cudaDevP2PAttrAccessSupported:

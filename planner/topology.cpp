@@ -85,6 +85,8 @@ PathType Topology::path_type(int a, int b) const {
   const Gpu& y = gpus[b];
   if (x.node != y.node) return PathType::kNet;
   if (nvlink_between(a, b)) return PathType::kNvl;
+  // GPUs that cannot do peer access over PCIe (consumer parts) meet in host memory.
+  if (!x.profile->p2p || !y.profile->p2p) return PathType::kSys;
   const auto& paths = nodes[x.node].gpu_paths;
   if (x.local < static_cast<int>(paths.size()) && y.local < static_cast<int>(paths[x.local].size())) {
     PathType p = paths[x.local][y.local];
@@ -133,7 +135,7 @@ Topology Topology::from_config(const ClusterConfig& config) {
       int nvlinks = xml ? xml->gpus[l].nvlink_count() : gpu.profile->nvlink_links;
       gpu.nvlink_gbs = std::min(nvlinks * nccl_nvlink_bw(gpu.cc), intra_cap);
       if (!xml && node.fabric == IntraFabric::kNvLinkBridge) gpu.nvlink_gbs = intra_cap;  // the bridge's rating
-      gpu.pcie_gbs = xml ? xml->gpus[l].pcie_gbs : nccl_pcie_bw(gpu.profile->pcie_gen);
+      gpu.pcie_gbs = xml ? xml->gpus[l].pcie_gbs : nccl_pcie_bw(gpu.profile->pcie_gen) * gpu.profile->pcie_width / 16.0;
       if (node.fabric == IntraFabric::kPcie) gpu.pcie_gbs = std::min(gpu.pcie_gbs, intra_cap);
       char bus[32];
       std::snprintf(bus, sizeof bus, "%04x:%02x:00.0", static_cast<unsigned>(n), static_cast<unsigned>(l + 1));

@@ -6,7 +6,9 @@ import ctypes
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
+from pathlib import Path
 
 from rank_jobs import CONFIGS, built
 
@@ -25,7 +27,7 @@ def ok(rc, what):
 
 
 def run(body, **env):
-    full = dict(os.environ, FAKEGPU_CLUSTER_CONFIG=str(CONFIGS / "cluster_valid.yaml"), **env)
+    full = {**os.environ, "FAKEGPU_CLUSTER_CONFIG": str(CONFIGS / "cluster_valid.yaml"), **env}
     return subprocess.run([sys.executable, "-c", PROLOGUE + body], capture_output=True, text=True, env=full,
                           timeout=60)
 
@@ -50,6 +52,32 @@ print("bad device", bad)
 """, FAKEGPU_NODE="1")
         self.assertIn("2 NVIDIA H100 80GB HBM3 132 81559 13000", out)
         self.assertIn("bad device 101", out)  # CUDA_ERROR_INVALID_DEVICE
+
+    def test_a_gpu_the_config_describes_is_what_the_runtime_reports(self):
+        # gpu_types: a consumer card with no peer access over PCIe, next to one that has it.
+        config = Path(tempfile.mkstemp(suffix=".yaml")[1])
+        self.addCleanup(config.unlink)
+        config.write_text("""version: 1
+cluster: {name: workstation}
+gpu_types:
+  rtx-4090: {product_name: NVIDIA GeForce RTX 4090, memory_gib: 24, sm_count: 128, compute_capability: 8.9, p2p: false}
+  a6000: {product_name: NVIDIA RTX A6000, memory_gib: 48, sm_count: 84, compute_capability: 8.6}
+nodes:
+  - {id: n0, ranks: [0, 1, 2, 3], gpus: [{profile: rtx-4090}, {profile: rtx-4090}, {profile: a6000}, {profile: a6000}]}
+fabric:
+  intra_node: {type: pcie, bandwidth_gbps: 256, latency_us: 2}
+""")
+        out = self.check("""
+name = ctypes.create_string_buffer(64); ok(cu.cuInit(0), "cuInit")
+ok(cu.cuDeviceGetName(name, 64, 0), "cuDeviceGetName")
+attr = lambda a, d: (ok(cudart.cudaDeviceGetAttribute(ctypes.byref(v := ctypes.c_int()), a, d), "attribute"), v.value)[1]
+mem = ctypes.c_size_t(); ok(cu.cuDeviceTotalMem_v2(ctypes.byref(mem), 0), "cuDeviceTotalMem")
+peer = lambda a, b: (ok(cudart.cudaDeviceCanAccessPeer(ctypes.byref(v := ctypes.c_int()), a, b), "peer"), v.value)[1]
+print(name.value.decode(), attr(16, 0), attr(75, 0), attr(76, 0), mem.value >> 30, attr(16, 2), attr(76, 2))
+print("peers", peer(0, 1), peer(2, 3), peer(0, 2))
+""", FAKEGPU_CLUSTER_CONFIG=str(config))
+        self.assertIn("NVIDIA GeForce RTX 4090 128 8 9 24 84 6", out)
+        self.assertIn("peers 0 1 0", out)
 
     def test_a_device_context_is_active_once_the_runtime_uses_the_device(self):
         out = self.check("""

@@ -24,6 +24,12 @@ std::string seed_with(const std::string& from, const std::string& to) {
   return s.replace(pos, from.size(), to);
 }
 
+// The seed config with a gpu_types section and node1's GPUs of type "rtx".
+std::string with_gpu_type(const std::string& type) {
+  std::string s = seed_with("gpus: [{profile: h100}, {profile: h100}]", "gpus: [{profile: rtx}, {profile: rtx}]");
+  return s.replace(s.find("nodes:"), 0, "gpu_types:\n  " + type + "\n");
+}
+
 // Parses and returns the error message, failing the test when parsing succeeds.
 std::string error_of(const std::string& yaml) {
   try {
@@ -114,7 +120,23 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"list_as_key", seed_with("version: 1", "version: 1\n? [cluster]\n: x"), "expected a key name, not a list"},
         InvalidCase{"repeated_key", seed_with("latency_us: 3", "latency_us: 3, latency_us: 5"), "intra_node.latency_us: key given twice"},
         InvalidCase{"infinite_bandwidth", seed_with("bandwidth_gbps: 300", "bandwidth_gbps: .inf"), "expected a finite number, got '.inf'"},
-        InvalidCase{"nan_latency", seed_with("latency_us: 3", "latency_us: .nan"), "expected a finite number"}),
+        InvalidCase{"nan_latency", seed_with("latency_us: 3", "latency_us: .nan"), "expected a finite number"},
+        InvalidCase{"gpu_type_shadows_profile", with_gpu_type("h100: {memory_gib: 24, sm_count: 128, compute_capability: 8.9}"),
+                    "gpu_types.h100: a built-in profile has this name"},
+        InvalidCase{"gpu_type_missing_memory", with_gpu_type("rtx: {sm_count: 128, compute_capability: 8.9}"),
+                    "gpu_types.rtx.memory_gib: required key is missing"},
+        InvalidCase{"gpu_type_bad_cc", with_gpu_type("rtx: {memory_gib: 24, sm_count: 128, compute_capability: eight}"),
+                    "gpu_types.rtx.compute_capability: expected a compute capability such as 8.9, got 'eight'"},
+        InvalidCase{"gpu_type_zero_sms", with_gpu_type("rtx: {memory_gib: 24, sm_count: 0, compute_capability: 8.9}"),
+                    "gpu_types.rtx.sm_count: must be >= 1"},
+        InvalidCase{"gpu_type_nvlink_rate_missing", with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, nvlink_links: 4}"),
+                    "gpu_types.rtx.nvlink_gbps: required key is missing"},
+        InvalidCase{"gpu_type_odd_width", with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, pcie_width: 12}"),
+                    "gpu_types.rtx.pcie_width: must be 1, 2, 4, 8 or 16"},
+        InvalidCase{"gpu_type_unknown_key", with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, pcie_gne: 4}"),
+                    "did you mean 'pcie_gen'"},
+        InvalidCase{"gpu_type_unknown_base", with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, base: l40}"),
+                    "gpu_types.rtx.base: unknown GPU profile 'l40'"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ClusterConfig, MissingFileIsAClearError) {
@@ -124,4 +146,40 @@ TEST(ClusterConfig, MissingFileIsAClearError) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/cluster.yaml: cannot open"), std::string::npos);
   }
+}
+
+// A GPU that is not among the profiles, described in the file: its own figures, the rest from
+// the profile of the nearest older compute capability (L40S for 8.9), math scaled by SM count.
+TEST(ClusterConfig, GpuTypesDescribeGpusThatAreNotProfiles) {
+  ClusterConfig c = parse_cluster_config(with_gpu_type("rtx: {product_name: NVIDIA GeForce RTX 4090, memory_gib: 24, "
+                                                       "sm_count: 71, compute_capability: 8.9, pcie_width: 8, p2p: false}"),
+                                         "cluster.yaml");
+  const GpuProfile* rtx = c.nodes[1].gpus[0];
+  const GpuProfile* l40s = find_gpu_profile("l40s");
+  EXPECT_STREQ(rtx->name, "rtx");
+  EXPECT_STREQ(rtx->product_name, "NVIDIA GeForce RTX 4090");
+  EXPECT_EQ(rtx->memory_mib, 24 * 1024);
+  EXPECT_EQ(rtx->sm_count, 71);
+  EXPECT_EQ(rtx->cc_major * 10 + rtx->cc_minor, 89);
+  EXPECT_EQ(rtx->nvlink_links, 0);
+  EXPECT_EQ(rtx->pcie_gen, l40s->pcie_gen);
+  EXPECT_EQ(rtx->pcie_width, 8);
+  EXPECT_FALSE(rtx->p2p);
+  EXPECT_DOUBLE_EQ(rtx->half_tflops, l40s->half_tflops * 71 / l40s->sm_count);
+  EXPECT_EQ(rtx->clock_mhz, l40s->clock_mhz);
+  // The same description parsed again is the same GPU; the profile outlives its config.
+  ClusterConfig again = parse_cluster_config(with_gpu_type("rtx: {product_name: NVIDIA GeForce RTX 4090, memory_gib: 24, "
+                                                           "sm_count: 71, compute_capability: 8.9, pcie_width: 8, p2p: false}"),
+                                             "cluster.yaml");
+  EXPECT_EQ(again.nodes[1].gpus[0], rtx);
+  // NVLink given per link in Gbit/s, stored in GB/s; an explicit base and rates win.
+  ClusterConfig linked = parse_cluster_config(
+      with_gpu_type("rtx: {memory_gib: 48, sm_count: 84, compute_capability: '8.6', nvlink_links: 4, nvlink_gbps: 112.5, "
+                    "base: a100, fp16_tflops: 150}"),
+      "cluster.yaml");
+  const GpuProfile* a6000 = linked.nodes[1].gpus[0];
+  EXPECT_DOUBLE_EQ(a6000->nvlink_gbytes_per_link, 112.5 / 8);
+  EXPECT_DOUBLE_EQ(a6000->half_tflops, 150);
+  EXPECT_EQ(a6000->memory_clock_mhz, find_gpu_profile("a100")->memory_clock_mhz);
+  EXPECT_TRUE(a6000->p2p);
 }

@@ -352,6 +352,25 @@ TEST(Planner, NicsThatOutnumberGpusFuseIntoEachGpusRail) {
   EXPECT_TRUE(fused.nics[2].gpus.empty());
 }
 
+// A GPU described in the file with half the PCIe lanes moves a PCIe node's large AllReduce at
+// half the rate; one without peer access reaches the others through host memory.
+TEST(Planner, DescribedGpusPcieWidthAndPeerAccess) {
+  auto node = [](const std::string& type) {
+    return parse_cluster_config("version: 1\ncluster: {name: t}\ngpu_types:\n  card: " + type +
+                                    "\nnodes:\n  - {id: n0, ranks: [0, 1, 2, 3], gpus: [{profile: card}, {profile: card}, "
+                                    "{profile: card}, {profile: card}]}\nfabric:\n  intra_node: {type: pcie, "
+                                    "bandwidth_gbps: 512, latency_us: 2}\n",
+                                "t.yaml");
+  };
+  Fixture x16(node("{memory_gib: 24, sm_count: 128, compute_capability: 8.9}"));
+  Fixture x8(node("{memory_gib: 24, sm_count: 128, compute_capability: 8.9, pcie_width: 8, p2p: false}"));
+  const double wide = x16.model.estimate(CollType::kAllReduce, 1ull << 30).data_us;
+  const double narrow = x8.model.estimate(CollType::kAllReduce, 1ull << 30).data_us;
+  EXPECT_NEAR(narrow / wide, 2.0, 0.05);
+  EXPECT_EQ(x16.topo.path_type(0, 1), PathType::kPhb);
+  EXPECT_EQ(x8.topo.path_type(0, 1), PathType::kSys);
+}
+
 // Textbook volumes: ring AllReduce sends 2(n-1)/n x S from every rank; ring AllGather (n-1)/n;
 // tree AllReduce sends S up and S down over every tree edge.
 TEST(Planner, LinkBytesMatchWhatTheAlgorithmMoves) {

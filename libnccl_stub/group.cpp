@@ -10,6 +10,7 @@
 
 #include "activity_forward.h"
 #include "cuda_bridge.h"
+#include "env.h"
 #include "reduce.h"
 #include "staging.h"
 
@@ -26,10 +27,7 @@ thread_local GroupState t_group;
 // FAKEGPU_PAYLOAD=none: timing-only runs. Operations are matched, checked and modeled, but no
 // data moves, so neither staging nor buffers are needed.
 bool payload_free() {
-  static const bool none = [] {
-    const char* v = std::getenv("FAKEGPU_PAYLOAD");
-    return v && std::strcmp(v, "none") == 0;
-  }();
+  static const bool none = env::get(env::kPayload) == "none";  // checked at init
   return none;
 }
 

@@ -4,10 +4,10 @@
 //   uint64_t chunk = env::get(env::kStagingChunkBytes);          // "64K" -> 65536
 //   std::optional<uint64_t> limit = env::find(env::kCoordinatorMaxBuffer);
 //
-// Each variable is parsed the first time it is asked for and kept for the life of the process
-// (the environment is read once, from any thread). A malformed value throws SettingError, at
-// every ask, with a message naming the variable, its value and what is accepted; an empty
-// value counts as unset.
+// Each variable is parsed the first time it is asked for and kept for the life of the process,
+// from any thread (assign() changes it). A malformed value throws SettingError, at every ask,
+// with a message naming the variable, its value and what is accepted; an empty value counts as
+// unset.
 #pragma once
 
 #include <chrono>

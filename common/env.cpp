@@ -2,11 +2,13 @@
 
 #include <strings.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <iterator>
 #include <mutex>
+#include <vector>
 
 #include "byte_count.h"
 
@@ -112,15 +114,10 @@ struct Parsed {
   std::string error;
 };
 
-struct Cache {
-  std::mutex mu;
-  std::optional<Parsed> slots[static_cast<size_t>(Id::kCount)];
-};
-
-Cache& cache() {
-  static auto* instance = new Cache;  // never destroyed: static destructors may still read settings
-  return *instance;
-}
+// Filled on first use and never freed, so that reading a setting takes no lock: gethostname(),
+// which the stub answers from FAKEGPU_HOSTNAME, may run anywhere, even in a child forked while
+// another thread was reading one.
+std::atomic<const Parsed*> g_parsed[static_cast<size_t>(Id::kCount)];
 
 }  // namespace
 
@@ -137,29 +134,36 @@ std::optional<Value> parse(const Declaration& d, const char* text) {
 }
 
 std::optional<Value> lookup(Id id) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  std::optional<Parsed>& slot = c.slots[static_cast<size_t>(id)];
-  if (!slot) {
-    slot.emplace();
+  std::atomic<const Parsed*>& slot = g_parsed[static_cast<size_t>(id)];
+  const Parsed* p = slot.load(std::memory_order_acquire);
+  if (!p) {
+    auto* fresh = new Parsed;
     try {
-      slot->value = parse(declaration(id), std::getenv(declaration(id).name));
+      fresh->value = parse(declaration(id), std::getenv(declaration(id).name));
     } catch (const SettingError& e) {
-      slot->error = e.what();
+      fresh->error = e.what();
+    }
+    p = fresh;
+    const Parsed* first = nullptr;
+    if (!slot.compare_exchange_strong(first, fresh, std::memory_order_acq_rel)) {  // another thread was first
+      delete fresh;
+      p = first;
     }
   }
-  if (!slot->error.empty()) throw SettingError(slot->error);
-  return slot->value;
+  if (!p->error.empty()) throw SettingError(p->error);
+  return p->value;
 }
 
 void assign(Id id, const std::string& text) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
   if (text.empty())
     unsetenv(declaration(id).name);
   else
     setenv(declaration(id).name, text.c_str(), 1);
-  c.slots[static_cast<size_t>(id)].reset();
+  // Threads may still hold the old value: it is kept, where leak checkers can see it.
+  static std::mutex mu;
+  static auto* replaced = new std::vector<const Parsed*>;
+  std::lock_guard<std::mutex> lock(mu);
+  if (const Parsed* old = g_parsed[static_cast<size_t>(id)].exchange(nullptr)) replaced->push_back(old);
 }
 
 void check(Reader reader) {

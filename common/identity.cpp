@@ -26,7 +26,9 @@ int first_int(env::Setting<int64_t> ours, std::initializer_list<const char*> the
 
 }  // namespace
 
-int rank_from_environment() { return first_int(env::kRank, {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}); }
+int rank_from_environment() {
+  return first_int(env::kRank, {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
+}
 
 std::string hostname_from_environment() {
   // FAKEGPU_HOSTNAME names the virtual node a rank runs on, when one machine plays several.
@@ -40,8 +42,7 @@ std::string hostname_from_environment() {
 Identity identity_from_environment() {
   Identity id;
   id.rank = rank_from_environment();
-  id.world_size =
-      first_int(env::kWorldSize, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  id.world_size = first_int(env::kWorldSize, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
   id.hostname = hostname_from_environment();
   return id;
 }

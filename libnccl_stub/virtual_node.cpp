@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -82,8 +83,8 @@ __attribute__((constructor)) void adopt_virtual_node() {
   Placement p;
   try {
     p = placement();
-  } catch (const env::SettingError&) {
-    return;  // a malformed FAKEGPU_RANK: the init, which checks it, fails naming it
+  } catch (const std::exception&) {
+    return;  // a malformed FAKEGPU_RANK, say: the init, which checks it, fails naming it
   }
   if (p.node < 0) return;
   env::assign(env::kNode, std::to_string(p.node));
@@ -101,7 +102,13 @@ __attribute__((constructor)) void adopt_virtual_node() {
 
 // A rank on a virtual node is on a host of that node's name.
 NCCL_EXPORT int gethostname(char* name, size_t len) {
-  const std::string virtual_host = fakegpu::env::get(fakegpu::env::kHostname);
+  std::string virtual_host;
+  try {
+    virtual_host = fakegpu::env::get(fakegpu::env::kHostname);
+  } catch (const std::bad_alloc&) {  // nothing may leave a C function
+    errno = ENOMEM;
+    return -1;
+  }
   if (virtual_host.empty()) {
     using Real = int (*)(char*, size_t);
     static Real real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "gethostname"));

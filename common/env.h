@@ -19,7 +19,8 @@
 
 namespace fakegpu::env {
 
-// Which programs read a variable (bits): each checks all of its own as it starts.
+// Which programs read a variable (bits). The C++ ones check all of theirs as they start
+// (check()); the Python ones read their few themselves.
 enum Reader : unsigned {
   kLauncher = 1,     // fgpu (fakegpu/*.py); declared here so that the docs' table is complete
   kPythonHook = 2,   // the rank's sitecustomize and torch hook

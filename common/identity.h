@@ -11,6 +11,10 @@ struct Identity {
   std::string hostname;  // FAKEGPU_HOSTNAME (a virtual node's name), else the machine's
 };
 
+// Throws env::SettingError when FAKEGPU_RANK or FAKEGPU_WORLD_SIZE is malformed.
 Identity identity_from_environment();
+int rank_from_environment();
+// Never throws: log lines need it.
+std::string hostname_from_environment();
 
 }  // namespace fakegpu

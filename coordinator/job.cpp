@@ -9,7 +9,8 @@
 #include <fstream>
 #include <utility>
 
-#include "byte_count.h"
+#include "env.h"
+#include "tuning_from_env.h"
 
 namespace fakegpu::coord {
 
@@ -29,33 +30,13 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
 }
 
 uint64_t default_max_buffer_bytes() {
-  if (const char* v = std::getenv("FAKEGPU_COORDINATOR_MAX_BUFFER"); v && *v) {
-    std::optional<uint64_t> n = parse_byte_count(v);
-    if (!n || *n == 0)
-      throw std::invalid_argument(fmt::format("FAKEGPU_COORDINATOR_MAX_BUFFER={}: expected a byte count above 0 (a "
-                                              "number, optionally with K, M or G)", v));
-    return *n;
-  }
+  if (std::optional<uint64_t> n = env::find(env::kCoordinatorMaxBuffer)) return *n;
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;
   while (meminfo >> key >> kib)
     if (key == "MemAvailable:") return std::min<uint64_t>(kib * 1024 / 2, wire::kMaxBodyBytes);
   return uint64_t{1} << 30;
-}
-
-// A positive number from the environment (`unit` names it in the error), or the default when unset.
-long long positive_from_env(const char* name, long long fallback, const char* unit) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long long n = std::strtoll(v, &end, 10);
-  if (*end != '\0' || n <= 0) throw std::invalid_argument(fmt::format("{}={}: expected a positive {}", name, v, unit));
-  return n;
-}
-
-std::chrono::milliseconds milliseconds_from_env(const char* name, std::chrono::milliseconds fallback) {
-  return std::chrono::milliseconds(positive_from_env(name, fallback.count(), "number of milliseconds"));
 }
 
 // Compares in time that does not depend on where the strings differ, so the token cannot be
@@ -77,22 +58,17 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
       started_(std::chrono::system_clock::now()),
       timeline_(topology_),
       // FAKEGPU_TRACE_MAX_OPS: how many operations the trace keeps (the first ones).
-      trace_(static_cast<size_t>(positive_from_env("FAKEGPU_TRACE_MAX_OPS", Trace::kDefaultMaxOps, "number"))),
+      trace_(static_cast<size_t>(env::get(env::kTraceMaxOps))),
       max_buffer_bytes_(default_max_buffer_bytes()),
       // FAKEGPU_COORDINATOR_TIMEOUT_MS: how long ranks wait for a peer that never posts. Generous
       // by default, like torch's, so a slow but healthy job never trips it.
-      rendezvous_timeout_(milliseconds_from_env("FAKEGPU_COORDINATOR_TIMEOUT_MS", std::chrono::minutes(10))),
+      rendezvous_timeout_(env::get(env::kCoordinatorTimeout)),
       // FAKEGPU_DEADLOCK_TIMEOUT_MS: how long ranks that wait only for each other must stay quiet
       // before they are declared deadlocked.
-      deadlock_timeout_(std::min<std::chrono::milliseconds>(
-          milliseconds_from_env("FAKEGPU_DEADLOCK_TIMEOUT_MS", std::chrono::seconds(5)), rendezvous_timeout_)) {
+      deadlock_timeout_(std::min<std::chrono::milliseconds>(env::get(env::kDeadlockTimeout), rendezvous_timeout_)) {
   // The coordinator models with the NCCL_* overrides of the environment it was started in,
   // which fgpu passes on from the job's.
-  try {
-    tuning_ = planner::TuningEnv::from_environment();
-  } catch (const planner::TuningError& e) {
-    fmt::print(stderr, "fakegpu-coordinator: ignoring NCCL tuning overrides: {}\n", e.what());
-  }
+  tuning_ = planner::tuning_from_env();
 }
 
 std::string Job::too_big(uint64_t bytes, const std::string& what) const {

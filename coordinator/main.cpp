@@ -12,16 +12,13 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "env.h"
 #include "report_markdown.h"
 #include "server.h"
 #include "status_client.h"
+#include "tuning_from_env.h"
 
 namespace {
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
 
 // Writes atomically so a reader never sees half a file.
 void write_file(const std::string& path, const std::string& text) {
@@ -48,15 +45,24 @@ void check_writable(const std::string& path) {
 
 int main(int argc, char** argv) {
   using namespace fakegpu;
+  // A malformed setting stops the coordinator before it listens: exit 2, as for bad arguments.
+  try {
+    env::check(env::kCoordinator);
+    planner::tuning_from_env();  // NCCL_ALGO and NCCL_PROTO have a grammar of their own
+  } catch (const env::SettingError& e) {
+    fmt::print(stderr, "fakegpu-coordinator: error: {}\n", e.what());
+    return 2;
+  }
   CLI::App app{"fakegpu-coordinator: checks, executes and models the NCCL calls of every rank of a job"};
-  std::string transport = env_or("FAKEGPU_COORDINATOR_TRANSPORT", "unix");
-  std::string address = env_or("FAKEGPU_COORDINATOR_ADDR", "");
-  std::string cluster_path = env_or("FAKEGPU_CLUSTER_CONFIG", "");
-  std::string report_path = env_or("FAKEGPU_CLUSTER_REPORT_PATH", "");
+  std::string transport = env::get(env::kCoordinatorTransport);
+  std::string address = env::get(env::kCoordinatorAddr);
+  std::string cluster_path = env::get(env::kClusterConfig);
+  std::string report_path = env::get(env::kClusterReportPath);
   std::string ready_file;
   bool check_only = false;
   bool exit_with_parent = false;
   bool print_layout = false;
+  bool env_table = false;
   app.add_option("--transport", transport, "unix or tcp [env FAKEGPU_COORDINATOR_TRANSPORT]")->capture_default_str();
   app.add_option("--address", address,
                  "absolute socket path (unix) or host:port (tcp, binds 127.0.0.1 when host is empty) "
@@ -68,15 +74,20 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-with-parent", exit_with_parent,
                "write the report and exit when the process that started this one is gone (a killed launcher)");
   app.add_flag("--print-layout", print_layout, "validate the cluster config, print its nodes and ranks as JSON and exit");
+  app.add_flag("--env-table", env_table, "print the table of environment variables of docs/usage.md and exit");
   app.set_version_flag("--version", FAKEGPU_VERSION);
   bool status_json = false;
   CLI::App* status = app.add_subcommand("status", "ask the coordinator at --address where every rank of its job is");
   status->fallthrough();
   status->add_flag("--json", status_json, "print the status as JSON");
   CLI11_PARSE(app, argc, argv);
-  const std::string token = env_or("FAKEGPU_COORDINATOR_TOKEN", "");
+  const std::string token = env::get(env::kCoordinatorToken);
 
   try {
+    if (env_table) {
+      fmt::print("{}", env::markdown_table());
+      return 0;
+    }
     if (status->parsed()) {
       if (address.empty()) throw std::runtime_error("status: pass --address (or set FAKEGPU_COORDINATOR_ADDR)");
       nlohmann::json s = coord::query_status(parse_endpoint(transport, address), token);

@@ -1,32 +1,26 @@
 #include "devices.h"
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "cluster_config.h"
+#include "env.h"
 #include "identity.h"
 
 namespace fakegpu::cuda {
 namespace {
 
 constexpr int kDefaultDeviceCount = 8;
-constexpr const char* kDefaultProfile = "h100-sxm";
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 // FAKEGPU_NODE names the node by index or id; else the node holding this process's rank;
 // else the first node.
 int pick_node(const ClusterConfig& config) {
-  std::string wanted = env("FAKEGPU_NODE");
+  std::string wanted = env::get(env::kNode);
   if (!wanted.empty()) {
     for (size_t n = 0; n < config.nodes.size(); ++n)
       if (config.nodes[n].id == wanted || std::to_string(n) == wanted) return static_cast<int>(n);
     throw std::runtime_error("FAKEGPU_NODE=" + wanted + ": no such node in " + config.source);
   }
-  int rank = identity_from_environment().rank;
+  int rank = rank_from_environment();
   int node = rank >= 0 ? config.node_of_rank(rank) : -1;
   return node >= 0 ? node : 0;
 }
@@ -35,33 +29,26 @@ VirtualDevice make_device(const GpuProfile* profile, int node, int local) {
   return VirtualDevice{profile, node, local, uint64_t(profile->memory_mib) << 20, node, local + 1};
 }
 
-// FAKEGPU_DEVICE_COUNT, when set, overrides how many devices there are; extra ones repeat
-// the last device's model.
-int count_override() {
-  std::string v = env("FAKEGPU_DEVICE_COUNT");
-  if (v.empty()) return 0;
-  char* end = nullptr;
-  long n = std::strtol(v.c_str(), &end, 10);
-  if (*end || n < 1 || n > 255) throw std::runtime_error("FAKEGPU_DEVICE_COUNT=" + v + ": expected 1 to 255");
-  return static_cast<int>(n);
-}
-
 std::vector<VirtualDevice> build() {
+  // Every setting the runtime reads, some only later (FAKEGPU_TIME_MODE), is checked here: a
+  // malformed one leaves the process without devices, which every CUDA call then reports.
+  env::check(env::kRuntime);
   std::vector<VirtualDevice> devices;
-  std::string config_path = env("FAKEGPU_CLUSTER_CONFIG");
+  std::string config_path = env::get(env::kClusterConfig);
   if (!config_path.empty()) {
     ClusterConfig config = load_cluster_config(config_path);
     int node = pick_node(config);
     for (size_t l = 0; l < config.nodes[node].gpus.size(); ++l)
       devices.push_back(make_device(config.nodes[node].gpus[l], node, static_cast<int>(l)));
   } else {
-    std::string name = env("FAKEGPU_GPU_PROFILE");
-    if (name.empty()) name = kDefaultProfile;
+    const std::string name = env::get(env::kGpuProfile);
     const GpuProfile* profile = find_gpu_profile(name);
     if (!profile) throw std::runtime_error("FAKEGPU_GPU_PROFILE=" + name + ": unknown GPU model");
     for (int l = 0; l < kDefaultDeviceCount; ++l) devices.push_back(make_device(profile, 0, l));
   }
-  if (int n = count_override()) {
+  // FAKEGPU_DEVICE_COUNT, when set, overrides how many devices there are; extra ones repeat
+  // the last device's model.
+  if (int n = static_cast<int>(env::get(env::kDeviceCount))) {
     while (static_cast<int>(devices.size()) < n) {
       const VirtualDevice& last = devices.back();
       devices.push_back(make_device(last.profile, last.node, last.local + 1));

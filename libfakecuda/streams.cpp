@@ -1,14 +1,12 @@
 #include "streams.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include <cuda_runtime.h>
 
 #include <new>
 #include <string>
 
 #include "activity.h"
+#include "env.h"
 #include "log_once.h"
 
 namespace fakegpu::cuda {
@@ -18,9 +16,14 @@ thread_local ModelClock* t_running_clock = nullptr;
 
 TimeMode time_mode() {
   static const TimeMode mode = [] {
-    const char* v = std::getenv("FAKEGPU_TIME_MODE");
-    if (v && std::strcmp(v, "paced") == 0) return TimeMode::kPaced;
-    if (v && std::strcmp(v, "wall") == 0) return TimeMode::kWall;
+    std::string v;
+    try {
+      v = env::get(env::kTimeMode);
+    } catch (const env::SettingError&) {
+      return TimeMode::kModeled;  // not reached: the runtime has no devices then (devices.cpp)
+    }
+    if (v == "paced") return TimeMode::kPaced;
+    if (v == "wall") return TimeMode::kWall;
     return TimeMode::kModeled;
   }();
   return mode;

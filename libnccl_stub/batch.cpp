@@ -2,13 +2,13 @@
 #include "batch.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "activity_forward.h"
 #include "cuda_bridge.h"
+#include "env.h"
 #include "reduce.h"
 
 namespace fakegpu::stub {
@@ -16,10 +16,7 @@ namespace fakegpu::stub {
 // FAKEGPU_PAYLOAD=none: timing-only runs. Operations are matched, checked and modeled, but no
 // data moves, so neither staging nor buffers are needed.
 bool payload_free() {
-  static const bool none = [] {
-    const char* v = std::getenv("FAKEGPU_PAYLOAD");
-    return v && std::strcmp(v, "none") == 0;
-  }();
+  static const bool none = env::get(env::kPayload) == "none";  // checked at init
   return none;
 }
 

@@ -7,36 +7,17 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
 
-#include "byte_count.h"
+#include "env.h"
 #include "identity.h"
 
 namespace fakegpu::stub {
 namespace {
 
 std::string describe(const Endpoint& ep) { return std::string(transport_name(ep.transport)) + ":" + ep.address; }
-
-int connect_timeout_ms() {
-  const char* v = std::getenv("FAKEGPU_CONNECT_TIMEOUT_MS");
-  int ms = v ? std::atoi(v) : 0;
-  return ms > 0 ? ms : 20000;
-}
-
-// FAKEGPU_STAGING_CHUNK_BYTES: the most bulk data one frame carries, in bytes, or with a K, M
-// or G suffix (binary multiples).
-uint64_t chunk_bytes_from_environment() {
-  const char* v = std::getenv("FAKEGPU_STAGING_CHUNK_BYTES");
-  if (!v || !*v) return wire::kDefaultChunkBytes;
-  std::optional<uint64_t> n = parse_byte_count(v);
-  if (!n || *n < wire::kMinChunkBytes)
-    throw NcclError(ncclInvalidArgument, std::string("FAKEGPU_STAGING_CHUNK_BYTES=") + v + " is not a byte count of at least " +
-                                             std::to_string(wire::kMinChunkBytes) + " (a number, optionally with K, M or G)");
-  return *n;
-}
 
 // How long to spin before sleeping while waiting on the control ring. The spin hands the core
 // on with sched_yield, which only reaches tasks in the caller's scheduling group; with autogroup
@@ -74,14 +55,14 @@ void Request::check() const {
 }
 
 Endpoint coordinator_endpoint() {
-  const char* transport = std::getenv("FAKEGPU_COORDINATOR_TRANSPORT");
-  const char* address = std::getenv("FAKEGPU_COORDINATOR_ADDR");
-  if (!address || !*address)
+  const std::string transport = env::get(env::kCoordinatorTransport);
+  const std::string address = env::get(env::kCoordinatorAddr);
+  if (address.empty())
     throw NcclError(ncclInvalidUsage,
                     "FAKEGPU_COORDINATOR_ADDR is not set: run the job under fgpu, or point it at a running "
                     "fakegpu-coordinator (an absolute socket path, or host:port with FAKEGPU_COORDINATOR_TRANSPORT=tcp)");
   try {
-    return parse_endpoint(transport && *transport ? transport : "unix", address);
+    return parse_endpoint(transport, address);
   } catch (const EndpointError& e) {
     throw NcclError(ncclInvalidUsage, e.what());
   }
@@ -104,9 +85,9 @@ std::shared_ptr<Client> Client::get(const Endpoint& endpoint) {
 }
 
 Client::Client(Endpoint endpoint) : endpoint_(std::move(endpoint)) {
-  const char* force_socket = std::getenv("FAKEGPU_STAGING_FORCE_SOCKET");
-  can_share_ = endpoint_.transport == Transport::kUnix && !(force_socket && std::string(force_socket) == "1");
-  chunk_bytes_ = chunk_bytes_from_environment();
+  can_share_ = endpoint_.transport == Transport::kUnix && !env::get(env::kStagingForceSocket);
+  // FAKEGPU_STAGING_CHUNK_BYTES: the most bulk data one frame carries.
+  chunk_bytes_ = env::get(env::kStagingChunkBytes);
   spin_ = ring_spin();
 }
 
@@ -117,7 +98,7 @@ Client::~Client() {
 
 void Client::connect_with_retry() {
   // The coordinator may still be starting when the ranks are launched: retry for a while.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_timeout_ms());
+  auto deadline = std::chrono::steady_clock::now() + env::get(env::kConnectTimeout);
   for (;;) {
     fd_ = connect_endpoint(endpoint_);
     if (fd_ >= 0) return;
@@ -136,14 +117,13 @@ void Client::handshake() {
   hello.env_world_size = id.world_size;
   hello.pid = static_cast<uint32_t>(getpid());
   hello.hostname = id.hostname;
-  if (const char* token = std::getenv("FAKEGPU_COORDINATOR_TOKEN")) hello.token = token;
+  hello.token = env::get(env::kCoordinatorToken);
   hello.chunk_bytes = chunk_bytes_;
   submit(hello)->reply<wire::Welcome>();  // throws the coordinator's refusal, if any
 }
 
 void Client::open_control_ring() {
-  const char* use = std::getenv("FAKEGPU_CONTROL_RING");
-  if (!can_share_ || (use && std::string(use) == "0")) return;
+  if (!can_share_ || !env::get(env::kControlRing)) return;
   constexpr uint64_t kRingBytes = 256 * 1024;
   ControlMapping mapping;
   try {

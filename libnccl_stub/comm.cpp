@@ -1,12 +1,11 @@
 #include "comm.h"
 
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <unordered_set>
 
 #include "activity_forward.h"
 #include "cuda_bridge.h"
+#include "env.h"
 #include "identity.h"
 
 namespace fakegpu::stub {
@@ -96,10 +95,12 @@ ncclResult_t wait_comm(ncclComm* comm) {
 }
 
 ncclComm* start_init(int nranks, const ncclUniqueId& id, int rank, int cuda_device, const CommOptions& options) {
+  // Every setting the stub reads, some only at the first collective, is checked here: a
+  // malformed one fails the init (ncclInvalidArgument, naming it), not a later call.
+  env::check(env::kStub);
   // In hybrid mode buffers are GPU memory: without a runtime to copy them, the stub would read
   // device pointers as host memory.
-  const char* mode = std::getenv("FAKEGPU_MODE");
-  if (mode && std::strcmp(mode, "hybrid") == 0 && !cuda().has_runtime())
+  if (env::get(env::kMode) == "hybrid" && !cuda().has_runtime())
     throw NcclError(ncclSystemError, "FAKEGPU_MODE=hybrid, but this process has no CUDA runtime that fakegpu can "
                                      "call (libcudart linked statically?): link libcudart dynamically");
   UniqueIdContents contents;

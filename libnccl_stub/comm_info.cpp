@@ -5,10 +5,10 @@
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 
 #include "comm.h"
+#include "env.h"
 
 namespace fakegpu::stub {
 namespace {
@@ -20,21 +20,15 @@ std::string format(const char* pattern, Args... args) {
   return buf;
 }
 
-int env_rank(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : 0;
+// The file named by `file`, when this rank is the one `picked` (default 0) names; else "".
+std::string dump_file(env::Setting<std::string> file, env::Setting<int64_t> picked, int rank) {
+  return rank == env::get(picked) ? env::get(file) : "";
 }
 
-// The file named by `file_var`, when this rank is the one `rank_var` (default 0) picks.
-const char* dump_file(const char* file_var, const char* rank_var, int rank) {
-  const char* path = std::getenv(file_var);
-  return path && *path && rank == env_rank(rank_var) ? path : nullptr;
-}
-
-void write_file(const char* var, const char* path, const std::string& text) {
+void write_file(env::Setting<std::string> var, const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
-  if (!out.flush()) warn(std::string(var) + "=" + path + ": cannot write the file");
+  if (!out.flush()) warn(std::string(env::declaration(var.id).name) + "=" + path + ": cannot write the file");
 }
 
 // NCCL prints a bus id as the hex digits of "dddd:bb:dd.f" run together.
@@ -48,10 +42,10 @@ uint64_t bus_id_number(const std::string& bus_id) {
 }  // namespace
 
 void describe_comm(ncclComm* comm, const char* func) {
-  const char* graph_file = dump_file("NCCL_GRAPH_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE_RANK", comm->rank);
-  const char* topo_file = dump_file("NCCL_TOPO_DUMP_FILE", "NCCL_TOPO_DUMP_FILE_RANK", comm->rank);
+  const std::string graph_file = dump_file(env::kNcclGraphDumpFile, env::kNcclGraphDumpFileRank, comm->rank);
+  const std::string topo_file = dump_file(env::kNcclTopoDumpFile, env::kNcclTopoDumpFileRank, comm->rank);
   uint32_t flags = (info_enabled(wire::kSubsysInit | wire::kSubsysGraph) ? wire::kInfoLines : 0u) |
-                   (graph_file ? wire::kGraphXml : 0u) | (topo_file ? wire::kTopologyXml : 0u);
+                   (graph_file.empty() ? 0u : wire::kGraphXml) | (topo_file.empty() ? 0u : wire::kTopologyXml);
   wire::CommInfoReply reply;
   if (flags) {
     try {
@@ -67,8 +61,8 @@ void describe_comm(ncclComm* comm, const char* func) {
                              comm->rank, comm->nranks, reply.nnodes, reply.local_ranks, reply.local_rank));
     for (const wire::InfoLine& line : reply.lines) info(line.subsys, line.text);
   }
-  if (flags & wire::kGraphXml) write_file("NCCL_GRAPH_DUMP_FILE", graph_file, reply.graph_xml);
-  if (flags & wire::kTopologyXml) write_file("NCCL_TOPO_DUMP_FILE", topo_file, reply.topology_xml);
+  if (flags & wire::kGraphXml) write_file(env::kNcclGraphDumpFile, graph_file, reply.graph_xml);
+  if (flags & wire::kTopologyXml) write_file(env::kNcclTopoDumpFile, topo_file, reply.topology_xml);
   info(wire::kSubsysInit, format("%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %" PRIx64 " commId 0x%" PRIx64
                            " - Init COMPLETE",
                            func, self, comm->rank, comm->nranks, comm->cuda_device, comm->cuda_device,

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "env.h"
 #include "nccl.h"
 
 namespace fakegpu::stub {
@@ -47,6 +48,9 @@ ncclResult_t guarded(const char* fn, Body&& body) noexcept {
   } catch (const NcclError& e) {
     warn(std::string(fn) + ": " + e.what());
     return e.code();
+  } catch (const env::SettingError& e) {  // a malformed variable, named in the message
+    warn(std::string(fn) + ": " + e.what());
+    return ncclInvalidArgument;
   } catch (const std::bad_alloc&) {
     warn(std::string(fn) + ": out of host memory");
     return ncclSystemError;

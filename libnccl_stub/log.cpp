@@ -2,12 +2,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 
 #include "cuda_bridge.h"
+#include "env.h"
 #include "errors.h"
 #include "identity.h"
 #include "wire.h"
@@ -17,11 +17,17 @@ namespace {
 
 enum class Level { kNone, kWarn, kInfo };
 
+// fakegpu is a debugging tool: warnings are shown by default, and when NCCL_DEBUG is malformed
+// (the init that checks it says so; a log line cannot fail).
 Level debug_level() {
-  const char* v = std::getenv("NCCL_DEBUG");
-  if (!v) return Level::kWarn;  // fakegpu is a debugging tool: warnings are shown by default
-  if (!strcasecmp(v, "INFO") || !strcasecmp(v, "TRACE")) return Level::kInfo;
-  if (!strcasecmp(v, "VERSION") || !strcasecmp(v, "NONE")) return Level::kNone;
+  std::string v;
+  try {
+    v = env::get(env::kNcclDebug);
+  } catch (const env::SettingError&) {
+    return Level::kWarn;
+  }
+  if (v == "INFO" || v == "TRACE") return Level::kInfo;
+  if (v == "VERSION" || v == "NONE") return Level::kNone;
   return Level::kWarn;
 }
 
@@ -41,11 +47,11 @@ void emit(const char* level, const std::string& message);
 // NCCL_DEBUG_SUBSYS: a comma list of names, "^" in front to exclude them, ALL for everything.
 // An unknown name is reported once and ignored.
 uint32_t subsys_mask() {
-  const char* v = std::getenv("NCCL_DEBUG_SUBSYS");
-  if (!v || !*v) return kDefaultSubsys;
+  const std::string v = env::get(env::kNcclDebugSubsys);
+  if (v.empty()) return kDefaultSubsys;
   const bool invert = v[0] == '^';
   uint32_t mask = 0;
-  std::string list(v + (invert ? 1 : 0)), item;
+  std::string list = v.substr(invert ? 1 : 0), item;
   for (size_t start = 0; start <= list.size();) {
     size_t comma = list.find(',', start);
     if (comma == std::string::npos) comma = list.size();
@@ -57,7 +63,7 @@ uint32_t subsys_mask() {
     for (const Subsys& s : kSubsystems)
       if (!strcasecmp(item.c_str(), s.name)) bit = s.bit;
     static std::once_flag reported;
-    if (!bit) std::call_once(reported, [&] { emit("WARN", "NCCL_DEBUG_SUBSYS=" + std::string(v) + ": unknown subsystem '" + item + "' ignored"); });
+    if (!bit) std::call_once(reported, [&] { emit("WARN", "NCCL_DEBUG_SUBSYS=" + v + ": unknown subsystem '" + item + "' ignored"); });
     mask |= bit;
   }
   return invert ? ~mask : mask;
@@ -68,7 +74,7 @@ std::string g_last_error;
 thread_local int t_log_device = -1;  // set by LogDeviceScope
 
 void emit(const char* level, const std::string& message) {
-  static const std::string host = identity_from_environment().hostname;
+  static const std::string host = hostname_from_environment();
   std::fprintf(stderr, "%s:%d:%ld [%d] NCCL %s %s\n", host.c_str(), static_cast<int>(getpid()),
                static_cast<long>(syscall(SYS_gettid)), t_log_device >= 0 ? t_log_device : cuda().current_device(), level, message.c_str());
 }

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "env.h"
 #include "errors.h"
 #include "reduce.h"
 
@@ -99,10 +100,7 @@ StagingPool& pool() {
 }  // namespace
 
 bool needs_staging() {
-  static const bool forced = [] {
-    const char* v = std::getenv("FAKEGPU_FORCE_STAGING");
-    return v && std::strcmp(v, "1") == 0;
-  }();
+  static const bool forced = env::get(env::kForceStaging);  // checked at init
   return forced || !cuda().host_accessible();
 }
 

@@ -12,9 +12,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "env.h"
 #include "export.h"
 #include "identity.h"
 
@@ -64,20 +66,29 @@ Placement place(const std::string& layout, int rank) {
   return found;
 }
 
-// Rewrites a variable only where the launcher set it.
+// Rewrites a launcher's variable only where the launcher set it.
 void replace_if_set(const char* name, int value) {
-  if (std::getenv(name)) setenv(name, std::to_string(value).c_str(), 1);
+  if (!env::foreign(name).empty()) setenv(name, std::to_string(value).c_str(), 1);
+}
+
+Placement placement() {
+  const std::string layout = env::get(env::kVirtualNodes);
+  if (layout.empty() || !env::get(env::kNode).empty()) return {};  // not asked for, or placed already
+  const int rank = rank_from_environment();
+  if (rank < 0) return {};  // not a rank: the launcher itself, or a helper process
+  return place(layout, rank);  // node -1: the coordinator names a rank outside the cluster when it connects
 }
 
 __attribute__((constructor)) void adopt_virtual_node() {
-  const char* layout = std::getenv("FAKEGPU_VIRTUAL_NODES");
-  if (!layout || std::getenv("FAKEGPU_NODE")) return;  // not asked for, or placed already
-  const int rank = identity_from_environment().rank;
-  if (rank < 0) return;  // not a rank: the launcher itself, or a helper process
-  Placement p = place(layout, rank);
-  if (p.node < 0) return;  // the coordinator names a rank outside the cluster when it connects
-  setenv("FAKEGPU_NODE", std::to_string(p.node).c_str(), 1);
-  setenv("FAKEGPU_HOSTNAME", p.name.c_str(), 1);
+  Placement p;
+  try {
+    p = placement();
+  } catch (const std::exception&) {
+    return;  // a malformed FAKEGPU_RANK, say: the init, which checks it, fails naming it
+  }
+  if (p.node < 0) return;
+  env::assign(env::kNode, std::to_string(p.node));
+  env::assign(env::kHostname, p.name);
   for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_NODE_RANK", "MPI_LOCALRANKID",
                            "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
     replace_if_set(name, p.local_rank);
@@ -91,19 +102,25 @@ __attribute__((constructor)) void adopt_virtual_node() {
 
 // A rank on a virtual node is on a host of that node's name.
 NCCL_EXPORT int gethostname(char* name, size_t len) {
-  const char* virtual_host = std::getenv("FAKEGPU_HOSTNAME");
-  if (!virtual_host || !*virtual_host) {
+  std::string virtual_host;
+  try {
+    virtual_host = fakegpu::env::get(fakegpu::env::kHostname);
+  } catch (const std::bad_alloc&) {  // nothing may leave a C function
+    errno = ENOMEM;
+    return -1;
+  }
+  if (virtual_host.empty()) {
     using Real = int (*)(char*, size_t);
     static Real real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "gethostname"));
     if (real) return real(name, len);
     errno = ENOSYS;
     return -1;
   }
-  const size_t n = std::strlen(virtual_host);
+  const size_t n = virtual_host.size();
   if (n >= len) {  // as glibc: too small a buffer is an error
     errno = ENAMETOOLONG;
     return -1;
   }
-  std::memcpy(name, virtual_host, n + 1);
+  std::memcpy(name, virtual_host.c_str(), n + 1);
   return 0;
 }

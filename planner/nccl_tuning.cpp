@@ -2,7 +2,6 @@
 
 #include <strings.h>
 
-#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -75,15 +74,6 @@ void parse_func_list(const std::string& var, const std::string& value, const cha
   }
 }
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (*end != '\0') throw TuningError(std::string(name) + "=" + v + ": expected an integer");
-  return static_cast<int>(n);
-}
-
 }  // namespace
 
 const char* algo_name(int algo) { return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "?"; }
@@ -142,17 +132,6 @@ void TuningEnv::set_algo(const std::string& value) {
 void TuningEnv::set_proto(const std::string& value) {
   parse_func_list("NCCL_PROTO", value, kProtoNames, proto_enabled);
   proto_forced = true;
-}
-
-TuningEnv TuningEnv::from_environment() {
-  TuningEnv env;
-  if (const char* v = std::getenv("NCCL_ALGO"); v && *v) env.set_algo(v);
-  if (const char* v = std::getenv("NCCL_PROTO"); v && *v) env.set_proto(v);
-  env.min_channels = env_int("NCCL_MIN_NCHANNELS", 0);
-  env.max_channels = env_int("NCCL_MAX_NCHANNELS", 0);
-  env.nvls_enable = env_int("NCCL_NVLS_ENABLE", 2);
-  env.collnet_enable = env_int("NCCL_COLLNET_ENABLE", 0) != 0;
-  return env;
 }
 
 }  // namespace fakegpu::planner

@@ -58,7 +58,8 @@ class TuningError : public std::runtime_error {
 };
 
 // NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_NVLS_ENABLE and
-// NCCL_COLLNET_ENABLE.
+// NCCL_COLLNET_ENABLE. The planner reads no environment: its callers fill this in
+// (tuning_from_env.h).
 struct TuningEnv {
   bool algo_enabled[kNumFuncs][kNumAlgos];
   int proto_enabled[kNumFuncs][kNumProtos];  // 2: LL128 "enabled where NCCL enables it"
@@ -74,7 +75,6 @@ struct TuningEnv {
   // Throws TuningError naming the variable and the bad token.
   void set_algo(const std::string& value);
   void set_proto(const std::string& value);
-  static TuningEnv from_environment();
 };
 
 }  // namespace fakegpu::planner

@@ -35,9 +35,10 @@ std::vector<NicConfig> xml_nics(const NodeXml& xml, size_t used) {
   return nics;
 }
 
-// NICs that serve the same GPUs work as one at their summed rate: NCCL fuses the NICs behind one
-// PCI switch into a virtual NIC, and AWS's EFA plugin presents a GPU's four EFA devices as one
-// (a p5 node's 32 x 100 Gbit/s act as 8 x 400). NICs serving no GPU are kept as they are.
+// NICs that serve the same GPUs work as one at their summed rate: AWS's EFA plugin presents a
+// GPU's four EFA devices as one (a p5 node's 32 x 100 Gbit/s act as 8 x 400), and NCCL spreads
+// a GPU's channels over the NICs beside it (NCCL_NETDEVS_POLICY, 2.28). NICs serving no GPU are
+// kept as they are.
 std::vector<NicConfig> fuse_rail_nics(const std::vector<NicConfig>& nics) {
   std::vector<NicConfig> fused;
   for (const NicConfig& nic : nics) {

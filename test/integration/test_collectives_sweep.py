@@ -79,15 +79,18 @@ class CollectivesSweep(unittest.TestCase):
             plane = json.loads((tmp / "report.json").read_text())["data_plane"]
             self.assertEqual((plane["payload_chunks_in"], plane["payload_chunks_out"]), (chunks, chunks))
 
-    def test_a_bad_chunk_size_is_named(self):
+    def test_a_malformed_setting_fails_the_init_naming_it(self):
+        # FAKEGPU_PAYLOAD is first needed by the collective: the init checks it all the same.
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-chunks-"))
-        for value in ("1x", "100"):
+        for name, value, accepted in (("FAKEGPU_STAGING_CHUNK_BYTES", "1x", "a byte count of at least 4096"),
+                                      ("FAKEGPU_STAGING_CHUNK_BYTES", "100", "a byte count of at least 4096"),
+                                      ("FAKEGPU_PAYLOAD", "nothing", "one of none")):
             with Coordinator(single_node_config(2), "unix") as coord:
                 results = run_rank_processes(built("allreduce_bench"), [tmp / "id", "4", "1"], coord, 2,
-                                             extra_env={"FAKEGPU_STAGING_CHUNK_BYTES": value})
+                                             extra_env={name: value})
             for r in results:
                 self.assertNotEqual(r.returncode, 0)
-                self.assertIn(f"FAKEGPU_STAGING_CHUNK_BYTES={value} is not a byte count of at least 4096", r.stderr)
+                self.assertIn(f"ncclCommInitRank: {name}={value}: expected {accepted}", r.stderr)
 
     def test_frames_on_the_socket_give_the_same_results(self):
         # FAKEGPU_CONTROL_RING=0: data still in shared memory, frames over the unix socket.

@@ -280,6 +280,22 @@ class FgpuCli(unittest.TestCase):
         self.assertIn("no-such-program", r.stderr)
         self.assertNotIn("Traceback", r.stderr)
 
+    def test_a_malformed_setting_stops_the_coordinator(self):
+        # Refused before anything listens or any rank starts, naming the variable: exit 2 from the
+        # coordinator, and from fgpu, which starts one.
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
+        env = dict(os.environ, FAKEGPU_TRACE_MAX_OPS="lots")
+        refusal = "FAKEGPU_TRACE_MAX_OPS=lots: expected a whole number of at least 1"
+        r = subprocess.run([str(built("fakegpu-coordinator")), "--cluster-config", str(CONFIGS / "cluster_valid.yaml"),
+                            "--address", str(tmp / "a.sock")], capture_output=True, text=True, env=env, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(refusal, r.stderr)
+        self.assertFalse((tmp / "a.sock").exists())
+        r = fgpu("--report", tmp / "r.json", "--nproc", "2", "true", env=env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(refusal, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
     def test_shared_coordinator_start_status_stop(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))
         state, report = tmp / "state.json", tmp / "shared" / "r.json"

@@ -4,7 +4,8 @@
  *
  * Usage: cuda_runtime_check SCENARIO [ARG]
  *   count N      cudaGetDeviceCount == N (the test sets FAKEGPU_DEVICE_COUNT, or not)
- *   nodevice     FAKEGPU_DEVICE_COUNT is invalid: no devices, an initialisation error
+ *   nodevice     a runtime setting is malformed (FAKEGPU_DEVICE_COUNT=0, FAKEGPU_TIME_MODE=fast):
+ *                no devices, an initialisation error
  *   cluster      node 1 of configs/demo_2node_16gpu.yaml: 8 H100s in PCI domain 1
  *   props        FAKEGPU_GPU_PROFILE=a100-40gb: the profile's numbers, props == attributes
  *   memory       capacity, cudaMemGetInfo, pointer attributes, host registration, 2D, async
@@ -85,7 +86,7 @@ static void scenario_count(int expected) {
 static void scenario_nodevice(void) {
   int n = -1;
   cudaError_t e = cudaGetDeviceCount(&n);
-  EXPECT(e != cudaSuccess, "cudaGetDeviceCount succeeded with an invalid FAKEGPU_DEVICE_COUNT");
+  EXPECT(e != cudaSuccess, "cudaGetDeviceCount succeeded with a malformed setting");
   EXPECT(n == 0, "cudaGetDeviceCount reported %d devices", n);
   void* p = NULL;
   EXPECT(cudaMalloc(&p, 16) != cudaSuccess, "cudaMalloc succeeded without devices");

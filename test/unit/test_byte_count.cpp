@@ -1,10 +1,8 @@
-// Byte counts in settings: FAKEGPU_COORDINATOR_MAX_BUFFER=1G means a gibibyte, not 1 byte.
+// Byte counts in settings: FAKEGPU_COORDINATOR_MAX_BUFFER=1G means a gibibyte, not 1 byte
+// (test_env.cpp checks the settings that take one).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "byte_count.h"
-#include "job_fixture.h"
 
 using namespace fakegpu;
 
@@ -21,19 +19,4 @@ TEST(ByteCount, RefusesWhatIsNotOne) {
                           "17179869184G"})
     EXPECT_FALSE(parse_byte_count(bad)) << bad;
   EXPECT_EQ(parse_byte_count("18446744073709551615"), UINT64_MAX);
-}
-
-TEST(ByteCount, TheCoordinatorsBufferLimitTakesOne) {
-  coord::testing::RecordingOutbox out;
-  auto make = [&] { return coord::Job(coord::testing::four_rank_cluster(), coord::ServerInfo{}, out); };
-  setenv("FAKEGPU_COORDINATOR_MAX_BUFFER", "1G", 1);
-  EXPECT_EQ(make().max_buffer_bytes(), uint64_t{1} << 30);
-  setenv("FAKEGPU_COORDINATOR_MAX_BUFFER", "1X", 1);
-  try {
-    make();
-    ADD_FAILURE() << "1X was taken";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("FAKEGPU_COORDINATOR_MAX_BUFFER=1X: expected a byte count"), std::string::npos);
-  }
-  unsetenv("FAKEGPU_COORDINATOR_MAX_BUFFER");
 }

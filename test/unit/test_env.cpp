@@ -1,0 +1,180 @@
+// Settings from the environment (common/env.def): each parsed one way, malformed ones refused
+// with a message naming the variable, and docs/usage.md's table printed from the declarations.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "env.h"
+#include "job_fixture.h"
+#include "trace.h"
+#include "tuning_from_env.h"
+#include "wire.h"
+
+using namespace fakegpu;
+
+namespace {
+
+// The value `text` gives the setting, as the reader would see it.
+template <typename T>
+std::optional<T> parsed(env::Setting<T> s, const char* text) {
+  std::optional<env::Value> v = env::parse(env::declaration(s.id), text);
+  if (!v) return std::nullopt;
+  return std::get<T>(*v);
+}
+
+// The message parsing `text` fails with ("" when it does not fail).
+template <typename T>
+std::string refusal(env::Setting<T> s, const char* text) {
+  try {
+    parsed(s, text);
+  } catch (const env::SettingError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Sets a variable for one test and unsets it after, whatever the test does.
+struct Assigned {
+  env::Id id;
+  template <typename T>
+  Assigned(env::Setting<T> s, const std::string& text) : id(s.id) {
+    env::assign(s, text);
+  }
+  ~Assigned() { env::assign(id, ""); }
+};
+
+}  // namespace
+
+TEST(Env, FlagsTakeTheUsualSpellings) {
+  for (const char* yes : {"1", "true", "TRUE", "yes", "On"}) EXPECT_EQ(parsed(env::kForceStaging, yes), true) << yes;
+  for (const char* no : {"0", "false", "No", "OFF"}) EXPECT_EQ(parsed(env::kControlRing, no), false) << no;
+  EXPECT_EQ(parsed(env::kForceStaging, nullptr), false);  // the defaults
+  EXPECT_EQ(parsed(env::kControlRing, ""), true);
+  EXPECT_EQ(refusal(env::kForceStaging, "2"),
+            "FAKEGPU_FORCE_STAGING=2: expected 1 or 0 (or true/false, yes/no, on/off)");
+  EXPECT_NE(refusal(env::kControlRing, "enabled"), "");
+}
+
+TEST(Env, ByteCountsTakeBinarySuffixesAndABound) {
+  EXPECT_EQ(parsed(env::kStagingChunkBytes, "64K"), 64u << 10);
+  EXPECT_EQ(parsed(env::kStagingChunkBytes, "4096"), 4096u);
+  EXPECT_EQ(parsed(env::kStagingChunkBytes, nullptr), uint64_t{1} << 20);
+  EXPECT_EQ(refusal(env::kStagingChunkBytes, "4095"),
+            "FAKEGPU_STAGING_CHUNK_BYTES=4095: expected a byte count of at least 4096 (a number, optionally with K, M or "
+            "G)");
+  for (const char* bad : {"1x", "1GB", "-4096", "1.5M"}) EXPECT_NE(refusal(env::kStagingChunkBytes, bad), "") << bad;
+  EXPECT_EQ(parsed(env::kCoordinatorMaxBuffer, "1G"), uint64_t{1} << 30);  // a gibibyte, not 1 byte
+  EXPECT_EQ(parsed(env::kCoordinatorMaxBuffer, nullptr), std::nullopt);    // no default: the reader decides
+  EXPECT_NE(refusal(env::kCoordinatorMaxBuffer, "0"), "");
+}
+
+TEST(Env, DurationsAreWholeMillisecondsAboveZero) {
+  EXPECT_EQ(parsed(env::kCoordinatorTimeout, "250"), std::chrono::milliseconds(250));
+  EXPECT_EQ(parsed(env::kCoordinatorTimeout, nullptr), std::chrono::minutes(10));
+  EXPECT_EQ(parsed(env::kConnectTimeout, nullptr), std::chrono::seconds(20));
+  EXPECT_EQ(refusal(env::kDeadlockTimeout, "0"),
+            "FAKEGPU_DEADLOCK_TIMEOUT_MS=0: expected a whole number of milliseconds above 0");
+  for (const char* bad : {"-5", "1.5", "10s", " 10", "+10", "99999999999999999999"})
+    EXPECT_NE(refusal(env::kConnectTimeout, bad), "") << bad;
+}
+
+TEST(Env, ChoicesAreExactExceptForNcclsOwnWords) {
+  EXPECT_EQ(parsed(env::kTimeMode, "paced"), "paced");
+  EXPECT_EQ(parsed(env::kTimeMode, nullptr), "modeled");
+  EXPECT_EQ(refusal(env::kTimeMode, "PACED"), "FAKEGPU_TIME_MODE=PACED: expected one of modeled, paced, wall");
+  EXPECT_EQ(refusal(env::kPayload, "all"), "FAKEGPU_PAYLOAD=all: expected one of none");
+  EXPECT_EQ(parsed(env::kPayload, nullptr), std::nullopt);
+  EXPECT_EQ(parsed(env::kNcclDebug, "info"), "INFO");  // as NCCL reads it, and spelled as declared
+  EXPECT_NE(refusal(env::kNcclDebug, "verbose"), "");
+}
+
+TEST(Env, IntegersStayWithinTheirBounds) {
+  EXPECT_EQ(parsed(env::kDeviceCount, "1"), 1);
+  EXPECT_EQ(parsed(env::kDeviceCount, "255"), 255);
+  EXPECT_EQ(parsed(env::kDeviceCount, ""), std::nullopt);
+  EXPECT_EQ(refusal(env::kDeviceCount, "256"), "FAKEGPU_DEVICE_COUNT=256: expected a whole number from 1 to 255");
+  for (const char* bad : {"0", "-1", "8x", "0x8", "eight"}) EXPECT_NE(refusal(env::kDeviceCount, bad), "") << bad;
+  EXPECT_EQ(refusal(env::kTraceMaxOps, "0"), "FAKEGPU_TRACE_MAX_OPS=0: expected a whole number of at least 1");
+  EXPECT_EQ(parsed(env::kNcclNvlsEnable, nullptr), 2);
+}
+
+TEST(Env, EveryDeclarationIsWellFormed) {
+  std::set<std::string> names;
+  for (const env::Declaration* d = env::begin_declarations(); d != env::end_declarations(); ++d) {
+    SCOPED_TRACE(d->name);
+    EXPECT_TRUE(names.insert(d->name).second) << "declared twice";
+    const std::string name = d->name;
+    EXPECT_TRUE(name.rfind("FAKEGPU_", 0) == 0 || name.rfind("NCCL_", 0) == 0);
+    EXPECT_NO_THROW(env::parse(*d, nullptr)) << "its default is malformed";
+    EXPECT_NE(d->readers, 0u);
+  }
+  EXPECT_STRNE(env::begin_declarations()->doc, "") << "the first row has no row above to join";
+  // Defaults that other code also knows.
+  EXPECT_EQ(parsed(env::kTraceMaxOps, nullptr), static_cast<int64_t>(coord::Trace::kDefaultMaxOps));
+  EXPECT_EQ(parsed(env::kStagingChunkBytes, nullptr), wire::kDefaultChunkBytes);
+  EXPECT_EQ(env::declaration(env::kStagingChunkBytes.id).min, static_cast<int64_t>(wire::kMinChunkBytes));
+}
+
+TEST(Env, TheEnvironmentIsReadOnceAndAssignedThrough) {
+  Assigned guard(env::kNcclTopoDumpFileRank, "3");
+  EXPECT_EQ(env::get(env::kNcclTopoDumpFileRank), 3);
+  setenv("NCCL_TOPO_DUMP_FILE_RANK", "5", 1);  // behind its back: not seen
+  EXPECT_EQ(env::get(env::kNcclTopoDumpFileRank), 3);
+  env::assign(env::kNcclTopoDumpFileRank, "7");
+  EXPECT_EQ(env::get(env::kNcclTopoDumpFileRank), 7);
+  EXPECT_STREQ(std::getenv("NCCL_TOPO_DUMP_FILE_RANK"), "7");  // and what it starts sees it
+}
+
+TEST(Env, AMalformedValueFailsEveryReadAndTheCheckOfItsReaders) {
+  Assigned guard(env::kNcclGraphDumpFileRank, "first");
+  for (int i = 0; i < 2; ++i) {
+    try {
+      env::get(env::kNcclGraphDumpFileRank);
+      ADD_FAILURE() << "taken";
+    } catch (const env::SettingError& e) {
+      EXPECT_STREQ(e.what(), "NCCL_GRAPH_DUMP_FILE_RANK=first: expected a whole number from 0 to 2147483647");
+    }
+  }
+  EXPECT_THROW(env::check(env::kStub), env::SettingError);
+  EXPECT_NO_THROW(env::check(env::kLauncher));  // not a variable fgpu reads
+}
+
+TEST(Env, TheCoordinatorReadsItsSettingsThroughIt) {
+  coord::testing::RecordingOutbox out;
+  auto make = [&] { return coord::Job(coord::testing::four_rank_cluster(), coord::ServerInfo{}, out); };
+  {
+    Assigned limit(env::kCoordinatorMaxBuffer, "1G");
+    EXPECT_EQ(make().max_buffer_bytes(), uint64_t{1} << 30);
+  }
+  {
+    Assigned limit(env::kCoordinatorMaxBuffer, "1X");
+    EXPECT_THROW(make(), env::SettingError);
+  }
+  Assigned algo(env::kNcclAlgo, "ring,warp");
+  try {
+    planner::tuning_from_env();
+    ADD_FAILURE() << "NCCL_ALGO=ring,warp was taken";
+  } catch (const env::SettingError& e) {
+    EXPECT_NE(std::string(e.what()).find("NCCL_ALGO=ring,warp"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Env, DocsTableIsGenerated) {
+  const std::string path = std::string(FAKEGPU_SOURCE_DIR) + "/docs/usage.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  std::string line, table;
+  bool inside = false, found = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("<!-- end env-table -->", 0) == 0) inside = false;
+    if (inside) table += line + "\n";
+    if (line.rfind("<!-- env-table:", 0) == 0) inside = found = true;
+  }
+  ASSERT_TRUE(found) << path << " has no <!-- env-table: ... --> marker";
+  EXPECT_EQ(table, env::markdown_table())
+      << "the table of environment variables in docs/usage.md is not the one common/env.def declares: run "
+         "scripts/update-env-table after building, and edit the declarations, not the table";
+}

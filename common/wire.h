@@ -126,7 +126,8 @@ struct Welcome {
   }
 };
 
-// Error codes carried in ErrorReply, numbered exactly as ncclResult_t.
+// Error codes carried in ErrorReply, numbered exactly as ncclResult_t (libnccl_stub/wire_codes.h
+// asserts it and is where a code becomes one).
 enum class Status : int32_t {
   kSuccess = 0,
   kUnhandledCudaError = 1,
@@ -138,7 +139,8 @@ enum class Status : int32_t {
   kInProgress = 7,
 };
 
-// Reply to any request that failed. code is a Status.
+// Reply to any request that failed. code is a Status, sent as a plain number: a receiver checks
+// it before trusting it.
 struct ErrorReply {
   static constexpr MsgType kType = MsgType::kError;
   int32_t code = 0;

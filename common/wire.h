@@ -65,7 +65,7 @@ void encode_header(const FrameHeader& header, uint8_t out[kHeaderBytes]);
 FrameHeader decode_header(const uint8_t in[kHeaderBytes]);
 
 // ---- Messages ----------------------------------------------------------------------------
-// Each has kType and fields(), its fixed fields in wire order (see Writer above). Bulk data,
+// Each has kType and fields(), its fixed fields in wire order (see wire_codec.h). Bulk data,
 // where a message has any, is the rest of the body after the fixed fields.
 
 // Who is on the other end of a connection.

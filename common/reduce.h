@@ -1,5 +1,5 @@
-// Element types and reduction operators, numbered exactly as ncclDataType_t / ncclRedOp_t,
-// and the reductions themselves, with NCCL's arithmetic:
+// Element types and reduction operators, numbered exactly as ncclDataType_t / ncclRedOp_t
+// (libnccl_stub/wire_codes.h asserts it), and the reductions themselves, with NCCL's arithmetic:
 // - integers wrap;
 // - half and bfloat16 round to the type after every operation; the 8-bit floats compute in
 //   half and round to the 8-bit type (saturating), as NCCL's kernels do;

@@ -7,11 +7,13 @@
 // length of the fields, so a receiver can read the bulk straight into its destination buffer.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "wire_codec.h"
 
 namespace fakegpu::wire {
 
@@ -22,11 +24,6 @@ constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
 constexpr uint64_t kMaxBodyBytes = uint64_t{16} << 30;
 constexpr uint32_t kMaxFieldsBytes = 1 << 20;
-
-class WireError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 enum class MsgType : uint16_t {
   kHello = 1,
@@ -67,78 +64,16 @@ void encode_header(const FrameHeader& header, uint8_t out[kHeaderBytes]);
 // Throws WireError on a bad magic, an unknown type or inconsistent sizes.
 FrameHeader decode_header(const uint8_t in[kHeaderBytes]);
 
-// Little-endian field encoder.
-class Writer {
- public:
-  Writer() { bytes_.reserve(128); }  // every fixed-field message but Hello's strings fits
-  void u8(uint8_t v) { bytes_.push_back(v); }
-  void u32(uint32_t v) { put(v); }
-  void i32(int32_t v) { put(static_cast<uint32_t>(v)); }
-  void u64(uint64_t v) { put(v); }
-  void f64(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    put(bits);
-  }
-  void str(const std::string& s);
-  void raw(const void* data, size_t n);
-  void i32_list(const std::vector<int32_t>& v);
-  std::vector<uint8_t>& bytes() { return bytes_; }
-
- private:
-  template <typename T>
-  void put(T v) {
-    uint8_t le[sizeof(T)];
-    for (size_t i = 0; i < sizeof(T); ++i) le[i] = static_cast<uint8_t>(v >> (8 * i));
-    bytes_.insert(bytes_.end(), le, le + sizeof(T));
-  }
-  std::vector<uint8_t> bytes_;
-};
-
-// Bounds-checked decoder; every read past the end throws WireError.
-class Reader {
- public:
-  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  uint8_t u8() { return get<uint8_t>(); }
-  uint32_t u32() { return get<uint32_t>(); }
-  int32_t i32() { return static_cast<int32_t>(get<uint32_t>()); }
-  uint64_t u64() { return get<uint64_t>(); }
-  double f64() {
-    uint64_t bits = u64();
-    double v;
-    std::memcpy(&v, &bits, sizeof v);
-    return v;
-  }
-  std::string str();
-  void raw(void* out, size_t n);
-  std::vector<int32_t> i32_list();
-  size_t offset() const { return pos_; }
-  size_t remaining() const { return size_ - pos_; }
-
- private:
-  template <typename T>
-  T get() {
-    need(sizeof(T));
-    T v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(T(data_[pos_ + i]) << (8 * i));
-    pos_ += sizeof(T);
-    return v;
-  }
-  void need(size_t n) const;
-  const uint8_t* data_;
-  size_t size_;
-  size_t pos_ = 0;
-};
-
 // ---- Messages ----------------------------------------------------------------------------
-// Each has kType, encode() for its fixed fields and decode(). Bulk data, where a message has
-// any, is the rest of the body after the fixed fields.
+// Each has kType and fields(), its fixed fields in wire order (see wire_codec.h). Bulk data,
+// where a message has any, is the rest of the body after the fixed fields.
 
 // Who is on the other end of a connection.
 enum class ClientRole : uint8_t {
   kRank = 0,      // a process of the job (the libnccl stub)
   kObserver = 1,  // `fakegpu-coordinator status`: may only ask for the job's state
 };
+constexpr uint32_t enum_count(ClientRole) { return static_cast<uint32_t>(ClientRole::kObserver) + 1; }
 
 // First frame on every connection, client to coordinator.
 struct Hello {
@@ -153,8 +88,20 @@ struct Hello {
   // Largest piece of bulk data the client takes in one frame (FAKEGPU_STAGING_CHUNK_BYTES); 0
   // when it reads only whole frames (an observer). See PayloadChunk.
   uint64_t chunk_bytes = 0;
-  void encode(Writer& w) const;
-  static Hello decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("protocol_version", m.protocol_version);
+    // A peer of another version may lay out the rest differently: it is read no further, and
+    // the coordinator answers it with a version error.
+    if (Visit::kReading && m.protocol_version != kProtocolVersion) return;
+    v("env_rank", m.env_rank);
+    v("env_world_size", m.env_world_size);
+    v("pid", m.pid);
+    v("hostname", m.hostname);
+    v("role", m.role);
+    v("token", m.token);
+    v("chunk_bytes", m.chunk_bytes);
+  }
 };
 
 // A Hello from another protocol version is only read up to its version field.
@@ -170,11 +117,17 @@ struct Welcome {
   uint32_t world_size = 0;
   uint64_t client_id = 0;
   std::string cluster_name;
-  void encode(Writer& w) const;
-  static Welcome decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("protocol_version", m.protocol_version);
+    v("world_size", m.world_size);
+    v("client_id", m.client_id);
+    v("cluster_name", m.cluster_name);
+  }
 };
 
-// Error codes carried in ErrorReply, numbered exactly as ncclResult_t.
+// Error codes carried in ErrorReply, numbered exactly as ncclResult_t (libnccl_stub/wire_codes.h
+// asserts it and is where a code becomes one).
 enum class Status : int32_t {
   kSuccess = 0,
   kUnhandledCudaError = 1,
@@ -186,18 +139,26 @@ enum class Status : int32_t {
   kInProgress = 7,
 };
 
-// Reply to any request that failed. code is a Status.
+// Reply to any request that failed. code is a Status, sent as a plain number: a receiver checks
+// it before trusting it.
 struct ErrorReply {
   static constexpr MsgType kType = MsgType::kError;
   int32_t code = 0;
   std::string message;
-  void encode(Writer& w) const;
-  static ErrorReply decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("code", m.code);
+    v("message", m.message);
+  }
 };
 
 constexpr size_t kCommKeyBytes = 16;
 struct CommKey {
   uint8_t bytes[kCommKeyBytes]{};
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("bytes", m.bytes);
+  }
   bool operator<(const CommKey& o) const { return std::memcmp(bytes, o.bytes, kCommKeyBytes) < 0; }
   bool operator==(const CommKey& o) const { return std::memcmp(bytes, o.bytes, kCommKeyBytes) == 0; }
 };
@@ -209,16 +170,25 @@ struct CommInit {
   int32_t rank = 0;
   int32_t cuda_device = 0;
   std::string comm_name;
-  void encode(Writer& w) const;
-  static CommInit decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("key", m.key);
+    v("nranks", m.nranks);
+    v("rank", m.rank);
+    v("cuda_device", m.cuda_device);
+    v("comm_name", m.comm_name);
+  }
 };
 
 struct CommInitDone {
   static constexpr MsgType kType = MsgType::kCommInitDone;
   uint64_t comm_id = 0;
   int32_t global_rank = -1;  // this member's rank in the configured world, -1 if unknown
-  void encode(Writer& w) const;
-  static CommInitDone decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("global_rank", m.global_rank);
+  }
 };
 
 struct CommSplit {
@@ -228,8 +198,14 @@ struct CommSplit {
   uint64_t split_index = 0;  // the n-th split of this parent: splits match by it
   int32_t color = 0;  // NCCL_SPLIT_NOCOLOR (-1): this rank takes no part in a child
   int32_t key = 0;
-  void encode(Writer& w) const;
-  static CommSplit decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("parent_comm", m.parent_comm);
+    v("rank", m.rank);
+    v("split_index", m.split_index);
+    v("color", m.color);
+    v("key", m.key);
+  }
 };
 
 struct CommSplitDone {
@@ -238,8 +214,13 @@ struct CommSplitDone {
   int32_t nranks = 0;
   int32_t rank = 0;
   int32_t global_rank = -1;
-  void encode(Writer& w) const;
-  static CommSplitDone decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("nranks", m.nranks);
+    v("rank", m.rank);
+    v("global_rank", m.global_rank);
+  }
 };
 
 // ncclCommShrink: called by the ranks that stay; they must agree on who is excluded.
@@ -250,8 +231,14 @@ struct CommShrink {
   uint64_t shrink_index = 0;    // the n-th shrink of this parent: shrinks match by it
   int32_t flags = 0;            // NCCL_SHRINK_ABORT: fail the parent's pending operations first
   std::vector<int32_t> excluded;
-  void encode(Writer& w) const;
-  static CommShrink decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("parent_comm", m.parent_comm);
+    v("rank", m.rank);
+    v("shrink_index", m.shrink_index);
+    v("flags", m.flags);
+    v("excluded", m.excluded);
+  }
 };
 
 // ncclCommRevoke: fail the communicator's in-flight operations and refuse new ones. Ack reply.
@@ -259,22 +246,28 @@ struct CommRevoke {
   static constexpr MsgType kType = MsgType::kCommRevoke;
   uint64_t comm_id = 0;
   int32_t rank = 0;
-  void encode(Writer& w) const;
-  static CommRevoke decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("rank", m.rank);
+  }
 };
 
 struct CommDestroy {
   static constexpr MsgType kType = MsgType::kCommDestroy;
   uint64_t comm_id = 0;
   int32_t rank = 0;
-  void encode(Writer& w) const;
-  static CommDestroy decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("rank", m.rank);
+  }
 };
 
 struct Ack {
   static constexpr MsgType kType = MsgType::kAck;
-  void encode(Writer&) const {}
-  static Ack decode(Reader&) { return {}; }
+  template <typename Self, typename Visit>
+  static void fields(Self&, Visit&) {}
 };
 
 enum class CollType : uint8_t {
@@ -290,6 +283,7 @@ enum class CollType : uint8_t {
   kRecv = 9,
 };
 constexpr uint8_t kNumCollTypes = 10;
+constexpr uint32_t enum_count(CollType) { return kNumCollTypes; }
 const char* coll_type_name(CollType type);
 
 // Where a rank's buffer is: in one of its shared device-memory segments, which the coordinator
@@ -299,6 +293,11 @@ struct BufferRef {
   uint64_t segment = 0;
   uint64_t offset = 0;
   bool shared() const { return segment != 0; }
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("segment", m.segment);
+    v("offset", m.offset);
+  }
 };
 
 // Gives the coordinator a segment of the rank's fake device memory. The segment's file
@@ -308,8 +307,11 @@ struct ShareSegment {
   static constexpr MsgType kType = MsgType::kShareSegment;
   uint64_t segment = 0;
   uint64_t size = 0;
-  void encode(Writer& w) const;
-  static ShareSegment decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("segment", m.segment);
+    v("size", m.size);
+  }
 };
 
 // One rank's part of a collective.
@@ -335,8 +337,24 @@ struct Collective {
   // once every rank's stream has reached it.
   double ready_us = -1;
   uint64_t track = 0;
-  void encode(Writer& w) const;
-  static Collective decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("rank", m.rank);
+    v("seq", m.seq);
+    v("coll", m.coll);
+    v("dtype", m.dtype);
+    v("op", m.op);
+    v("root", m.root);
+    v("count", m.count);
+    v("scalar", m.scalar);
+    v("send", m.send);
+    v("recv", m.recv);
+    v("flags", m.flags);
+    v("ready_us", m.ready_us);
+    v.check(std::isfinite(m.ready_us), "ready_us", "is not a finite number");
+    v("track", m.track);
+  }
 };
 
 enum CollectiveFlags : uint8_t {
@@ -351,8 +369,12 @@ struct CollectiveDone {
   uint64_t seq = 0;
   double modeled_us = 0;  // how long the operation takes on the modeled cluster; 0 if unmodeled
   double start_us = -1;   // when it starts on the modeled clock; -1 if unmodeled
-  void encode(Writer& w) const;
-  static CollectiveDone decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("seq", m.seq);
+    v("modeled_us", m.modeled_us);
+    v("start_us", m.start_us);
+  }
 };
 
 // What a rank wants to know about a communicator's channels, for NCCL_DEBUG and the dump
@@ -368,8 +390,12 @@ struct CommInfo {
   uint64_t comm_id = 0;
   int32_t rank = 0;
   uint32_t flags = 0;  // CommInfoFlags
-  void encode(Writer& w) const;
-  static CommInfo decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("rank", m.rank);
+    v("flags", m.flags);
+  }
 };
 
 // NCCL's debug subsystem bits (NCCL_DEBUG_SUBSYS) of the lines fakegpu prints.
@@ -378,6 +404,11 @@ enum NcclSubsys : uint32_t { kSubsysInit = 0x1, kSubsysGraph = 0x20, kSubsysAllo
 struct InfoLine {
   uint32_t subsys = 0;  // NcclSubsys
   std::string text;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("subsys", m.subsys);
+    v("text", m.text);
+  }
 };
 
 struct CommInfoReply {
@@ -389,8 +420,16 @@ struct CommInfoReply {
   std::vector<InfoLine> lines;
   std::string graph_xml;
   std::string topology_xml;
-  void encode(Writer& w) const;
-  static CommInfoReply decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("nnodes", m.nnodes);
+    v("local_ranks", m.local_ranks);
+    v("local_rank", m.local_rank);
+    v("bus_id", m.bus_id);
+    v("lines", m.lines);
+    v("graph_xml", m.graph_xml);
+    v("topology_xml", m.topology_xml);
+  }
 };
 
 // ncclGroupSimulateEnd: the calls a rank's group would have made, priced without running.
@@ -400,34 +439,46 @@ struct SimOp {
   CollType coll = CollType::kAllReduce;
   int32_t root = -1;  // root, or the peer of a Send/Recv
   uint64_t bytes = 0; // as the cost model counts them (nccl-tests' size)
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("rank", m.rank);
+    v("coll", m.coll);
+    v("root", m.root);
+    v("bytes", m.bytes);
+  }
 };
 
 struct Simulate {
   static constexpr MsgType kType = MsgType::kSimulate;
   std::vector<SimOp> ops;
-  void encode(Writer& w) const;
-  static Simulate decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("ops", m.ops);
+  }
 };
 
 struct SimulateDone {
   static constexpr MsgType kType = MsgType::kSimulateDone;
   double time_us = 0;
-  void encode(Writer& w) const;
-  static SimulateDone decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("time_us", m.time_us);
+  }
 };
 
 // An observer's request for the job's live state: who waits where (the wavefront).
 struct StatusQuery {
   static constexpr MsgType kType = MsgType::kStatusQuery;
-  void encode(Writer&) const {}
-  static StatusQuery decode(Reader&) { return {}; }
+  template <typename Self, typename Visit>
+  static void fields(Self&, Visit&) {}
 };
 
 // The state as JSON text, carried as the bulk so a large job is not bound by the fields limit.
 struct StatusReply {
   static constexpr MsgType kType = MsgType::kStatusReply;
-  void encode(Writer&) const {}
-  static StatusReply decode(Reader&) { return {}; }
+  template <typename Self, typename Visit>
+  static void fields(Self&, Visit&) {}
 };
 
 // Moves the rest of the conversation onto a control ring (control_ring.h) whose area's
@@ -437,8 +488,10 @@ struct StatusReply {
 struct OpenControlRing {
   static constexpr MsgType kType = MsgType::kOpenControlRing;
   uint64_t capacity = 0;  // bytes in each of the two rings
-  void encode(Writer& w) const;
-  static OpenControlRing decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("capacity", m.capacity);
+  }
 };
 
 // Bulk data larger than the receiver's chunk size (Hello::chunk_bytes) is streamed: the sender
@@ -452,8 +505,11 @@ struct PayloadChunk {
   static constexpr MsgType kType = MsgType::kPayloadChunk;
   uint64_t offset = 0;  // of this piece in the message's bulk data
   uint64_t total = 0;   // bytes of bulk data in the whole message, the last piece included
-  void encode(Writer& w) const;
-  static PayloadChunk decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("offset", m.offset);
+    v("total", m.total);
+  }
 };
 
 // What a rank's GPU did on the modeled clock: kernels, copies and collectives on each of its
@@ -462,6 +518,7 @@ struct PayloadChunk {
 // one slice. No reply.
 enum class ActivityKind : uint8_t { kKernel = 0, kCopy = 1, kCollective = 2, kStepBegin = 3, kStepEnd = 4 };
 constexpr uint8_t kNumActivityKinds = 5;
+constexpr uint32_t enum_count(ActivityKind) { return kNumActivityKinds; }
 const char* activity_kind_name(ActivityKind kind);
 
 // Also the record the rank's runtime hands its NCCL library, so it must stay plain data.
@@ -471,6 +528,15 @@ struct ActivitySlice {
   double end_us = 0;   // a step mark has end_us == start_us
   uint32_t count = 0;  // pieces of work merged into this slice
   ActivityKind kind = ActivityKind::kKernel;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("track", m.track);
+    v("start_us", m.start_us);
+    v("end_us", m.end_us);
+    v.check(m.end_us >= m.start_us, "end_us", "is before start_us");
+    v("count", m.count);
+    v("kind", m.kind);
+  }
 };
 
 struct RankActivity {
@@ -478,23 +544,27 @@ struct RankActivity {
   static constexpr size_t kMaxSlices = 16384;  // per frame, well inside kMaxFieldsBytes
   std::vector<ActivitySlice> slices;
   uint64_t dropped = 0;  // slices the rank could not keep since its last frame
-  void encode(Writer& w) const;
-  static RankActivity decode(Reader& r);
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("dropped", m.dropped);
+    v("slices", m.slices, kMaxSlices);
+  }
 };
 
 // Encodes a message's fixed fields.
 template <typename Msg>
 std::vector<uint8_t> encode_fields(const Msg& msg) {
   Writer w;
-  msg.encode(w);
+  Msg::fields(msg, w);
   return std::move(w.bytes());
 }
 
 // Decodes a message's fixed fields; they must be consumed exactly.
 template <typename Msg>
 Msg decode_fields(const uint8_t* fields, size_t size) {
-  Reader r(fields, size);
-  Msg msg = Msg::decode(r);
+  Reader r(fields, size, msg_type_name(Msg::kType));
+  Msg msg;
+  Msg::fields(msg, r);
   if (r.remaining() != 0 && !msg_has_foreign_version(msg))
     throw WireError(std::string(msg_type_name(Msg::kType)) + " frame has " + std::to_string(r.remaining()) +
                     " unexpected trailing bytes");

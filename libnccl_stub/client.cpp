@@ -13,6 +13,7 @@
 
 #include "env.h"
 #include "identity.h"
+#include "wire_codes.h"
 
 namespace fakegpu::stub {
 namespace {
@@ -435,8 +436,8 @@ void Client::read_frame() {
     if (!req) return;  // e.g. the error answer to a ShareSegment, which nobody waits for
     req->reply_type_ = header.type;
     if (header.type == wire::MsgType::kError) {
-      auto err = wire::decode_fields<wire::ErrorReply>(fields.data(), fields.size());
-      finish(*req, static_cast<ncclResult_t>(err.code), err.message);
+      const NcclError err = error_from_reply(wire::decode_fields<wire::ErrorReply>(fields.data(), fields.size()));
+      finish(*req, err.code(), err.what());
     } else if (!bulk_fits) {
       finish(*req, ncclInternalError, "coordinator sent " + std::to_string(at + bulk) + " bytes of data or more for a " +
                                           std::to_string(req->bulk_capacity_) + "-byte buffer");

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "endpoint.h"
 #include "wire.h"
@@ -12,6 +15,276 @@ template <typename Msg>
 Msg round_trip(const Msg& msg) {
   auto bytes = encode_fields(msg);
   return decode_fields<Msg>(bytes.data(), bytes.size());
+}
+
+// ---- Every member of every message -------------------------------------------------------
+// Each struct's members as a tuple, taken apart with a structured binding. The binding must
+// name every member, so a member added to a struct but not here does not compile; once here,
+// the test below makes it get a value and checks that the value travels.
+namespace fakegpu::wire {
+#define MEMBERS(Type, ...)                        \
+  static auto members(const Type& m) {            \
+    const auto& [__VA_ARGS__] = m;                \
+    return std::tie(__VA_ARGS__);                 \
+  }
+MEMBERS(Hello, a, b, c, d, e, f, g, h)
+MEMBERS(Welcome, a, b, c, d)
+MEMBERS(ErrorReply, a, b)
+MEMBERS(CommInit, a, b, c, d, e)
+MEMBERS(CommInitDone, a, b)
+MEMBERS(CommSplit, a, b, c, d, e)
+MEMBERS(CommSplitDone, a, b, c, d)
+MEMBERS(CommShrink, a, b, c, d, e)
+MEMBERS(CommRevoke, a, b)
+MEMBERS(CommDestroy, a, b)
+MEMBERS(BufferRef, a, b)
+MEMBERS(ShareSegment, a, b)
+MEMBERS(Collective, a, b, c, d, e, f, g, h, i, j, k, l, n, o)
+MEMBERS(CollectiveDone, a, b, c)
+MEMBERS(CommInfo, a, b, c)
+MEMBERS(InfoLine, a, b)
+MEMBERS(CommInfoReply, a, b, c, d, e, f, g)
+MEMBERS(SimOp, a, b, c, d, e)
+MEMBERS(Simulate, a)
+MEMBERS(SimulateDone, a)
+MEMBERS(OpenControlRing, a)
+MEMBERS(PayloadChunk, a, b)
+MEMBERS(ActivitySlice, a, b, c, d, e)
+MEMBERS(RankActivity, a, b)
+#undef MEMBERS
+// Messages without fields.
+static std::tuple<> members(const Ack&) { return {}; }
+static std::tuple<> members(const StatusQuery&) { return {}; }
+static std::tuple<> members(const StatusReply&) { return {}; }
+
+// Nested structs compare member by member, so lists of them compare too.
+static bool operator==(const BufferRef& a, const BufferRef& b) { return members(a) == members(b); }
+static bool operator==(const InfoLine& a, const InfoLine& b) { return members(a) == members(b); }
+static bool operator==(const SimOp& a, const SimOp& b) { return members(a) == members(b); }
+static bool operator==(const ActivitySlice& a, const ActivitySlice& b) { return members(a) == members(b); }
+}  // namespace fakegpu::wire
+
+namespace {
+
+template <typename Tuple, size_t... I>
+std::vector<bool> matches(const Tuple& a, const Tuple& b, std::index_sequence<I...>) {
+  return {(std::get<I>(a) == std::get<I>(b))...};
+}
+
+// Which members of a and b are equal, by index.
+template <typename T>
+std::vector<bool> equal_members(const T& a, const T& b) {
+  const auto ta = members(a);
+  const auto tb = members(b);
+  return matches(ta, tb, std::make_index_sequence<std::tuple_size_v<decltype(ta)>>());
+}
+
+// Fails for each member of value that still has its default value, but those listed.
+template <typename T>
+void expect_all_set(const T& value, const std::set<size_t>& may_be_default = {}) {
+  const std::vector<bool> like_default = equal_members(value, T{});
+  for (size_t i = 0; i < like_default.size(); ++i) {
+    if (!may_be_default.count(i)) {
+      EXPECT_FALSE(like_default[i]) << "member " << i << " is left at its default";
+    }
+  }
+}
+
+// Every member set, round trip, every member back.
+template <typename Msg>
+void expect_every_field_travels(const Msg& full, const std::set<size_t>& may_be_default = {}) {
+  SCOPED_TRACE(msg_type_name(Msg::kType));
+  expect_all_set(full, may_be_default);
+  const std::vector<bool> same = equal_members(round_trip(full), full);
+  for (size_t i = 0; i < same.size(); ++i) EXPECT_TRUE(same[i]) << "member " << i << " did not survive the round trip";
+}
+
+constexpr uint64_t kBig = 0x0123456789abcdefull;  // every byte different, past 32 bits
+
+Hello full_hello() {
+  Hello m;
+  // protocol_version stays ours: with another, nothing after it is read.
+  m.env_rank = 3;
+  m.env_world_size = 8;
+  m.pid = 4242;
+  m.hostname = "node-a";
+  m.role = ClientRole::kObserver;
+  m.token = "s3cret";
+  m.chunk_bytes = kBig;
+  return m;
+}
+
+CommInit full_comm_init() {
+  CommInit m;
+  for (size_t i = 0; i < kCommKeyBytes; ++i) m.key.bytes[i] = static_cast<uint8_t>(i * 7 + 1);
+  m.nranks = 8;
+  m.rank = 5;
+  m.cuda_device = 2;
+  m.comm_name = "tp";
+  return m;
+}
+
+Collective full_collective() {
+  Collective m;
+  m.comm_id = kBig;
+  m.rank = 6;
+  m.seq = kBig + 1;
+  m.coll = CollType::kReduceScatter;
+  m.dtype = 9;
+  m.op = 3;
+  m.root = -7;
+  m.count = kBig + 2;
+  m.scalar = kBig + 3;
+  m.send = {kBig + 4, kBig + 5};
+  m.recv = {kBig + 6, kBig + 7};
+  expect_all_set(m.send);
+  expect_all_set(m.recv);
+  m.flags = kNoPayload;
+  m.ready_us = 1234.5;
+  m.track = kBig + 8;
+  return m;
+}
+
+CommInfoReply full_comm_info_reply() {
+  CommInfoReply m;
+  m.nnodes = 2;
+  m.local_ranks = 8;
+  m.local_rank = 5;
+  m.bus_id = "0001:06:00.0";
+  m.lines = {{kSubsysGraph, "Ring 00 : 7 -> 0 -> 1"}};
+  expect_all_set(m.lines[0]);
+  m.graph_xml = "<graphs/>";
+  m.topology_xml = "<system/>";
+  return m;
+}
+
+Simulate full_simulate() {
+  Simulate m;
+  m.ops = {{kBig, 3, CollType::kSend, 2, kBig + 1}};
+  expect_all_set(m.ops[0]);
+  return m;
+}
+
+RankActivity full_rank_activity() {
+  RankActivity m;
+  m.slices = {{kBig, 1.5, 2.25, 4, ActivityKind::kStepEnd}};
+  expect_all_set(m.slices[0]);
+  m.dropped = kBig + 1;
+  return m;
+}
+
+// One message of the type with every field set. No default: -Wswitch names a type added to
+// wire.h and forgotten here.
+void expect_full_round_trip(MsgType type) {
+  switch (type) {
+    case MsgType::kHello: return expect_every_field_travels(full_hello(), {0});  // the version, see above
+    case MsgType::kWelcome: return expect_every_field_travels(Welcome{kProtocolVersion + 1, 16, kBig, "dev"});
+    case MsgType::kError: return expect_every_field_travels(ErrorReply{-5, "bad things"});
+    case MsgType::kCommInit: return expect_every_field_travels(full_comm_init());
+    case MsgType::kCommInitDone: return expect_every_field_travels(CommInitDone{kBig, 4});
+    case MsgType::kCommSplit: return expect_every_field_travels(CommSplit{kBig, 1, kBig + 1, -1, 17});
+    case MsgType::kCommSplitDone: return expect_every_field_travels(CommSplitDone{kBig, 4, 2, 9});
+    case MsgType::kCommDestroy: return expect_every_field_travels(CommDestroy{kBig, 3});
+    case MsgType::kAck: return expect_every_field_travels(Ack{});
+    case MsgType::kCollective: return expect_every_field_travels(full_collective());
+    case MsgType::kCollectiveDone: return expect_every_field_travels(CollectiveDone{kBig, 12.5, 300.25});
+    case MsgType::kShareSegment: return expect_every_field_travels(ShareSegment{kBig, kBig + 1});
+    case MsgType::kCommShrink: return expect_every_field_travels(CommShrink{kBig, 2, kBig + 1, 1, {3, -7}});
+    case MsgType::kCommRevoke: return expect_every_field_travels(CommRevoke{kBig, 1});
+    case MsgType::kCommInfo: return expect_every_field_travels(CommInfo{kBig, 3, kInfoLines | kTopologyXml});
+    case MsgType::kCommInfoReply: return expect_every_field_travels(full_comm_info_reply());
+    case MsgType::kSimulate: return expect_every_field_travels(full_simulate());
+    case MsgType::kSimulateDone: return expect_every_field_travels(SimulateDone{12.75});
+    case MsgType::kStatusQuery: return expect_every_field_travels(StatusQuery{});
+    case MsgType::kStatusReply: return expect_every_field_travels(StatusReply{});
+    case MsgType::kOpenControlRing: return expect_every_field_travels(OpenControlRing{kBig});
+    case MsgType::kPayloadChunk: return expect_every_field_travels(PayloadChunk{kBig, kBig + 1});
+    case MsgType::kRankActivity: return expect_every_field_travels(full_rank_activity());
+  }
+  ADD_FAILURE() << "no test message for type " << static_cast<int>(type);
+}
+
+// The decode error for msg's encoding with byte at set to value ("" when it decodes).
+template <typename Msg>
+std::string error_with_byte(const Msg& msg, size_t at, uint8_t value) {
+  auto bytes = encode_fields(msg);
+  bytes.at(at) = value;
+  try {
+    decode_fields<Msg>(bytes.data(), bytes.size());
+  } catch (const WireError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Where an enum field sits: the first byte at which two encodings differing only in it differ.
+template <typename Msg>
+size_t first_difference(const Msg& a, const Msg& b) {
+  const auto x = encode_fields(a);
+  const auto y = encode_fields(b);
+  return std::mismatch(x.begin(), x.end(), y.begin()).first - x.begin();
+}
+
+// Both the first value past the enum and the largest byte are refused, naming message and field.
+template <typename Msg>
+void expect_unknown_values_rejected(const Msg& msg, const Msg& other, uint32_t count, const std::string& field) {
+  SCOPED_TRACE(field);
+  const size_t at = first_difference(msg, other);
+  EXPECT_EQ(error_with_byte(msg, at, static_cast<uint8_t>(count - 1)), "");  // the last known value decodes
+  for (uint32_t bad : {count, 255u})
+    EXPECT_EQ(error_with_byte(msg, at, static_cast<uint8_t>(bad)),
+              std::string(msg_type_name(Msg::kType)) + " field " + field + " has unknown value " + std::to_string(bad));
+}
+
+}  // namespace
+
+TEST(Wire, EveryFieldOfEveryMessageRoundTrips) {
+  for (uint32_t t = static_cast<uint32_t>(MsgType::kHello); t <= static_cast<uint32_t>(kLastMsgType); ++t)
+    expect_full_round_trip(static_cast<MsgType>(t));
+}
+
+TEST(Wire, UnknownEnumValuesAreRejected) {
+  Hello observer = full_hello();
+  Hello rank = observer;
+  rank.role = ClientRole::kRank;
+  expect_unknown_values_rejected(observer, rank, enum_count(ClientRole{}), "role");
+
+  Collective broadcast = full_collective();
+  broadcast.coll = CollType::kBroadcast;
+  expect_unknown_values_rejected(broadcast, full_collective(), kNumCollTypes, "coll");
+
+  Simulate sim = full_simulate();
+  sim.ops.insert(sim.ops.begin(), sim.ops[0]);  // the second op is the one changed
+  Simulate other = sim;
+  other.ops[1].coll = CollType::kAllReduce;
+  expect_unknown_values_rejected(sim, other, kNumCollTypes, "ops[1].coll");
+
+  RankActivity activity = full_rank_activity();
+  RankActivity kernel = activity;
+  kernel.slices[0].kind = ActivityKind::kKernel;
+  expect_unknown_values_rejected(activity, kernel, kNumActivityKinds, "slices[0].kind");
+}
+
+TEST(Wire, ImpossibleValuesAreRejected) {
+  Collective c = full_collective();
+  c.ready_us = std::numeric_limits<double>::infinity();
+  auto bytes = encode_fields(c);
+  try {
+    decode_fields<Collective>(bytes.data(), bytes.size());
+    ADD_FAILURE() << "an infinite ready time was accepted";
+  } catch (const WireError& e) {
+    EXPECT_STREQ(e.what(), "Collective field ready_us is not a finite number");
+  }
+
+  RankActivity many;
+  many.slices.resize(RankActivity::kMaxSlices + 1);
+  bytes = encode_fields(many);
+  try {
+    decode_fields<RankActivity>(bytes.data(), bytes.size());
+    ADD_FAILURE() << "a RankActivity with too many slices was accepted";
+  } catch (const WireError& e) {
+    EXPECT_NE(std::string(e.what()).find("RankActivity field slices has 16385 items"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Wire, HeaderRoundTrip) {

@@ -273,85 +273,6 @@ void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, ui
   reply(id, request_id, w);
 }
 
-void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id) {
-  ++client.comm_inits;
-  const auto now = std::chrono::steady_clock::now();
-  note_post(client, Posted::kInit, 0, 0, now);
-  PendingInit& pending = pending_inits_[msg.key];
-  if (!pending.failure.empty()) {
-    reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
-    return;
-  }
-  const int world = cluster_.world_size();
-
-  // Problems in the job's setup are reported to every rank of the communicator, not just the
-  // one that noticed, so no rank is left waiting for a peer that will never complete.
-  std::string problem;
-  if (msg.nranks <= 0) {
-    problem = fmt::format("ncclCommInitRank: nranks must be > 0, rank {} passed {}", msg.rank, msg.nranks);
-  } else if (msg.nranks > world) {
-    problem = fmt::format("ncclCommInitRank: a communicator of {} ranks does not fit cluster '{}' from {}, "
-                          "which has a world size of {}", msg.nranks, cluster_.name, cluster_.source, world);
-  } else if (msg.rank < 0 || msg.rank >= msg.nranks) {
-    problem = fmt::format("ncclCommInitRank: rank {} is outside 0..{} for a communicator of {} ranks", msg.rank,
-                          msg.nranks - 1, msg.nranks);
-  } else if (client.hello.env_world_size >= 0 && client.hello.env_world_size != world) {
-    problem = fmt::format("the rank's environment says WORLD_SIZE={} but cluster '{}' from {} has {} ranks",
-                          client.hello.env_world_size, cluster_.name, cluster_.source, world);
-  } else if (client.hello.env_rank >= world) {
-    problem = fmt::format("the rank's environment says RANK={} but cluster '{}' from {} only has ranks 0..{}",
-                          client.hello.env_rank, cluster_.name, cluster_.source, world - 1);
-  } else if (pending.nranks != 0 && pending.nranks != msg.nranks) {
-    problem = fmt::format("ncclCommInitRank: ranks disagree on the communicator size: {} and {}", pending.nranks,
-                          msg.nranks);
-  } else if (pending.nranks != 0 && pending.arrivals[msg.rank]) {
-    problem = fmt::format("ncclCommInitRank: rank {} was claimed twice for one unique id, by {} and by {}", msg.rank,
-                          describe_client(pending.arrivals[msg.rank]->client), describe_client(id));
-  }
-
-  if (!problem.empty()) {
-    reply_error(id, request_id, Status::kInvalidUsage, problem);
-    fail_rendezvous(pending, Status::kInvalidUsage, problem);
-    return;
-  }
-  if (pending.nranks == 0) {
-    pending.nranks = msg.nranks;
-    pending.name = msg.comm_name;
-    pending.arrivals.resize(msg.nranks);
-  }
-  pending.arrivals[msg.rank] = InitArrival{id, request_id, msg.cuda_device, now};
-  if (pending.arrived == 0) pending.first_at = now;
-  if (++pending.arrived == pending.nranks) complete_init(msg.key, pending);
-}
-
-void Job::complete_init(const wire::CommKey& key, PendingInit& pending) {
-  Comm comm;
-  comm.id = next_comm_id_++;
-  comm.name = pending.name;
-  const bool spans_world = pending.nranks == cluster_.world_size();
-  for (int r = 0; r < pending.nranks; ++r) {
-    const InitArrival& a = *pending.arrivals[r];
-    Client& client = clients_[a.client];
-    Member m{a.client, -1, a.cuda_device, false};
-    if (spans_world) {
-      // The first communicator over the whole world defines identities the launcher did not give.
-      m.global_rank = r;
-      if (client.global_rank < 0) client.global_rank = r;
-    } else {
-      int from_this_client = std::count_if(pending.arrivals.begin(), pending.arrivals.end(),
-                                           [&](const auto& x) { return x->client == a.client; });
-      if (from_this_client == 1) m.global_rank = client.global_rank;
-    }
-    comm.members.push_back(m);
-  }
-  for (int r = 0; r < pending.nranks; ++r) {
-    const InitArrival& a = *pending.arrivals[r];
-    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank});
-  }
-  comms_.emplace(comm.id, std::move(comm));
-  pending_inits_.erase(key);
-}
-
 Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
                             const uint64_t* op_seq, bool allow_failed) {
   auto it = comms_.find(comm_id);
@@ -379,61 +300,6 @@ Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_
     return nullptr;
   }
   return &comm;
-}
-
-void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id) {
-  Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id);
-  if (!parent) return;
-  if (msg.color < 0 && msg.color != -1) {
-    reply_error(id, request_id, Status::kInvalidArgument,
-                fmt::format("ncclCommSplit: color {} is invalid: use a value >= 0 or NCCL_SPLIT_NOCOLOR", msg.color));
-    return;
-  }
-  const auto now = std::chrono::steady_clock::now();
-  note_post(clients_[id], Posted::kSplit, msg.parent_comm, msg.split_index, now);
-  PendingSplit& pending = pending_splits_[{msg.parent_comm, msg.split_index}];
-  if (pending.arrivals.empty()) pending.arrivals.resize(parent->members.size());
-  if (!pending.failure.empty()) {
-    reply_error(id, request_id, Status::kRemoteError, pending.failure);
-    return;
-  }
-  if (pending.arrivals[msg.rank]) {
-    reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommSplit: rank {} joined split {} twice",
-                                                                   msg.rank, msg.split_index));
-    return;
-  }
-  pending.arrivals[msg.rank] = SplitArrival{id, request_id, msg.color, msg.key, now};
-  if (pending.arrived == 0) pending.first_at = now;
-  if (++pending.arrived == static_cast<int>(parent->members.size())) {
-    complete_split(*parent, msg.split_index, pending);
-    pending_splits_.erase({msg.parent_comm, msg.split_index});
-  }
-}
-
-void Job::complete_split(Comm& parent, uint64_t split_index, PendingSplit& pending) {
-  // Group parent ranks by colour; within a colour order by (key, parent rank) as NCCL does.
-  std::map<int, std::vector<int>> by_color;
-  for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
-    if (pending.arrivals[r]->color >= 0) by_color[pending.arrivals[r]->color].push_back(r);
-  for (auto& [color, ranks] : by_color) {
-    std::stable_sort(ranks.begin(), ranks.end(),
-                     [&](int a, int b) { return pending.arrivals[a]->key < pending.arrivals[b]->key; });
-    Comm child;
-    child.id = next_comm_id_++;
-    child.parent = parent.id;
-    // The parent's n-th split and the colour: TP and DP groups split from one world stay apart.
-    child.name = fmt::format("{}/split{}.colour{}", parent.name.empty() ? std::to_string(parent.id) : parent.name,
-                             split_index, color);
-    for (int pr : ranks) child.members.push_back(parent.members[pr]);
-    for (int cr = 0; cr < static_cast<int>(ranks.size()); ++cr) {
-      const SplitArrival& a = *pending.arrivals[ranks[cr]];
-      reply(a.client, a.request_id,
-            wire::CommSplitDone{child.id, static_cast<int32_t>(ranks.size()), cr, child.members[cr].global_rank});
-    }
-    comms_.emplace(child.id, std::move(child));
-  }
-  for (auto& a : pending.arrivals)
-    if (a->color < 0) reply(a->client, a->request_id, wire::CommSplitDone{0, 0, -1, -1});
 }
 
 void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id) {
@@ -466,15 +332,6 @@ void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
   comm.p2p.clear();
 }
 
-void Job::fail_regrouping(Comm& comm, int rank, const std::string& why) {
-  for (auto& [key, split] : pending_splits_)
-    if (key.first == comm.id && split.failure.empty()) fail_rendezvous(split, Status::kRemoteError, why);
-  for (auto& [key, shrink] : pending_shrinks_)
-    if (key.first == comm.id && shrink.failure.empty() &&
-        !std::binary_search(shrink.excluded.begin(), shrink.excluded.end(), rank))
-      fail_rendezvous(shrink, Status::kRemoteError, why);
-}
-
 void Job::handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id) {
   Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id, nullptr, /*allow_failed=*/true);
   if (!comm) return;
@@ -482,75 +339,6 @@ void Job::handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t 
     comm->failure = fmt::format("communicator {} was revoked by rank {}", comm->id, msg.rank);
   fail_pending(*comm, Status::kRemoteError, comm->failure);
   reply(id, request_id, wire::Ack{});
-}
-
-void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id) {
-  // Shrinking is how survivors recover, so a failed parent is fine.
-  Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id, nullptr, /*allow_failed=*/true);
-  if (!parent) return;
-  const int n = static_cast<int>(parent->members.size());
-  std::vector<int> excluded(msg.excluded.begin(), msg.excluded.end());
-  std::sort(excluded.begin(), excluded.end());
-  std::string problem;
-  for (size_t i = 0; i < excluded.size() && problem.empty(); ++i) {
-    if (excluded[i] < 0 || excluded[i] >= n)
-      problem = fmt::format("ncclCommShrink: excluded rank {} is outside 0..{}", excluded[i], n - 1);
-    else if (i > 0 && excluded[i] == excluded[i - 1])
-      problem = fmt::format("ncclCommShrink: rank {} is excluded twice", excluded[i]);
-    else if (excluded[i] == msg.rank)
-      problem = fmt::format("ncclCommShrink: rank {} excludes itself; excluded ranks must not call it", msg.rank);
-  }
-  if (problem.empty() && static_cast<int>(excluded.size()) >= n)
-    problem = "ncclCommShrink: every rank would be excluded";
-  if (!problem.empty()) {
-    reply_error(id, request_id, Status::kInvalidArgument, problem);
-    return;
-  }
-  if (msg.flags & 1) {  // NCCL_SHRINK_ABORT: release survivors stuck in the parent's operations
-    std::string why = fmt::format("operation aborted by ncclCommShrink(NCCL_SHRINK_ABORT) on communicator {}", parent->id);
-    fail_pending(*parent, Status::kRemoteError, why);
-  }
-  const auto now = std::chrono::steady_clock::now();
-  note_post(clients_[id], Posted::kShrink, msg.parent_comm, msg.shrink_index, now);
-  PendingShrink& pending = pending_shrinks_[{msg.parent_comm, msg.shrink_index}];
-  if (pending.arrivals.empty()) {
-    pending.excluded = excluded;
-    pending.arrivals.resize(n);
-  }
-  if (!pending.failure.empty()) {
-    reply_error(id, request_id, Status::kRemoteError, pending.failure);
-    return;
-  }
-  if (pending.excluded != excluded) {
-    std::string why = fmt::format("ncclCommShrink: ranks disagree on who to exclude from communicator {}", parent->id);
-    reply_error(id, request_id, Status::kInvalidUsage, why);
-    fail_rendezvous(pending, Status::kInvalidUsage, why);
-    return;
-  }
-  if (pending.arrivals[msg.rank]) {
-    reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommShrink: rank {} joined twice", msg.rank));
-    return;
-  }
-  pending.arrivals[msg.rank] = SplitArrival{id, request_id, 0, 0, now};
-  if (pending.arrived == 0) pending.first_at = now;
-  if (++pending.arrived < n - static_cast<int>(excluded.size())) return;
-
-  Comm child;
-  child.id = next_comm_id_++;
-  child.parent = parent->id;
-  child.name = fmt::format("{}/shrink{}", parent->name.empty() ? std::to_string(parent->id) : parent->name,
-                           msg.shrink_index);
-  std::vector<int> kept;
-  for (int r = 0; r < n; ++r)
-    if (!std::binary_search(excluded.begin(), excluded.end(), r)) kept.push_back(r);
-  for (int r : kept) child.members.push_back(parent->members[r]);
-  for (int cr = 0; cr < static_cast<int>(kept.size()); ++cr) {
-    const SplitArrival& a = *pending.arrivals[kept[cr]];
-    reply(a.client, a.request_id,
-          wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank});
-  }
-  comms_.emplace(child.id, std::move(child));
-  pending_shrinks_.erase({msg.parent_comm, msg.shrink_index});
 }
 
 void Job::on_disconnect(ClientId id) {

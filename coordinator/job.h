@@ -21,12 +21,11 @@
 #include "data_plane.h"
 #include "executor.h"
 #include "link_timeline.h"
+#include "rendezvous.h"
 #include "trace.h"
 #include "wire.h"
 
 namespace fakegpu::coord {
-
-using ClientId = uint64_t;
 
 // A slice of a shared buffer, so one reduced result can go to every rank without a copy.
 struct Bulk {
@@ -199,41 +198,9 @@ class Job {
     bool unmodeled = false;                     // some rank's GPU is unknown
     double clock_us = 0;                        // modeled time at which its last operation ends
   };
-  // Inits, splits and shrinks are rendezvous too: their ranks wait for each other, can time out
-  // and deadlock, and show in the status like any operation.
-  struct InitArrival {
-    ClientId client = 0;
-    uint64_t request_id = 0;
-    int cuda_device = 0;
-    std::chrono::steady_clock::time_point at;
-  };
-  struct PendingInit {
-    int nranks = 0;
+  // An init's ranks meet by the key of their ncclUniqueId; the name is the communicator's.
+  struct PendingInit : Rendezvous {
     std::string name;
-    std::vector<std::optional<InitArrival>> arrivals;
-    int arrived = 0;
-    std::string failure;
-    std::chrono::steady_clock::time_point first_at, failed_at;
-  };
-  struct SplitArrival {
-    ClientId client = 0;
-    uint64_t request_id = 0;
-    int color = 0;
-    int key = 0;
-    std::chrono::steady_clock::time_point at;
-  };
-  struct PendingSplit {
-    std::vector<std::optional<SplitArrival>> arrivals;
-    int arrived = 0;
-    std::string failure;
-    std::chrono::steady_clock::time_point first_at, failed_at;
-  };
-  struct PendingShrink {
-    std::vector<int> excluded;  // sorted
-    std::vector<std::optional<SplitArrival>> arrivals;
-    int arrived = 0;
-    std::string failure;
-    std::chrono::steady_clock::time_point first_at, failed_at;
   };
   struct CollStats {
     uint64_t calls = 0;
@@ -302,8 +269,8 @@ class Job {
   void move_data(uint64_t bytes, Work work, Then then, Replyees to, const wire::Collective& call);
   void fail_moved(const Replyees& to, const wire::Collective& call, const std::string& why);
 
-  void complete_init(const wire::CommKey& key, PendingInit& pending);
-  void complete_split(Comm& parent, uint64_t split_index, PendingSplit& pending);
+  void complete_init(const wire::CommKey& key, const PendingInit& pending);
+  void complete_split(Comm& parent, uint64_t split_index, const Rendezvous& pending);
   void complete_op(Comm& comm, PendingOp& op);
   // Counts a rank's part in a completed operation: its size, and the modeled time its stream,
   // ready at ready_us, waited for the operation to start.
@@ -328,11 +295,11 @@ class Job {
   void fail_regrouping(Comm& comm, int rank, const std::string& why);
   // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init...
   static std::string init_label(const PendingInit& init);
-  // ...and "ncclCommSplit #0 of communicator 1" a split (or a shrink, `call` "ncclCommShrink").
-  static std::string regroup_label(const char* call, uint64_t index, uint64_t parent);
+  // ...and "ncclCommSplit #0 of communicator 1" a split (or a shrink, "ncclCommShrink").
+  static std::string regroup_label(Regroup kind, uint64_t index, uint64_t parent);
+  static std::string regroup_label(const RegroupKey& key) { return regroup_label(key.kind, key.index, key.parent); }
   // Fails a pending init, split or shrink: every rank that arrived gets `why`.
-  template <typename Pending>
-  void fail_rendezvous(Pending& pending, wire::Status code, const std::string& why);
+  void fail_rendezvous(Rendezvous& pending, wire::Status code, const std::string& why);
   // A coordinator serving job after job stays the same size: communicators whose ranks have all
   // left, ranks long gone and failed rendezvous are let go (job_retire.cpp).
   // Retires the communicator if every rank has destroyed it or gone: its report entry is kept
@@ -405,8 +372,7 @@ class Job {
   // with jobs. Never dropped: the timeline and the trace point into the models.
   std::map<std::vector<int>, std::shared_ptr<const planner::CommModel>> models_;
   std::map<wire::CommKey, PendingInit> pending_inits_;
-  std::map<std::pair<uint64_t, uint64_t>, PendingSplit> pending_splits_;
-  std::map<std::pair<uint64_t, uint64_t>, PendingShrink> pending_shrinks_;
+  std::map<RegroupKey, Rendezvous> regroupings_;  // splits and shrinks under way
   std::map<uint64_t, Comm> comms_;
   uint64_t next_comm_id_ = 1;
   uint64_t completed_ops_ = 0;
@@ -445,15 +411,6 @@ std::string describe_call(const wire::Collective& c);
 
 // The status as the lines an operator reads.
 std::string format_status(const nlohmann::json& status);
-
-template <typename Pending>
-void Job::fail_rendezvous(Pending& pending, wire::Status code, const std::string& why) {
-  pending.failure = why;
-  pending.failed_at = std::chrono::steady_clock::now();
-  for (auto& a : pending.arrivals)
-    if (a) reply_error(a->client, a->request_id, code, why);
-  // Arrivals stay, so a rank arriving late is told `failure` rather than taken for a repeat.
-}
 
 template <typename Msg>
 void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk) {

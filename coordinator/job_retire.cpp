@@ -21,11 +21,8 @@ void Job::retire_if_finished(uint64_t comm_id) {
     ++comms_not_listed_;
   }
   // Regroupings of it have nobody left to answer.
-  auto drop = [&](auto& pending) {
-    for (auto p = pending.begin(); p != pending.end();) p = p->first.first == comm_id ? pending.erase(p) : std::next(p);
-  };
-  drop(pending_splits_);
-  drop(pending_shrinks_);
+  for (auto p = regroupings_.begin(); p != regroupings_.end();)
+    p = p->first.parent == comm_id ? regroupings_.erase(p) : std::next(p);
   comms_.erase(it);
 }
 
@@ -38,8 +35,8 @@ void Job::forget_departed_clients() {
       for (const Member& m : comm.members)
         if (m.client == client) return true;
     for (const auto& [key, init] : pending_inits_)
-      for (const auto& a : init.arrivals)
-        if (a && a->client == client && init.failure.empty()) return true;
+      if (!init.failed() && init.any_arrival([&](const Rendezvous::Arrival& a) { return a.client == client; }))
+        return true;
     return false;
   };
   for (auto it = departed_.begin(); departed_.size() > keep && it != departed_.end();) {  // oldest first
@@ -58,11 +55,10 @@ void Job::forget_failed_rendezvous(std::chrono::steady_clock::time_point now) {
   const auto long_ago = now - rendezvous_timeout_;
   auto drop = [&](auto& pending) {
     for (auto p = pending.begin(); p != pending.end();)
-      p = !p->second.failure.empty() && p->second.failed_at < long_ago ? pending.erase(p) : std::next(p);
+      p = p->second.failed() && p->second.failed_at() < long_ago ? pending.erase(p) : std::next(p);
   };
   drop(pending_inits_);
-  drop(pending_splits_);
-  drop(pending_shrinks_);
+  drop(regroupings_);
 }
 
 }  // namespace fakegpu::coord

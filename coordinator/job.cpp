@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <utility>
 
@@ -16,17 +15,6 @@ namespace fakegpu::coord {
 using wire::Status;
 
 namespace {
-
-constexpr size_t kMaxReportedErrors = 100;
-
-std::string iso_time(std::chrono::system_clock::time_point t) {
-  std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 uint64_t default_max_buffer_bytes() {
   if (const char* v = std::getenv("FAKEGPU_COORDINATOR_MAX_BUFFER"); v && *v) {
@@ -132,18 +120,7 @@ uint64_t OutFrame::bulk_bytes() const {
 void Job::reply_error(ClientId client, uint64_t request_id, Status code, const std::string& message) {
   auto it = clients_.find(client);
   if (it != clients_.end()) ++it->second.errors;
-  // An error every rank of an operation gets is listed once, with the ranks.
-  // Once the list is full, new messages are not indexed either: the index stays as small.
-  auto seen = error_index_.find(message);
-  if (seen == error_index_.end() && errors_.size() < kMaxReportedErrors) {
-    seen = error_index_.emplace(message, errors_.size()).first;
-    errors_.push_back({message, {}});
-  }
-  if (seen != error_index_.end() && it != clients_.end() && it->second.global_rank >= 0) {
-    auto& ranks = errors_[seen->second].second;  // each rank once, however often it is told
-    if (std::find(ranks.begin(), ranks.end(), it->second.global_rank) == ranks.end())
-      ranks.push_back(it->second.global_rank);
-  }
+  stats_.count_error(message, it != clients_.end() ? it->second.global_rank : -1);
   reply(client, request_id, wire::ErrorReply{static_cast<int32_t>(code), message});
 }
 
@@ -375,164 +352,6 @@ void Job::on_disconnect(ClientId id) {
       }
   for (uint64_t comm_id : member_of) retire_if_finished(comm_id);
   forget_departed_clients();
-}
-
-namespace {
-
-// A communicator's rings (ranks in ring order, from rank 0) and trees (each rank's parent, -1
-// at a root), one per channel, as the model built them.
-nlohmann::json channels_json(const planner::CommModel& model) {
-  nlohmann::json rings = nlohmann::json::array(), trees = nlohmann::json::array();
-  for (const auto& ring : model.rings()) {
-    std::vector<int> order(ring);
-    std::rotate(order.begin(), std::find(order.begin(), order.end(), 0), order.end());
-    rings.push_back(order);
-  }
-  for (const auto& tree : model.trees()) {
-    std::vector<int> parents;
-    for (const auto& node : tree) parents.push_back(node.parent);
-    trees.push_back(parents);
-  }
-  // How its rank pairs are joined, as NCCL names the paths (NVL, PIX, PXB, PHB, SYS, NET).
-  std::map<std::string, uint64_t> paths;
-  const planner::Topology& topo = model.topology();
-  for (int a = 0; a < model.nranks(); ++a)
-    for (int b = a + 1; b < model.nranks(); ++b) ++paths[path_type_name(topo.path_type(model.gpu_of(a), model.gpu_of(b)))];
-  return {{"count", model.channels()}, {"rings", rings}, {"trees", trees}, {"path_types", paths}};
-}
-
-}  // namespace
-
-size_t Job::ranks_seen() const {
-  return std::count_if(clients_.begin(), clients_.end(),
-                       [](const auto& c) { return c.second.greeted && !c.second.observer; });
-}
-
-nlohmann::json Job::comm_entry(const Comm& comm) const {
-  using nlohmann::json;
-  json members = json::array();
-  for (const auto& m : comm.members) members.push_back(m.global_rank);
-  json entry = {{"id", comm.id}, {"name", comm.name}, {"nranks", comm.members.size()}, {"global_ranks", members},
-                {"collectives", comm.collectives}};
-  entry["parent"] = comm.parent ? json(comm.parent) : json(nullptr);
-  if (comm.model) entry["channels"] = channels_json(*comm.model);
-  // A rank leaving without ncclCommDestroy is normal at exit; it is only worth reporting when
-  // it cost a peer an operation.
-  if (comm.refused > 0) entry["failure"] = comm.first_failure.empty() ? comm.failure : comm.first_failure;
-  return entry;
-}
-
-nlohmann::json Job::report() const {
-  using nlohmann::json;
-  json j;
-  j["schema_version"] = 1;
-  j["world_size"] = cluster_.world_size();
-  j["coordinator"] = {{"version", FAKEGPU_VERSION},
-                      {"protocol_version", wire::kProtocolVersion},
-                      {"transport", server_.transport},
-                      {"address", server_.address},
-                      {"pid", static_cast<int>(getpid())},
-                      {"started_at", iso_time(started_)},
-                      {"ended_at", iso_time(std::chrono::system_clock::now())}};
-  json nodes = json::array();
-  for (const auto& n : cluster_.nodes) {
-    json gpus = json::array();
-    for (const auto* g : n.gpus) gpus.push_back(g->name);
-    nodes.push_back({{"id", n.id}, {"host", n.host}, {"ranks", n.ranks}, {"gpus", gpus}});
-  }
-  j["cluster"] = {{"name", cluster_.name}, {"config", server_.cluster_config_path}, {"nodes", nodes}};
-
-  json colls = json::object();
-  uint64_t total_calls = 0, total_bytes = 0;
-  double total_modeled = 0;
-  for (int type = 0; type < wire::kNumCollTypes; ++type) {
-    const CollStats& s = coll_stats_[type];
-    if (s.calls == 0) continue;
-    json algorithms = json::object();
-    for (int a = 0; a <= planner::kNumAlgos; ++a)
-      for (int p = 0; p < planner::kNumProtos; ++p)
-        if (s.algorithms[a][p])
-          algorithms[std::string(planner::algo_label(a - 1)) + "/" + planner::proto_name(p)] = s.algorithms[a][p];
-    if (s.unmodeled) algorithms["unmodeled: " + s.unmodeled_why] = s.unmodeled;
-    colls[wire::coll_type_name(static_cast<wire::CollType>(type))] =
-        {{"calls", s.calls}, {"bytes", s.bytes}, {"modeled_time_us", s.modeled_us}, {"algorithms", algorithms}};
-    total_calls += s.calls;
-    total_bytes += s.bytes;
-    total_modeled += s.modeled_us;
-  }
-  j["collectives"] = colls;
-  j["totals"] = {{"collective_calls", total_calls},
-                 {"bytes", total_bytes},
-                 {"modeled_time_us", total_modeled},
-                 {"modeled_makespan_us", timeline_.makespan_us()}};
-  json kinds = json::array();
-  for (const auto& [key, kind] : op_kinds_) {
-    const planner::Estimate& e = kind.estimate;
-    kinds.push_back({{"communicator", key.comm},
-                     {"collective", wire::coll_type_name(key.coll)},
-                     {"bytes", key.bytes},
-                     {"calls", kind.calls},
-                     {"algorithm", e.algo_label()},
-                     {"protocol", planner::proto_name(e.proto)},
-                     {"channels", e.channels},
-                     {"modeled_time_us", e.time_us},
-                     {"algbw_gbs", e.algbw_gbs},
-                     {"busbw_gbs", e.busbw_gbs}});
-    if (*key.path) kinds.back()["path"] = key.path;
-  }
-  j["operations"] = kinds;
-  if (unlisted_op_calls_) j["operations_unlisted_calls"] = unlisted_op_calls_;
-  j["links"] = timeline_.report();
-  j["node_pairs"] = timeline_.node_pairs();
-  j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
-                     {"socket_bytes", socket_bytes_},
-                     {"payload_free_bytes", skipped_bytes_},
-                     {"segments_mapped", segments_mapped_},
-                     {"control_ring_clients", control_ring_clients_},
-                     {"payload_chunks_in", payload_chunks_in_},
-                     {"payload_chunks_out", payload_chunks_out_}};
-
-  json ranks = json::array();
-  for (const auto& [id, c] : clients_) {
-    if (!c.greeted || c.observer) continue;
-    ranks.push_back({{"global_rank", c.global_rank},
-                     {"pid", c.hello.pid},
-                     {"host", c.hello.hostname},
-                     {"comm_inits", c.comm_inits},
-                     {"collectives", c.collectives},
-                     {"errors", c.errors},
-                     {"bytes", c.bytes},
-                     {"wait_us", c.wait_us},
-                     {"modeled_wait_us", c.modeled_wait_us},
-                     {"timeouts", c.timeouts},
-                     {"last_operation", c.last_posted == Posted::kNothing ? nlohmann::json(nullptr)
-                                                                          : nlohmann::json(last_post(c))}});
-  }
-  std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
-    return a["global_rank"].get<int>() < b["global_rank"].get<int>();
-  });
-  j["ranks"] = ranks;
-  if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
-
-  json comms = json::array();
-  for (const json& entry : retired_comms_) comms.push_back(entry);
-  for (const auto& [id, comm] : comms_) comms.push_back(comm_entry(comm));
-  std::stable_sort(comms.begin(), comms.end(),
-                   [](const json& a, const json& b) { return a["id"].get<uint64_t>() < b["id"].get<uint64_t>(); });
-  j["communicators"] = comms;
-  if (comms_not_listed_) j["communicators_not_listed"] = comms_not_listed_;
-  if (ranks_not_listed_) j["ranks_not_listed"] = ranks_not_listed_;
-  json errors = json::array();
-  for (const auto& [message, ranks] : errors_)
-    errors.push_back(ranks.empty() ? message : fmt::format("{} (sent to {})", message, plural_ranks(ranks)));
-  j["errors"] = errors;
-  uint64_t rank_timeouts = 0;
-  for (const auto& [id, c] : clients_) rank_timeouts += c.timeouts;
-  j["diagnoses"] = {{"mismatches", mismatches_},
-                    {"deadlocks", deadlocks_},
-                    {"timeouts", rendezvous_timeouts_},
-                    {"rank_timeouts", rank_timeouts}};
-  return j;
 }
 
 }  // namespace fakegpu::coord

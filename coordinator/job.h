@@ -20,6 +20,7 @@
 #include "comm_model.h"
 #include "data_plane.h"
 #include "executor.h"
+#include "job_stats.h"
 #include "link_timeline.h"
 #include "rendezvous.h"
 #include "trace.h"
@@ -78,11 +79,11 @@ class Job {
   // Until a client has said a valid Hello it may only send small frames.
   bool greeted(ClientId client) const;
   // The transport moved this client's frames onto a control ring in shared memory.
-  void on_control_ring(ClientId) { ++control_ring_clients_; }
+  void on_control_ring(ClientId) { ++stats_.data.control_ring_clients; }
   // PayloadChunk frames that came in, or went out, for the report.
   void count_payload_chunks(uint64_t in, uint64_t out) {
-    payload_chunks_in_ += in;
-    payload_chunks_out_ += out;
+    stats_.data.payload_chunks_in += in;
+    stats_.data.payload_chunks_out += out;
   }
   // Where operations that move at least kAsyncDataBytes run (the server's own thread); by
   // default, and for smaller ones always, on the calling thread.
@@ -202,32 +203,6 @@ class Job {
   struct PendingInit : Rendezvous {
     std::string name;
   };
-  struct CollStats {
-    uint64_t calls = 0;
-    uint64_t bytes = 0;
-    double modeled_us = 0;
-    // Calls per (algorithm + 1, protocol); index 0 holds point-to-point patterns.
-    uint64_t algorithms[planner::kNumAlgos + 1][planner::kNumProtos] = {};
-    uint64_t unmodeled = 0;      // calls the model could not price...
-    std::string unmodeled_why;   // ...and why, the first time
-  };
-  // One kind of operation as the model priced it: a communicator's calls of one collective
-  // and size share a plan.
-  struct OpKey {
-    uint64_t comm;
-    wire::CollType coll;
-    uint64_t bytes;
-    const char* path;  // a Send's: "NVLink", "PCIe" or "network"; "" for collectives
-    bool operator<(const OpKey& o) const {
-      return std::tie(comm, coll, bytes) < std::tie(o.comm, o.coll, o.bytes) ||
-             (std::tie(comm, coll, bytes) == std::tie(o.comm, o.coll, o.bytes) && std::strcmp(path, o.path) < 0);
-    }
-  };
-  struct OpStats {
-    uint64_t calls = 0;
-    planner::Estimate estimate;  // of one call
-  };
-  static constexpr size_t kMaxOpKinds = 256;  // the report lists at most this many kinds
   // One operation (or init, split, shrink) a rank has joined and that still waits for others.
   struct Wait {
     uint64_t comm = 0;  // whose ranks `missing` counts; 0 for an init, whose communicator is not made yet
@@ -344,7 +319,6 @@ class Job {
   // Prints the status as text on the coordinator's stderr (on a timeout or a deadlock).
   void print_wavefront(std::chrono::steady_clock::time_point now) const;
   void handle_status_query(ClientId id, uint64_t request_id);
-  void count_mismatch(const char* kind);
 
   template <typename Msg>
   void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
@@ -376,24 +350,9 @@ class Job {
   std::map<uint64_t, Comm> comms_;
   uint64_t next_comm_id_ = 1;
   uint64_t completed_ops_ = 0;
-  CollStats coll_stats_[wire::kNumCollTypes];  // by CollType
-  std::map<OpKey, OpStats> op_kinds_;
-  uint64_t unlisted_op_calls_ = 0;  // calls of kinds beyond kMaxOpKinds
+  JobStats stats_;
   LinkTimeline timeline_;
   Trace trace_;
-  // How the data moved: read and written in place in shared segments, or carried in frames.
-  uint64_t shared_bytes_ = 0;
-  uint64_t control_ring_clients_ = 0;
-  uint64_t payload_chunks_in_ = 0, payload_chunks_out_ = 0;
-  uint64_t socket_bytes_ = 0;
-  uint64_t skipped_bytes_ = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
-  uint64_t segments_mapped_ = 0;
-  // The first few distinct errors, for the report, each with the ranks it was sent to.
-  std::vector<std::pair<std::string, std::vector<int>>> errors_;
-  std::map<std::string, size_t> error_index_;
-  uint64_t rendezvous_timeouts_ = 0;  // operations failed by the rendezvous timeout
-  std::map<std::string, uint64_t> mismatches_;  // by flight recorder class
-  std::vector<std::string> deadlocks_;          // each one's diagnosis
   Executor executor_;           // the pool, used only from the data plane's thread
   Executor serial_executor_{1};  // no pool: for small operations on the calling thread
   InlineDataPlane inline_plane_;

@@ -19,7 +19,6 @@ constexpr size_t kMaxListedComms = 64;    // the status lists at most this many 
 constexpr size_t kMaxListedWaits = 16;    // ...waiting operations per communicator...
 constexpr size_t kMaxListedMissing = 16;  // ...missing ranks per operation...
 constexpr size_t kMaxListedRanks = 256;   // ...and ranks
-constexpr size_t kMaxReportedDeadlocks = 100;
 
 double seconds_since(Clock::time_point then, Clock::time_point now) {
   return std::chrono::duration<double>(now - then).count();
@@ -186,7 +185,7 @@ void Job::break_deadlock(const std::vector<ClientId>& ranks, const std::map<Clie
                                 deadlock_timeout_.count() / 1000.0, who);
   print_wavefront(now);
   fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
-  if (deadlocks_.size() < kMaxReportedDeadlocks) deadlocks_.push_back(why);
+  stats_.record_deadlock(why);
   const std::set<ClientId> stuck(ranks.begin(), ranks.end());
   for (uint64_t comm_id : comms) {
     Comm& comm = comms_.at(comm_id);
@@ -235,7 +234,7 @@ void Job::check_regroup_timeouts(Clock::time_point now, const std::map<ClientId,
     std::string why = fmt::format("rendezvous timeout after {:.0f} s in {}: {} waited for the others{}", seconds, what,
                                   plural_ranks(arrived), missing);
     announce(why);
-    ++rendezvous_timeouts_;
+    stats_.count_timeout();
     fail_rendezvous(pending, Status::kRemoteError, why);
   };
   for (auto& [key, init] : pending_inits_) {
@@ -289,7 +288,7 @@ void Job::check_timeouts(Clock::time_point now) {
                                     seconds, comm.id, seq, describe_call(op.first), plural_ranks(arrived), missing);
       announce(why);
       for (int r : arrived) ++clients_[comm.members[r].client].timeouts;
-      ++rendezvous_timeouts_;
+      stats_.count_timeout();
       fail_op(comm, op, Status::kRemoteError, why);
     }
     for (auto it = comm.p2p.begin(); it != comm.p2p.end();) {
@@ -307,7 +306,7 @@ void Job::check_timeouts(Clock::time_point now) {
                                     "the Send matching its Recv", pair_seq, src, dst, whereabouts(comm, absent, all, now));
       announce(why);
       ++clients_[comm.members[waiting].client].timeouts;
-      ++rendezvous_timeouts_;
+      stats_.count_timeout();
       ++comm.refused;
       reply_error(comm.members[waiting].client, sender_waits ? p.send_request : p.recv_request, Status::kRemoteError, why);
       it = comm.p2p.erase(it);  // a late peer starts a fresh wait, and times out naming this rank
@@ -422,7 +421,7 @@ nlohmann::json Job::status(Clock::time_point now) const {
           {"rendezvous", rendezvous},
           {"ranks_never_connected", never},
           {"ranks", ranks},
-          {"deadlocks", deadlocks_}};
+          {"deadlocks", stats_.deadlocks()}};
 }
 
 std::string format_status(const nlohmann::json& s) {

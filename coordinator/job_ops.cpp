@@ -47,7 +47,6 @@ std::string describe_call(const wire::Collective& c) {
   return s + ")";
 }
 
-void Job::count_mismatch(const char* kind) { ++mismatches_[kind]; }
 
 Job::Mapping::~Mapping() { munmap(base_, size_); }
 
@@ -63,7 +62,7 @@ void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, in
     return;
   }
   client.segments[msg.segment] = std::make_shared<const Mapping>(static_cast<uint8_t*>(base), msg.size);
-  ++segments_mapped_;
+  ++stats_.data.segments_mapped;
 }
 
 uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep) {
@@ -112,7 +111,7 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
   RankData rank;
   rank.scalar = msg.scalar;
   if (payload_free(msg)) {
-    skipped_bytes_ += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
+    stats_.data.skipped_bytes += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
   } else {
     try {
       if (msg.send.shared() && send_bytes) rank.in = resolve(client, msg.send, send_bytes, &rank.in_segment);
@@ -125,8 +124,8 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
       rank.body = std::move(data);
       rank.in = rank.body->data() + bulk_offset;
     }
-    (msg.send.shared() ? shared_bytes_ : socket_bytes_) += send_bytes;
-    (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
+    (msg.send.shared() ? stats_.data.shared_bytes : stats_.data.socket_bytes) += send_bytes;
+    (msg.recv.shared() ? stats_.data.shared_bytes : stats_.data.socket_bytes) += recv_bytes;
   }
   ++client.collectives;
   // One clock reading per arrival: for where-is-it diagnoses, wait times and timeouts.
@@ -174,7 +173,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
   if (!op.failure.empty()) {
     reply_error(id, request_id, op.failure_code, op.failure);
   } else if (const char* kind = mismatch_class(op.first, msg)) {
-    count_mismatch(kind);
+    stats_.count_mismatch(kind);
     std::string why = fmt::format("{}: collective mismatch on communicator {} at operation {}:", kind, comm.id, msg.seq);
     for (int r = 0; r < nranks; ++r)
       if (op.request_ids[r]) why += fmt::format(" rank {} called {};", r, op.calls[r]);
@@ -325,7 +324,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
                      : p.send.flags != p.recv.flags ? "COLLECTIVE_STATE_MISMATCH"
                                                     : nullptr;
   if (kind) {
-    count_mismatch(kind);
+    stats_.count_mismatch(kind);
     std::string why = fmt::format("{}: send/recv mismatch on communicator {}, message {} from rank {} to rank {}: "
                                   "rank {} called {}, rank {} called {}",
                                   kind, comm.id, msg.seq, src, dst, src, describe_call(p.send), dst, describe_call(p.recv));
@@ -368,7 +367,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
 }
 
 void Job::fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank) {
-  count_mismatch("COLLECTIVE_STATE_MISMATCH");
+  stats_.count_mismatch("COLLECTIVE_STATE_MISMATCH");
   fail_op(comm, op, Status::kInvalidUsage,
           fmt::format("COLLECTIVE_STATE_MISMATCH on communicator {} at operation {} ({}): rank {} ({}) destroyed the "
                       "communicator instead of joining it",

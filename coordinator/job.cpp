@@ -250,14 +250,14 @@ void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, ui
   reply(id, request_id, w);
 }
 
-Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
+Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
                             const uint64_t* op_seq, bool allow_failed) {
-  auto it = comms_.find(comm_id);
-  if (it == comms_.end()) {
+  Comm* found = comms_.find(comm_id);
+  if (!found) {
     reply_error(client, request_id, Status::kInvalidUsage, fmt::format("unknown communicator {}", comm_id));
     return nullptr;
   }
-  Comm& comm = it->second;
+  Comm& comm = *found;
   if (rank < 0 || rank >= static_cast<int>(comm.members.size()) || comm.members[rank].client != client) {
     reply_error(client, request_id, Status::kInvalidUsage,
                 fmt::format("{} is not rank {} of communicator {}", describe_client(client), rank, comm_id));
@@ -280,15 +280,15 @@ Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_
 }
 
 void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id) {
-  auto it = comms_.find(msg.comm_id);
-  if (it == comms_.end() || msg.rank < 0 || msg.rank >= static_cast<int>(it->second.members.size()) ||
-      it->second.members[msg.rank].client != id) {
+  Comm* found = comms_.find(msg.comm_id);
+  if (!found || msg.rank < 0 || msg.rank >= static_cast<int>(found->members.size()) ||
+      found->members[msg.rank].client != id) {
     reply_error(id, request_id, Status::kInvalidUsage,
                 fmt::format("ncclCommDestroy: {} is not rank {} of communicator {}", describe_client(id), msg.rank,
                             msg.comm_id));
     return;
   }
-  Comm& comm = it->second;
+  Comm& comm = *found;
   comm.members[msg.rank].destroyed = true;
   reply(id, request_id, wire::Ack{});
   // Operations its peers already posted can never complete: tell them now rather than at the timeout.
@@ -343,14 +343,7 @@ void Job::on_disconnect(ClientId id) {
       fail_regrouping(comm, static_cast<int>(r), why);  // even on a failed comm: survivors may be regrouping
     }
   }
-  std::vector<uint64_t> member_of;
-  for (const auto& [comm_id, comm] : comms_)
-    for (const Member& m : comm.members)
-      if (m.client == id) {
-        member_of.push_back(comm_id);
-        break;
-      }
-  for (uint64_t comm_id : member_of) retire_if_finished(comm_id);
+  for (uint64_t comm_id : comms_.comms_of(id)) retire_if_finished(comm_id);
   forget_departed_clients();
 }
 

@@ -3,6 +3,7 @@
 // an Outbox, so tests can drive it directly.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include "cluster_config.h"
+#include "comm.h"
+#include "comm_registry.h"
 #include "comm_model.h"
 #include "data_plane.h"
 #include "executor.h"
@@ -108,23 +111,9 @@ class Job {
   nlohmann::json status(std::chrono::steady_clock::time_point now) const;
 
  private:
-  // A rank's device-memory segment, mapped into the coordinator once.
-  class Mapping {
-   public:
-    Mapping(uint8_t* base, size_t size) : base_(base), size_(size) {}
-    ~Mapping();
-    Mapping(const Mapping&) = delete;
-    Mapping& operator=(const Mapping&) = delete;
-    uint8_t* base() const { return base_; }
-    size_t size() const { return size_; }
-
-   private:
-    uint8_t* base_;
-    size_t size_;
-  };
   enum class Posted : uint8_t { kNothing, kCollective, kInit, kSplit, kShrink };
   struct Client {
-    std::map<uint64_t, std::shared_ptr<const Mapping>> segments;
+    std::map<uint64_t, std::shared_ptr<const SegmentMapping>> segments;
     std::map<uint64_t, std::string> segment_errors;  // why a segment could not be mapped
     bool greeted = false;
     bool observer = false;  // a status query, not a rank: left out of the report
@@ -148,57 +137,6 @@ class Job {
     uint64_t activity_dropped = 0;  // slices lost on the rank, or beyond kMaxActivity here
   };
   static constexpr size_t kMaxActivity = size_t{1} << 18;  // slices kept per rank
-  struct Member {
-    ClientId client = 0;
-    int global_rank = -1;
-    int cuda_device = 0;
-    bool destroyed = false;
-  };
-  // One rank's side of an operation: where its data comes from and where its result goes.
-  struct RankData {
-    const uint8_t* in = nullptr;  // in its shared segment, or in `body`
-    uint8_t* out = nullptr;       // in its shared segment; null when the reply carries the result
-    std::shared_ptr<std::vector<uint8_t>> body;  // the frame holding socket-path data
-    uint64_t scalar = 0;          // PreMulSum
-    // The segments `in` and `out` point into, kept mapped while the data plane works on them,
-    // even when the rank disconnects meanwhile.
-    std::shared_ptr<const Mapping> in_segment, out_segment;
-  };
-  struct PendingOp {
-    wire::Collective first;  // the call every other rank must match
-    std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
-    std::vector<std::string> calls;     // per rank, for mismatch messages
-    std::vector<std::chrono::steady_clock::time_point> arrived_at;  // per rank
-    std::chrono::steady_clock::time_point first_at;                 // first rank's arrival
-    std::vector<RankData> ranks;
-    int arrived = 0;
-    std::string failure;
-    wire::Status failure_code = wire::Status::kSuccess;
-    double ready_us = -1;  // when the last rank's stream reached it on the modeled clock
-    std::vector<double> readies;   // per rank: when its stream reached it (-1: unknown)
-    std::vector<uint64_t> tracks;  // per rank: the stream it is on (wire::Collective::track)
-  };
-  struct PendingP2P {
-    wire::Collective send, recv;  // what each side called
-    uint64_t send_request = 0, recv_request = 0;
-    std::chrono::steady_clock::time_point first_at;  // when the first side arrived
-    RankData sender, receiver;
-  };
-  struct Comm {
-    uint64_t id = 0;
-    uint64_t parent = 0;
-    std::string name;
-    std::vector<Member> members;  // indexed by comm rank
-    std::map<uint64_t, PendingOp> ops;  // by sequence number
-    std::map<std::tuple<int, int, uint64_t>, PendingP2P> p2p;  // by (sender, receiver, pair sequence)
-    std::string failure;  // set once the comm can no longer make progress
-    std::string first_failure;  // the first operation that failed, when before `failure`: the root cause
-    uint64_t refused = 0;  // requests failed because of it
-    uint64_t collectives = 0;
-    std::shared_ptr<const planner::CommModel> model;  // found or built at its first collective
-    bool unmodeled = false;                     // some rank's GPU is unknown
-    double clock_us = 0;                        // modeled time at which its last operation ends
-  };
   // An init's ranks meet by the key of their ncclUniqueId; the name is the communicator's.
   struct PendingInit : Rendezvous {
     std::string name;
@@ -235,7 +173,7 @@ class Job {
                   std::chrono::steady_clock::time_point now);
   // Points into one of the client's shared segments, which `keep` then holds; throws RefError
   // when the range is not there.
-  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep);
+  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const SegmentMapping>* keep);
   // The ranks an operation answers: (client, request id) each.
   using Replyees = std::vector<std::pair<ClientId, uint64_t>>;
   // Moves an operation's data, work(Executor&), on the data plane (small ones on the calling
@@ -338,17 +276,14 @@ class Job {
   uint64_t ranks_not_listed_ = 0;       // departed clients dropped
   // Enough for every rank of one job (the world size, at least kMaxDepartedClients).
   static constexpr size_t kMaxDepartedClients = 256;
-  std::deque<nlohmann::json> retired_comms_;  // report entries of communicators all ranks left
-  uint64_t comms_not_listed_ = 0;
-  // Enough for one job's communicators (twice the world size, at least kMaxRetiredComms).
-  static constexpr size_t kMaxRetiredComms = 256;
   // Communicators over the same GPUs share one model: memory grows with distinct GPU sets, not
   // with jobs. Never dropped: the timeline and the trace point into the models.
   std::map<std::vector<int>, std::shared_ptr<const planner::CommModel>> models_;
   std::map<wire::CommKey, PendingInit> pending_inits_;
   std::map<RegroupKey, Rendezvous> regroupings_;  // splits and shrinks under way
-  std::map<uint64_t, Comm> comms_;
-  uint64_t next_comm_id_ = 1;
+  // Enough retired communicators for one job's (twice the world size, at least kMaxRetiredComms).
+  static constexpr size_t kMaxRetiredComms = 256;
+  CommRegistry comms_{std::max<size_t>(kMaxRetiredComms, 2 * size_t(cluster_.world_size()))};
   uint64_t completed_ops_ = 0;
   JobStats stats_;
   LinkTimeline timeline_;

@@ -47,8 +47,7 @@ std::string describe_call(const wire::Collective& c) {
   return s + ")";
 }
 
-
-Job::Mapping::~Mapping() { munmap(base_, size_); }
+SegmentMapping::~SegmentMapping() { munmap(base_, size_); }
 
 void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd) {
   if (fd < 0) {
@@ -61,11 +60,11 @@ void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, in
     client.segment_errors[msg.segment] = fmt::format("mmap of {} bytes failed: {}", msg.size, std::strerror(errno));
     return;
   }
-  client.segments[msg.segment] = std::make_shared<const Mapping>(static_cast<uint8_t*>(base), msg.size);
+  client.segments[msg.segment] = std::make_shared<const SegmentMapping>(static_cast<uint8_t*>(base), msg.size);
   ++stats_.data.segments_mapped;
 }
 
-uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep) {
+uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const SegmentMapping>* keep) {
   auto it = client.segments.find(ref.segment);
   if (it == client.segments.end()) {
     auto err = client.segment_errors.find(ref.segment);

@@ -59,8 +59,7 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
 }
 
 void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
-  Comm comm;
-  comm.id = next_comm_id_++;
+  Comm& comm = comms_.create();
   comm.name = pending.name;
   const bool spans_world = pending.nranks() == cluster_.world_size();
   for (int r = 0; r < pending.nranks(); ++r) {
@@ -82,7 +81,6 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
     const Rendezvous::Arrival& a = pending.arrival(r);
     reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank});
   }
-  comms_.emplace(comm.id, std::move(comm));
   pending_inits_.erase(key);
 }
 
@@ -122,8 +120,7 @@ void Job::complete_split(Comm& parent, uint64_t split_index, const Rendezvous& p
   for (auto& [color, ranks] : by_color) {
     std::stable_sort(ranks.begin(), ranks.end(),
                      [&](int a, int b) { return pending.arrival(a).key < pending.arrival(b).key; });
-    Comm child;
-    child.id = next_comm_id_++;
+    Comm& child = comms_.create();
     child.parent = parent.id;
     // The parent's n-th split and the colour: TP and DP groups split from one world stay apart.
     child.name = fmt::format("{}/split{}.colour{}", parent.name.empty() ? std::to_string(parent.id) : parent.name,
@@ -134,7 +131,6 @@ void Job::complete_split(Comm& parent, uint64_t split_index, const Rendezvous& p
       reply(a.client, a.request_id,
             wire::CommSplitDone{child.id, static_cast<int32_t>(ranks.size()), cr, child.members[cr].global_rank});
     }
-    comms_.emplace(child.id, std::move(child));
   }
   for (const auto& a : pending.arrivals())
     if (a->color < 0) reply(a->client, a->request_id, wire::CommSplitDone{0, 0, -1, -1});
@@ -194,8 +190,7 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
   }
   if (!pending.arrive(msg.rank, {id, request_id, now})) return;
 
-  Comm child;
-  child.id = next_comm_id_++;
+  Comm& child = comms_.create();
   child.parent = parent->id;
   child.name = fmt::format("{}/shrink{}", parent->name.empty() ? std::to_string(parent->id) : parent->name,
                            msg.shrink_index);
@@ -208,7 +203,6 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
     reply(a.client, a.request_id,
           wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank});
   }
-  comms_.emplace(child.id, std::move(child));
   regroupings_.erase(key);
 }
 

@@ -113,12 +113,12 @@ nlohmann::json Job::report() const {
   if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
 
   json comms = json::array();
-  for (const json& entry : retired_comms_) comms.push_back(entry);
+  for (const json& entry : comms_.retired()) comms.push_back(entry);
   for (const auto& [id, comm] : comms_) comms.push_back(comm_entry(comm));
   std::stable_sort(comms.begin(), comms.end(),
                    [](const json& a, const json& b) { return a["id"].get<uint64_t>() < b["id"].get<uint64_t>(); });
   j["communicators"] = comms;
-  if (comms_not_listed_) j["communicators_not_listed"] = comms_not_listed_;
+  if (comms_.not_listed()) j["communicators_not_listed"] = comms_.not_listed();
   if (ranks_not_listed_) j["ranks_not_listed"] = ranks_not_listed_;
   uint64_t rank_timeouts = 0;
   for (const auto& [id, c] : clients_) rank_timeouts += c.timeouts;

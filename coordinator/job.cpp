@@ -297,18 +297,6 @@ void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_
   retire_if_finished(msg.comm_id);
 }
 
-void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
-  for (auto& [seq, op] : comm.ops)
-    if (op.failure.empty()) fail_op(comm, op, code, why);
-  for (auto& [key, p2p] : comm.p2p) {
-    ++comm.refused;
-    auto [src, dst, pair_seq] = key;
-    if (p2p.send_request) reply_error(comm.members[src].client, p2p.send_request, code, why);
-    if (p2p.recv_request) reply_error(comm.members[dst].client, p2p.recv_request, code, why);
-  }
-  comm.p2p.clear();
-}
-
 void Job::handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id) {
   Comm* comm = member_comm(id, msg.comm_id, msg.rank, request_id, nullptr, /*allow_failed=*/true);
   if (!comm) return;

@@ -1,19 +1,18 @@
 // The coordinator's view of one job: connected ranks, communicators, and the operations in
 // flight on them. Pure logic, no sockets: frames come in through on_frame and go out through
-// an Outbox, so tests can drive it directly.
+// an Outbox, so tests can drive it directly. Job is the façade; the communicators
+// (CommRegistry), the rendezvous that make them (Rendezvous) and the report's counters
+// (JobStats) are its parts, and its member functions are spread over job_*.cpp by concern.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <tuple>
 #include <string>
 #include <vector>
 
@@ -151,18 +150,38 @@ class Job {
 
   // Handlers get the decoded fixed fields; a collective also gets the whole body, whose bulk
   // part (after bulk_offset) holds the rank's data.
+
+  // ---- Frames, clients and replies (job.cpp)
   void handle_hello(ClientId id, Client& client, const wire::Hello& msg, uint64_t request_id);
+  void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
+  void handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id);
+  // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
+  // and returns nullptr otherwise. op_seq names the collective being joined, if any.
+  Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
+                    const uint64_t* op_seq = nullptr, bool allow_failed = false);
+  std::string too_big(uint64_t bytes, const std::string& what) const;
+  template <typename Msg>
+  void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
+  void reply_error(ClientId client, uint64_t request_id, wire::Status code, const std::string& message);
+  std::string describe_client(ClientId id) const;
+  uint64_t chunk_bytes_of(ClientId id) const;
+
+  // ---- Inits, splits and shrinks (job_rendezvous.cpp)
   void handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id);
   void handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id);
-  void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
   void handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id);
-  void handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id);
+  void complete_init(const wire::CommKey& key, const PendingInit& pending);
+  void complete_split(Comm& parent, uint64_t split_index, const Rendezvous& pending);
+  // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
+  void fail_regrouping(Comm& comm, int rank, const std::string& why);
+  // Fails a pending init, split or shrink: every rank that arrived gets `why`.
+  void fail_rendezvous(Rendezvous& pending, wire::Status code, const std::string& why);
+
+  // ---- Operation matching and data movement (job_ops.cpp)
   void handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd);
-  void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
-  void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
-  void handle_rank_activity(Client& client, const wire::RankActivity& msg);
-  // Step figures per rank, and the job's steps (each as its slowest rank took it).
-  nlohmann::json steps_report() const;
+  // Points into one of the client's shared segments, which `keep` then holds; throws RefError
+  // when the range is not there.
+  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const SegmentMapping>* keep);
   // The send data, when the frame carries it, is in `data` from bulk_offset to the end.
   void handle_collective(ClientId id, const wire::Collective& msg, std::shared_ptr<std::vector<uint8_t>> data,
                          size_t bulk_offset, uint64_t request_id);
@@ -171,50 +190,42 @@ class Job {
                                  uint64_t request_id, std::chrono::steady_clock::time_point now);
   void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id,
                   std::chrono::steady_clock::time_point now);
-  // Points into one of the client's shared segments, which `keep` then holds; throws RefError
-  // when the range is not there.
-  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const SegmentMapping>* keep);
+  void complete_op(Comm& comm, PendingOp& op);
   // The ranks an operation answers: (client, request id) each.
   using Replyees = std::vector<std::pair<ClientId, uint64_t>>;
   // Moves an operation's data, work(Executor&), on the data plane (small ones on the calling
-  // thread), then runs then(to); if the work throws, tells `to` why instead (job_ops.cpp).
+  // thread), then runs then(to); if the work throws, tells `to` why instead.
   template <typename Work, typename Then>
   void move_data(uint64_t bytes, Work work, Then then, Replyees to, const wire::Collective& call);
   void fail_moved(const Replyees& to, const wire::Collective& call, const std::string& why);
-
-  void complete_init(const wire::CommKey& key, const PendingInit& pending);
-  void complete_split(Comm& parent, uint64_t split_index, const Rendezvous& pending);
-  void complete_op(Comm& comm, PendingOp& op);
   // Counts a rank's part in a completed operation: its size, and the modeled time its stream,
   // ready at ready_us, waited for the operation to start.
   void count_rank_part(ClientId client, uint64_t bytes, double ready_us, const wire::CollectiveDone& done);
+  void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
+  // Fails an operation that `rank`, which destroyed the communicator, will never join.
+  void fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank);
+  // Fails every operation still waiting on the comm, so no rank stays blocked in one.
+  void fail_pending(Comm& comm, wire::Status code, const std::string& why);
+
+  // ---- The cost model (job_model.cpp) and the ranks' activity (job_steps.cpp)
   // Counts and models a completed operation that every rank's stream reached by ready_us, with
   // each rank's (global rank, track) for the trace. Returns its modeled time: start -1 and
   // duration 0 if unmodeled.
   wire::CollectiveDone count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm, double ready_us,
                                        std::vector<Trace::RankTrack> tracks);
   const planner::CommModel* model_of(Comm& comm);
-  std::string too_big(uint64_t bytes, const std::string& what) const;
-  void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
-  // Fails an operation that `rank`, which destroyed the communicator, will never join.
-  void fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank);
-  // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
-  // and returns nullptr otherwise. op_seq names the collective being joined, if any.
-  Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
-                    const uint64_t* op_seq = nullptr, bool allow_failed = false);
-  // Fails every operation still waiting on the comm, so no rank stays blocked in one.
-  void fail_pending(Comm& comm, wire::Status code, const std::string& why);
-  // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
-  void fail_regrouping(Comm& comm, int rank, const std::string& why);
-  // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init...
-  static std::string init_label(const PendingInit& init);
-  // ...and "ncclCommSplit #0 of communicator 1" a split (or a shrink, "ncclCommShrink").
-  static std::string regroup_label(Regroup kind, uint64_t index, uint64_t parent);
-  static std::string regroup_label(const RegroupKey& key) { return regroup_label(key.kind, key.index, key.parent); }
-  // Fails a pending init, split or shrink: every rank that arrived gets `why`.
-  void fail_rendezvous(Rendezvous& pending, wire::Status code, const std::string& why);
-  // A coordinator serving job after job stays the same size: communicators whose ranks have all
-  // left, ranks long gone and failed rendezvous are let go (job_retire.cpp).
+  void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
+  void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
+  void handle_rank_activity(Client& client, const wire::RankActivity& msg);
+  // Step figures per rank, and the job's steps (each as its slowest rank took it).
+  nlohmann::json steps_report() const;
+
+  // ---- The report (job_report.cpp)
+  // A communicator's entry in the report.
+  nlohmann::json comm_entry(const Comm& comm) const;
+
+  // ---- Retirement (job_retire.cpp): a coordinator serving job after job stays the same size:
+  // communicators whose ranks have all left, ranks long gone and failed rendezvous are let go.
   // Retires the communicator if every rank has destroyed it or gone: its report entry is kept
   // (the newest ones) and the rest of it dropped.
   void retire_if_finished(uint64_t comm_id);
@@ -223,8 +234,13 @@ class Job {
   void forget_departed_clients();
   // Drops inits, splits and shrinks that failed longer than the rendezvous timeout ago.
   void forget_failed_rendezvous(std::chrono::steady_clock::time_point now);
-  // A communicator's entry in the report.
-  nlohmann::json comm_entry(const Comm& comm) const;
+
+  // ---- Diagnosis (job_diagnose.cpp)
+  // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init...
+  static std::string init_label(const PendingInit& init);
+  // ...and "ncclCommSplit #0 of communicator 1" a split (or a shrink, "ncclCommShrink").
+  static std::string regroup_label(Regroup kind, uint64_t index, uint64_t parent);
+  static std::string regroup_label(const RegroupKey& key) { return regroup_label(key.kind, key.index, key.parent); }
   // Records what a client just posted, for diagnoses.
   void note_post(Client& client, Posted what, uint64_t comm, uint64_t seq,
                  std::chrono::steady_clock::time_point now);
@@ -257,12 +273,6 @@ class Job {
   // Prints the status as text on the coordinator's stderr (on a timeout or a deadlock).
   void print_wavefront(std::chrono::steady_clock::time_point now) const;
   void handle_status_query(ClientId id, uint64_t request_id);
-
-  template <typename Msg>
-  void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
-  void reply_error(ClientId client, uint64_t request_id, wire::Status code, const std::string& message);
-  std::string describe_client(ClientId id) const;
-  uint64_t chunk_bytes_of(ClientId id) const;
 
   ClusterConfig cluster_;
   planner::Topology topology_;

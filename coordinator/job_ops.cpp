@@ -365,6 +365,18 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
   comm.p2p.erase(key);
 }
 
+void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
+  for (auto& [seq, op] : comm.ops)
+    if (op.failure.empty()) fail_op(comm, op, code, why);
+  for (auto& [key, p2p] : comm.p2p) {
+    ++comm.refused;
+    auto [src, dst, pair_seq] = key;
+    if (p2p.send_request) reply_error(comm.members[src].client, p2p.send_request, code, why);
+    if (p2p.recv_request) reply_error(comm.members[dst].client, p2p.recv_request, code, why);
+  }
+  comm.p2p.clear();
+}
+
 void Job::fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank) {
   stats_.count_mismatch("COLLECTIVE_STATE_MISMATCH");
   fail_op(comm, op, Status::kInvalidUsage,

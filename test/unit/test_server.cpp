@@ -13,6 +13,7 @@
 #include <future>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "job_fixture.h"
 #include "server.h"

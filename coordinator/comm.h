@@ -32,12 +32,14 @@ class SegmentMapping {
   size_t size_;
 };
 
+// A rank of a communicator: the client that owns it, and who it is in the world.
 struct Member {
   ClientId client = 0;
   int global_rank = -1;
   int cuda_device = 0;
   bool destroyed = false;
 };
+
 // One rank's side of an operation: where its data comes from and where its result goes.
 struct RankData {
   const uint8_t* in = nullptr;  // in its shared segment, or in `body`
@@ -48,7 +50,17 @@ struct RankData {
   // even when the rank disconnects meanwhile.
   std::shared_ptr<const SegmentMapping> in_segment, out_segment;
 };
+
+// A collective some ranks of a communicator have posted: what each called, when, and where
+// its data is, until the last rank comes (op_match.cpp).
 struct PendingOp {
+  // Sizes it for nranks ranks; `call`, the first rank's, is what every other rank must match.
+  void open(const wire::Collective& call, int nranks, std::chrono::steady_clock::time_point now);
+  bool opened() const { return !request_ids.empty(); }
+  bool joined(int rank) const { return request_ids[rank] != 0; }
+  // Records a rank's call (call.rank); true when every rank has now arrived.
+  bool join(const wire::Collective& call, uint64_t request_id, std::chrono::steady_clock::time_point now);
+
   wire::Collective first;  // the call every other rank must match
   std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
   std::vector<std::string> calls;     // per rank, for mismatch messages
@@ -62,12 +74,15 @@ struct PendingOp {
   std::vector<double> readies;   // per rank: when its stream reached it (-1: unknown)
   std::vector<uint64_t> tracks;  // per rank: the stream it is on (wire::Collective::track)
 };
+
+// A Send and its Recv, once either side has posted.
 struct PendingP2P {
   wire::Collective send, recv;  // what each side called
   uint64_t send_request = 0, recv_request = 0;
   std::chrono::steady_clock::time_point first_at;  // when the first side arrived
   RankData sender, receiver;
 };
+
 // A communicator and the operations in flight on it.
 struct Comm {
   uint64_t id = 0;

@@ -24,6 +24,7 @@
 #include "executor.h"
 #include "job_stats.h"
 #include "link_timeline.h"
+#include "op_match.h"
 #include "rendezvous.h"
 #include "trace.h"
 #include "wire.h"
@@ -309,9 +310,6 @@ class Job {
 
 // "ranks 0-3, 5, 7-9" (or "rank 2"): rank lists stay short on large communicators.
 std::string plural_ranks(std::vector<int> ranks);
-
-// "AllReduce(count=4, int32, sum)": a call as mismatch and timeout messages name it.
-std::string describe_call(const wire::Collective& c);
 
 // The status as the lines an operator reads.
 std::string format_status(const nlohmann::json& status);

@@ -25,27 +25,9 @@ class RefError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// How two calls of one operation differ, named as PyTorch's flight recorder names it; null when
-// they match. Whether data moves at all (FAKEGPU_PAYLOAD) is the ranks' state.
-const char* mismatch_class(const wire::Collective& a, const wire::Collective& b) {
-  if (a.coll != b.coll) return "COLLECTIVE_TYPE_MISMATCH";
-  if (a.dtype != b.dtype) return "COLLECTIVE_DTYPE_MISMATCH";
-  if (a.count != b.count || a.op != b.op || a.root != b.root) return "SIZE_OR_SYNTAX_MISMATCH";
-  if (a.flags != b.flags) return "COLLECTIVE_STATE_MISMATCH";
-  return nullptr;
-}
-
 bool payload_free(const wire::Collective& c) { return c.flags & wire::kNoPayload; }
 
 }  // namespace
-
-std::string describe_call(const wire::Collective& c) {
-  std::string s = fmt::format("{}(count={}, {}", wire::coll_type_name(c.coll), c.count, dtype_name(c.dtype));
-  if (is_reduction(c.coll)) s += fmt::format(", {}", redop_name(c.op));
-  if (has_root(c.coll)) s += fmt::format(", root={}", c.root);
-  if (is_point_to_point(c.coll)) s += fmt::format(", peer={}", c.root);
-  return s + ")";
-}
 
 SegmentMapping::~SegmentMapping() { munmap(base_, size_); }
 
@@ -141,37 +123,24 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
                                     uint64_t request_id, std::chrono::steady_clock::time_point now) {
   const int nranks = static_cast<int>(comm.members.size());
   PendingOp& op = comm.ops[msg.seq];
-  if (op.request_ids.empty()) {
-    op.first = msg;
-    op.request_ids.assign(nranks, 0);
-    op.calls.resize(nranks);
-    op.ranks.resize(nranks);
-    op.arrived_at.resize(nranks);
-    op.tracks.resize(nranks);
-    op.readies.assign(nranks, -1);
-    op.first_at = now;
+  if (!op.opened()) {
+    op.open(msg, nranks, now);
     for (int r = 0; r < nranks; ++r)
       if (comm.members[r].destroyed) {
         fail_departed(comm, msg.seq, op, r);
         break;
       }
   }
-  if (op.request_ids[msg.rank] != 0) {
+  if (op.joined(msg.rank)) {
     reply_error(id, request_id, Status::kInvalidUsage,
                 fmt::format("rank {} posted operation {} on communicator {} twice", msg.rank, msg.seq, comm.id));
     return;
   }
-  op.request_ids[msg.rank] = request_id;
-  op.calls[msg.rank] = describe_call(msg);
-  op.arrived_at[msg.rank] = now;
-  op.ready_us = std::max(op.ready_us, msg.ready_us);
-  op.readies[msg.rank] = msg.ready_us;
-  op.tracks[msg.rank] = msg.track;
-  ++op.arrived;
+  const bool complete = op.join(msg, request_id, now);
 
   if (!op.failure.empty()) {
     reply_error(id, request_id, op.failure_code, op.failure);
-  } else if (const char* kind = mismatch_class(op.first, msg)) {
+  } else if (const char* kind = collective_mismatch(op.first, msg)) {
     stats_.count_mismatch(kind);
     std::string why = fmt::format("{}: collective mismatch on communicator {} at operation {}:", kind, comm.id, msg.seq);
     for (int r = 0; r < nranks; ++r)
@@ -182,7 +151,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.ranks[msg.rank] = std::move(data);
   }
 
-  if (op.arrived == nranks) {
+  if (complete) {
     // Every rank waited from its arrival until the last one came: stragglers show up as the
     // ranks that never wait.
     const auto last = op.arrived_at[msg.rank];
@@ -318,11 +287,7 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       std::chrono::duration<double, std::micro>(now - p.first_at).count();
 
   const ClientId sender = comm.members[src].client, receiver = comm.members[dst].client;
-  const char* kind = p.send.dtype != p.recv.dtype   ? "COLLECTIVE_DTYPE_MISMATCH"
-                     : p.send.count != p.recv.count ? "SIZE_OR_SYNTAX_MISMATCH"
-                     : p.send.flags != p.recv.flags ? "COLLECTIVE_STATE_MISMATCH"
-                                                    : nullptr;
-  if (kind) {
+  if (const char* kind = p2p_mismatch(p.send, p.recv)) {
     stats_.count_mismatch(kind);
     std::string why = fmt::format("{}: send/recv mismatch on communicator {}, message {} from rank {} to rank {}: "
                                   "rank {} called {}, rank {} called {}",

@@ -60,8 +60,14 @@ std::vector<uint8_t> body_of(const OutFrame& f) {
 void read_range(FrameReader& reader, const std::vector<uint8_t>& stream, size_t from, size_t to,
                 std::vector<ReadFrame>& frames) {
   while (from < to || reader.ready()) {
-    from += reader.feed(stream.data() + from, to - from);
-    if (reader.ready()) frames.push_back(reader.take());
+    const size_t used = reader.feed(stream.data() + from, to - from);
+    from += used;
+    if (reader.ready()) {
+      frames.push_back(reader.take());
+    } else if (used == 0 && from < to) {
+      ADD_FAILURE() << "feed took no bytes and completed no frame";
+      return;
+    }
   }
 }
 

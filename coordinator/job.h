@@ -173,6 +173,7 @@ class Job {
   void handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id);
   void complete_init(const wire::CommKey& key, const PendingInit& pending);
   void complete_split(Comm& parent, uint64_t split_index, const Rendezvous& pending);
+  void complete_shrink(Comm& parent, uint64_t shrink_index, const Rendezvous& pending);
   // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
   void fail_regrouping(Comm& comm, int rank, const std::string& why);
   // Fails a pending init, split or shrink: every rank that arrived gets `why`.

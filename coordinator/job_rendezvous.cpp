@@ -10,6 +10,24 @@ namespace fakegpu::coord {
 
 using wire::Status;
 
+namespace {
+
+// What is wrong with the ranks `rank` asks a shrink of an n-rank communicator to exclude
+// (sorted); "" when nothing is.
+std::string exclusion_problem(const std::vector<int>& excluded, int n, int rank) {
+  for (size_t i = 0; i < excluded.size(); ++i) {
+    if (excluded[i] < 0 || excluded[i] >= n)
+      return fmt::format("ncclCommShrink: excluded rank {} is outside 0..{}", excluded[i], n - 1);
+    if (i > 0 && excluded[i] == excluded[i - 1]) return fmt::format("ncclCommShrink: rank {} is excluded twice", excluded[i]);
+    if (excluded[i] == rank)
+      return fmt::format("ncclCommShrink: rank {} excludes itself; excluded ranks must not call it", rank);
+  }
+  if (static_cast<int>(excluded.size()) >= n) return "ncclCommShrink: every rank would be excluded";
+  return "";
+}
+
+}  // namespace
+
 void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id) {
   ++client.comm_inits;
   const auto now = std::chrono::steady_clock::now();
@@ -150,18 +168,7 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
   const int n = static_cast<int>(parent->members.size());
   std::vector<int> excluded(msg.excluded.begin(), msg.excluded.end());
   std::sort(excluded.begin(), excluded.end());
-  std::string problem;
-  for (size_t i = 0; i < excluded.size() && problem.empty(); ++i) {
-    if (excluded[i] < 0 || excluded[i] >= n)
-      problem = fmt::format("ncclCommShrink: excluded rank {} is outside 0..{}", excluded[i], n - 1);
-    else if (i > 0 && excluded[i] == excluded[i - 1])
-      problem = fmt::format("ncclCommShrink: rank {} is excluded twice", excluded[i]);
-    else if (excluded[i] == msg.rank)
-      problem = fmt::format("ncclCommShrink: rank {} excludes itself; excluded ranks must not call it", msg.rank);
-  }
-  if (problem.empty() && static_cast<int>(excluded.size()) >= n)
-    problem = "ncclCommShrink: every rank would be excluded";
-  if (!problem.empty()) {
+  if (std::string problem = exclusion_problem(excluded, n, msg.rank); !problem.empty()) {
     reply_error(id, request_id, Status::kInvalidArgument, problem);
     return;
   }
@@ -188,22 +195,25 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
     reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommShrink: rank {} joined twice", msg.rank));
     return;
   }
-  if (!pending.arrive(msg.rank, {id, request_id, now})) return;
+  if (pending.arrive(msg.rank, {id, request_id, now})) {
+    complete_shrink(*parent, msg.shrink_index, pending);
+    regroupings_.erase(key);
+  }
+}
 
+void Job::complete_shrink(Comm& parent, uint64_t shrink_index, const Rendezvous& pending) {
   Comm& child = comms_.create();
-  child.parent = parent->id;
-  child.name = fmt::format("{}/shrink{}", parent->name.empty() ? std::to_string(parent->id) : parent->name,
-                           msg.shrink_index);
+  child.parent = parent.id;
+  child.name = fmt::format("{}/shrink{}", parent.name.empty() ? std::to_string(parent.id) : parent.name, shrink_index);
   std::vector<int> kept;
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < pending.nranks(); ++r)
     if (!pending.is_excluded(r)) kept.push_back(r);
-  for (int r : kept) child.members.push_back(parent->members[r]);
+  for (int r : kept) child.members.push_back(parent.members[r]);
   for (int cr = 0; cr < static_cast<int>(kept.size()); ++cr) {
     const Rendezvous::Arrival& a = pending.arrival(kept[cr]);
     reply(a.client, a.request_id,
           wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank});
   }
-  regroupings_.erase(key);
 }
 
 void Job::fail_rendezvous(Rendezvous& pending, Status code, const std::string& why) {

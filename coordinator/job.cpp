@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <utility>
 
@@ -17,17 +16,6 @@ namespace fakegpu::coord {
 using wire::Status;
 
 namespace {
-
-constexpr size_t kMaxReportedErrors = 100;
-
-std::string iso_time(std::chrono::system_clock::time_point t) {
-  std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 uint64_t default_max_buffer_bytes() {
   if (std::optional<uint64_t> n = env::find(env::kCoordinatorMaxBuffer)) return *n;
@@ -108,18 +96,7 @@ uint64_t OutFrame::bulk_bytes() const {
 void Job::reply_error(ClientId client, uint64_t request_id, Status code, const std::string& message) {
   auto it = clients_.find(client);
   if (it != clients_.end()) ++it->second.errors;
-  // An error every rank of an operation gets is listed once, with the ranks.
-  // Once the list is full, new messages are not indexed either: the index stays as small.
-  auto seen = error_index_.find(message);
-  if (seen == error_index_.end() && errors_.size() < kMaxReportedErrors) {
-    seen = error_index_.emplace(message, errors_.size()).first;
-    errors_.push_back({message, {}});
-  }
-  if (seen != error_index_.end() && it != clients_.end() && it->second.global_rank >= 0) {
-    auto& ranks = errors_[seen->second].second;  // each rank once, however often it is told
-    if (std::find(ranks.begin(), ranks.end(), it->second.global_rank) == ranks.end())
-      ranks.push_back(it->second.global_rank);
-  }
+  stats_.count_error(message, it != clients_.end() ? it->second.global_rank : -1);
   reply(client, request_id, wire::ErrorReply{static_cast<int32_t>(code), message});
 }
 
@@ -249,93 +226,14 @@ void Job::handle_hello(ClientId id, Client& client, const wire::Hello& hello, ui
   reply(id, request_id, w);
 }
 
-void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id) {
-  ++client.comm_inits;
-  const auto now = std::chrono::steady_clock::now();
-  note_post(client, Posted::kInit, 0, 0, now);
-  PendingInit& pending = pending_inits_[msg.key];
-  if (!pending.failure.empty()) {
-    reply_error(id, request_id, Status::kInvalidUsage, pending.failure);
-    return;
-  }
-  const int world = cluster_.world_size();
-
-  // Problems in the job's setup are reported to every rank of the communicator, not just the
-  // one that noticed, so no rank is left waiting for a peer that will never complete.
-  std::string problem;
-  if (msg.nranks <= 0) {
-    problem = fmt::format("ncclCommInitRank: nranks must be > 0, rank {} passed {}", msg.rank, msg.nranks);
-  } else if (msg.nranks > world) {
-    problem = fmt::format("ncclCommInitRank: a communicator of {} ranks does not fit cluster '{}' from {}, "
-                          "which has a world size of {}", msg.nranks, cluster_.name, cluster_.source, world);
-  } else if (msg.rank < 0 || msg.rank >= msg.nranks) {
-    problem = fmt::format("ncclCommInitRank: rank {} is outside 0..{} for a communicator of {} ranks", msg.rank,
-                          msg.nranks - 1, msg.nranks);
-  } else if (client.hello.env_world_size >= 0 && client.hello.env_world_size != world) {
-    problem = fmt::format("the rank's environment says WORLD_SIZE={} but cluster '{}' from {} has {} ranks",
-                          client.hello.env_world_size, cluster_.name, cluster_.source, world);
-  } else if (client.hello.env_rank >= world) {
-    problem = fmt::format("the rank's environment says RANK={} but cluster '{}' from {} only has ranks 0..{}",
-                          client.hello.env_rank, cluster_.name, cluster_.source, world - 1);
-  } else if (pending.nranks != 0 && pending.nranks != msg.nranks) {
-    problem = fmt::format("ncclCommInitRank: ranks disagree on the communicator size: {} and {}", pending.nranks,
-                          msg.nranks);
-  } else if (pending.nranks != 0 && pending.arrivals[msg.rank]) {
-    problem = fmt::format("ncclCommInitRank: rank {} was claimed twice for one unique id, by {} and by {}", msg.rank,
-                          describe_client(pending.arrivals[msg.rank]->client), describe_client(id));
-  }
-
-  if (!problem.empty()) {
-    reply_error(id, request_id, Status::kInvalidUsage, problem);
-    fail_rendezvous(pending, Status::kInvalidUsage, problem);
-    return;
-  }
-  if (pending.nranks == 0) {
-    pending.nranks = msg.nranks;
-    pending.name = msg.comm_name;
-    pending.arrivals.resize(msg.nranks);
-  }
-  pending.arrivals[msg.rank] = InitArrival{id, request_id, msg.cuda_device, now};
-  if (pending.arrived == 0) pending.first_at = now;
-  if (++pending.arrived == pending.nranks) complete_init(msg.key, pending);
-}
-
-void Job::complete_init(const wire::CommKey& key, PendingInit& pending) {
-  Comm comm;
-  comm.id = next_comm_id_++;
-  comm.name = pending.name;
-  const bool spans_world = pending.nranks == cluster_.world_size();
-  for (int r = 0; r < pending.nranks; ++r) {
-    const InitArrival& a = *pending.arrivals[r];
-    Client& client = clients_[a.client];
-    Member m{a.client, -1, a.cuda_device, false};
-    if (spans_world) {
-      // The first communicator over the whole world defines identities the launcher did not give.
-      m.global_rank = r;
-      if (client.global_rank < 0) client.global_rank = r;
-    } else {
-      int from_this_client = std::count_if(pending.arrivals.begin(), pending.arrivals.end(),
-                                           [&](const auto& x) { return x->client == a.client; });
-      if (from_this_client == 1) m.global_rank = client.global_rank;
-    }
-    comm.members.push_back(m);
-  }
-  for (int r = 0; r < pending.nranks; ++r) {
-    const InitArrival& a = *pending.arrivals[r];
-    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank});
-  }
-  comms_.emplace(comm.id, std::move(comm));
-  pending_inits_.erase(key);
-}
-
-Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
+Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
                             const uint64_t* op_seq, bool allow_failed) {
-  auto it = comms_.find(comm_id);
-  if (it == comms_.end()) {
+  Comm* found = comms_.find(comm_id);
+  if (!found) {
     reply_error(client, request_id, Status::kInvalidUsage, fmt::format("unknown communicator {}", comm_id));
     return nullptr;
   }
-  Comm& comm = it->second;
+  Comm& comm = *found;
   if (rank < 0 || rank >= static_cast<int>(comm.members.size()) || comm.members[rank].client != client) {
     reply_error(client, request_id, Status::kInvalidUsage,
                 fmt::format("{} is not rank {} of communicator {}", describe_client(client), rank, comm_id));
@@ -357,98 +255,22 @@ Job::Comm* Job::member_comm(ClientId client, uint64_t comm_id, int rank, uint64_
   return &comm;
 }
 
-void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id) {
-  Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id);
-  if (!parent) return;
-  if (msg.color < 0 && msg.color != -1) {
-    reply_error(id, request_id, Status::kInvalidArgument,
-                fmt::format("ncclCommSplit: color {} is invalid: use a value >= 0 or NCCL_SPLIT_NOCOLOR", msg.color));
-    return;
-  }
-  const auto now = std::chrono::steady_clock::now();
-  note_post(clients_[id], Posted::kSplit, msg.parent_comm, msg.split_index, now);
-  PendingSplit& pending = pending_splits_[{msg.parent_comm, msg.split_index}];
-  if (pending.arrivals.empty()) pending.arrivals.resize(parent->members.size());
-  if (!pending.failure.empty()) {
-    reply_error(id, request_id, Status::kRemoteError, pending.failure);
-    return;
-  }
-  if (pending.arrivals[msg.rank]) {
-    reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommSplit: rank {} joined split {} twice",
-                                                                   msg.rank, msg.split_index));
-    return;
-  }
-  pending.arrivals[msg.rank] = SplitArrival{id, request_id, msg.color, msg.key, now};
-  if (pending.arrived == 0) pending.first_at = now;
-  if (++pending.arrived == static_cast<int>(parent->members.size())) {
-    complete_split(*parent, msg.split_index, pending);
-    pending_splits_.erase({msg.parent_comm, msg.split_index});
-  }
-}
-
-void Job::complete_split(Comm& parent, uint64_t split_index, PendingSplit& pending) {
-  // Group parent ranks by colour; within a colour order by (key, parent rank) as NCCL does.
-  std::map<int, std::vector<int>> by_color;
-  for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
-    if (pending.arrivals[r]->color >= 0) by_color[pending.arrivals[r]->color].push_back(r);
-  for (auto& [color, ranks] : by_color) {
-    std::stable_sort(ranks.begin(), ranks.end(),
-                     [&](int a, int b) { return pending.arrivals[a]->key < pending.arrivals[b]->key; });
-    Comm child;
-    child.id = next_comm_id_++;
-    child.parent = parent.id;
-    // The parent's n-th split and the colour: TP and DP groups split from one world stay apart.
-    child.name = fmt::format("{}/split{}.colour{}", parent.name.empty() ? std::to_string(parent.id) : parent.name,
-                             split_index, color);
-    for (int pr : ranks) child.members.push_back(parent.members[pr]);
-    for (int cr = 0; cr < static_cast<int>(ranks.size()); ++cr) {
-      const SplitArrival& a = *pending.arrivals[ranks[cr]];
-      reply(a.client, a.request_id,
-            wire::CommSplitDone{child.id, static_cast<int32_t>(ranks.size()), cr, child.members[cr].global_rank});
-    }
-    comms_.emplace(child.id, std::move(child));
-  }
-  for (auto& a : pending.arrivals)
-    if (a->color < 0) reply(a->client, a->request_id, wire::CommSplitDone{0, 0, -1, -1});
-}
-
 void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id) {
-  auto it = comms_.find(msg.comm_id);
-  if (it == comms_.end() || msg.rank < 0 || msg.rank >= static_cast<int>(it->second.members.size()) ||
-      it->second.members[msg.rank].client != id) {
+  Comm* found = comms_.find(msg.comm_id);
+  if (!found || msg.rank < 0 || msg.rank >= static_cast<int>(found->members.size()) ||
+      found->members[msg.rank].client != id) {
     reply_error(id, request_id, Status::kInvalidUsage,
                 fmt::format("ncclCommDestroy: {} is not rank {} of communicator {}", describe_client(id), msg.rank,
                             msg.comm_id));
     return;
   }
-  Comm& comm = it->second;
+  Comm& comm = *found;
   comm.members[msg.rank].destroyed = true;
   reply(id, request_id, wire::Ack{});
   // Operations its peers already posted can never complete: tell them now rather than at the timeout.
   for (auto& [seq, op] : comm.ops)
     if (op.failure.empty() && !op.request_ids[msg.rank]) fail_departed(comm, seq, op, msg.rank);
   retire_if_finished(msg.comm_id);
-}
-
-void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
-  for (auto& [seq, op] : comm.ops)
-    if (op.failure.empty()) fail_op(comm, op, code, why);
-  for (auto& [key, p2p] : comm.p2p) {
-    ++comm.refused;
-    auto [src, dst, pair_seq] = key;
-    if (p2p.send_request) reply_error(comm.members[src].client, p2p.send_request, code, why);
-    if (p2p.recv_request) reply_error(comm.members[dst].client, p2p.recv_request, code, why);
-  }
-  comm.p2p.clear();
-}
-
-void Job::fail_regrouping(Comm& comm, int rank, const std::string& why) {
-  for (auto& [key, split] : pending_splits_)
-    if (key.first == comm.id && split.failure.empty()) fail_rendezvous(split, Status::kRemoteError, why);
-  for (auto& [key, shrink] : pending_shrinks_)
-    if (key.first == comm.id && shrink.failure.empty() &&
-        !std::binary_search(shrink.excluded.begin(), shrink.excluded.end(), rank))
-      fail_rendezvous(shrink, Status::kRemoteError, why);
 }
 
 void Job::handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id) {
@@ -458,75 +280,6 @@ void Job::handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t 
     comm->failure = fmt::format("communicator {} was revoked by rank {}", comm->id, msg.rank);
   fail_pending(*comm, Status::kRemoteError, comm->failure);
   reply(id, request_id, wire::Ack{});
-}
-
-void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id) {
-  // Shrinking is how survivors recover, so a failed parent is fine.
-  Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id, nullptr, /*allow_failed=*/true);
-  if (!parent) return;
-  const int n = static_cast<int>(parent->members.size());
-  std::vector<int> excluded(msg.excluded.begin(), msg.excluded.end());
-  std::sort(excluded.begin(), excluded.end());
-  std::string problem;
-  for (size_t i = 0; i < excluded.size() && problem.empty(); ++i) {
-    if (excluded[i] < 0 || excluded[i] >= n)
-      problem = fmt::format("ncclCommShrink: excluded rank {} is outside 0..{}", excluded[i], n - 1);
-    else if (i > 0 && excluded[i] == excluded[i - 1])
-      problem = fmt::format("ncclCommShrink: rank {} is excluded twice", excluded[i]);
-    else if (excluded[i] == msg.rank)
-      problem = fmt::format("ncclCommShrink: rank {} excludes itself; excluded ranks must not call it", msg.rank);
-  }
-  if (problem.empty() && static_cast<int>(excluded.size()) >= n)
-    problem = "ncclCommShrink: every rank would be excluded";
-  if (!problem.empty()) {
-    reply_error(id, request_id, Status::kInvalidArgument, problem);
-    return;
-  }
-  if (msg.flags & 1) {  // NCCL_SHRINK_ABORT: release survivors stuck in the parent's operations
-    std::string why = fmt::format("operation aborted by ncclCommShrink(NCCL_SHRINK_ABORT) on communicator {}", parent->id);
-    fail_pending(*parent, Status::kRemoteError, why);
-  }
-  const auto now = std::chrono::steady_clock::now();
-  note_post(clients_[id], Posted::kShrink, msg.parent_comm, msg.shrink_index, now);
-  PendingShrink& pending = pending_shrinks_[{msg.parent_comm, msg.shrink_index}];
-  if (pending.arrivals.empty()) {
-    pending.excluded = excluded;
-    pending.arrivals.resize(n);
-  }
-  if (!pending.failure.empty()) {
-    reply_error(id, request_id, Status::kRemoteError, pending.failure);
-    return;
-  }
-  if (pending.excluded != excluded) {
-    std::string why = fmt::format("ncclCommShrink: ranks disagree on who to exclude from communicator {}", parent->id);
-    reply_error(id, request_id, Status::kInvalidUsage, why);
-    fail_rendezvous(pending, Status::kInvalidUsage, why);
-    return;
-  }
-  if (pending.arrivals[msg.rank]) {
-    reply_error(id, request_id, Status::kInvalidUsage, fmt::format("ncclCommShrink: rank {} joined twice", msg.rank));
-    return;
-  }
-  pending.arrivals[msg.rank] = SplitArrival{id, request_id, 0, 0, now};
-  if (pending.arrived == 0) pending.first_at = now;
-  if (++pending.arrived < n - static_cast<int>(excluded.size())) return;
-
-  Comm child;
-  child.id = next_comm_id_++;
-  child.parent = parent->id;
-  child.name = fmt::format("{}/shrink{}", parent->name.empty() ? std::to_string(parent->id) : parent->name,
-                           msg.shrink_index);
-  std::vector<int> kept;
-  for (int r = 0; r < n; ++r)
-    if (!std::binary_search(excluded.begin(), excluded.end(), r)) kept.push_back(r);
-  for (int r : kept) child.members.push_back(parent->members[r]);
-  for (int cr = 0; cr < static_cast<int>(kept.size()); ++cr) {
-    const SplitArrival& a = *pending.arrivals[kept[cr]];
-    reply(a.client, a.request_id,
-          wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank});
-  }
-  comms_.emplace(child.id, std::move(child));
-  pending_shrinks_.erase({msg.parent_comm, msg.shrink_index});
 }
 
 void Job::on_disconnect(ClientId id) {
@@ -554,173 +307,8 @@ void Job::on_disconnect(ClientId id) {
       fail_regrouping(comm, static_cast<int>(r), why);  // even on a failed comm: survivors may be regrouping
     }
   }
-  std::vector<uint64_t> member_of;
-  for (const auto& [comm_id, comm] : comms_)
-    for (const Member& m : comm.members)
-      if (m.client == id) {
-        member_of.push_back(comm_id);
-        break;
-      }
-  for (uint64_t comm_id : member_of) retire_if_finished(comm_id);
+  for (uint64_t comm_id : comms_.comms_of(id)) retire_if_finished(comm_id);
   forget_departed_clients();
-}
-
-namespace {
-
-// A communicator's rings (ranks in ring order, from rank 0) and trees (each rank's parent, -1
-// at a root), one per channel, as the model built them.
-nlohmann::json channels_json(const planner::CommModel& model) {
-  nlohmann::json rings = nlohmann::json::array(), trees = nlohmann::json::array();
-  for (const auto& ring : model.rings()) {
-    std::vector<int> order(ring);
-    std::rotate(order.begin(), std::find(order.begin(), order.end(), 0), order.end());
-    rings.push_back(order);
-  }
-  for (const auto& tree : model.trees()) {
-    std::vector<int> parents;
-    for (const auto& node : tree) parents.push_back(node.parent);
-    trees.push_back(parents);
-  }
-  // How its rank pairs are joined, as NCCL names the paths (NVL, PIX, PXB, PHB, SYS, NET).
-  std::map<std::string, uint64_t> paths;
-  const planner::Topology& topo = model.topology();
-  for (int a = 0; a < model.nranks(); ++a)
-    for (int b = a + 1; b < model.nranks(); ++b) ++paths[path_type_name(topo.path_type(model.gpu_of(a), model.gpu_of(b)))];
-  return {{"count", model.channels()}, {"rings", rings}, {"trees", trees}, {"path_types", paths}};
-}
-
-}  // namespace
-
-size_t Job::ranks_seen() const {
-  return std::count_if(clients_.begin(), clients_.end(),
-                       [](const auto& c) { return c.second.greeted && !c.second.observer; });
-}
-
-nlohmann::json Job::comm_entry(const Comm& comm) const {
-  using nlohmann::json;
-  json members = json::array();
-  for (const auto& m : comm.members) members.push_back(m.global_rank);
-  json entry = {{"id", comm.id}, {"name", comm.name}, {"nranks", comm.members.size()}, {"global_ranks", members},
-                {"collectives", comm.collectives}};
-  entry["parent"] = comm.parent ? json(comm.parent) : json(nullptr);
-  if (comm.model) entry["channels"] = channels_json(*comm.model);
-  // A rank leaving without ncclCommDestroy is normal at exit; it is only worth reporting when
-  // it cost a peer an operation.
-  if (comm.refused > 0) entry["failure"] = comm.first_failure.empty() ? comm.failure : comm.first_failure;
-  return entry;
-}
-
-nlohmann::json Job::report() const {
-  using nlohmann::json;
-  json j;
-  j["schema_version"] = 1;
-  j["world_size"] = cluster_.world_size();
-  j["coordinator"] = {{"version", FAKEGPU_VERSION},
-                      {"protocol_version", wire::kProtocolVersion},
-                      {"transport", server_.transport},
-                      {"address", server_.address},
-                      {"pid", static_cast<int>(getpid())},
-                      {"started_at", iso_time(started_)},
-                      {"ended_at", iso_time(std::chrono::system_clock::now())}};
-  json nodes = json::array();
-  for (const auto& n : cluster_.nodes) {
-    json gpus = json::array();
-    for (const auto* g : n.gpus) gpus.push_back(g->name);
-    nodes.push_back({{"id", n.id}, {"host", n.host}, {"ranks", n.ranks}, {"gpus", gpus}});
-  }
-  j["cluster"] = {{"name", cluster_.name}, {"config", server_.cluster_config_path}, {"nodes", nodes}};
-
-  json colls = json::object();
-  uint64_t total_calls = 0, total_bytes = 0;
-  double total_modeled = 0;
-  for (int type = 0; type < wire::kNumCollTypes; ++type) {
-    const CollStats& s = coll_stats_[type];
-    if (s.calls == 0) continue;
-    json algorithms = json::object();
-    for (int a = 0; a <= planner::kNumAlgos; ++a)
-      for (int p = 0; p < planner::kNumProtos; ++p)
-        if (s.algorithms[a][p])
-          algorithms[std::string(planner::algo_label(a - 1)) + "/" + planner::proto_name(p)] = s.algorithms[a][p];
-    if (s.unmodeled) algorithms["unmodeled: " + s.unmodeled_why] = s.unmodeled;
-    colls[wire::coll_type_name(static_cast<wire::CollType>(type))] =
-        {{"calls", s.calls}, {"bytes", s.bytes}, {"modeled_time_us", s.modeled_us}, {"algorithms", algorithms}};
-    total_calls += s.calls;
-    total_bytes += s.bytes;
-    total_modeled += s.modeled_us;
-  }
-  j["collectives"] = colls;
-  j["totals"] = {{"collective_calls", total_calls},
-                 {"bytes", total_bytes},
-                 {"modeled_time_us", total_modeled},
-                 {"modeled_makespan_us", timeline_.makespan_us()}};
-  json kinds = json::array();
-  for (const auto& [key, kind] : op_kinds_) {
-    const planner::Estimate& e = kind.estimate;
-    kinds.push_back({{"communicator", key.comm},
-                     {"collective", wire::coll_type_name(key.coll)},
-                     {"bytes", key.bytes},
-                     {"calls", kind.calls},
-                     {"algorithm", e.algo_label()},
-                     {"protocol", planner::proto_name(e.proto)},
-                     {"channels", e.channels},
-                     {"modeled_time_us", e.time_us},
-                     {"algbw_gbs", e.algbw_gbs},
-                     {"busbw_gbs", e.busbw_gbs}});
-    if (*key.path) kinds.back()["path"] = key.path;
-  }
-  j["operations"] = kinds;
-  if (unlisted_op_calls_) j["operations_unlisted_calls"] = unlisted_op_calls_;
-  j["links"] = timeline_.report();
-  j["node_pairs"] = timeline_.node_pairs();
-  j["data_plane"] = {{"shared_memory_bytes", shared_bytes_},
-                     {"socket_bytes", socket_bytes_},
-                     {"payload_free_bytes", skipped_bytes_},
-                     {"segments_mapped", segments_mapped_},
-                     {"control_ring_clients", control_ring_clients_},
-                     {"payload_chunks_in", payload_chunks_in_},
-                     {"payload_chunks_out", payload_chunks_out_}};
-
-  json ranks = json::array();
-  for (const auto& [id, c] : clients_) {
-    if (!c.greeted || c.observer) continue;
-    ranks.push_back({{"global_rank", c.global_rank},
-                     {"pid", c.hello.pid},
-                     {"host", c.hello.hostname},
-                     {"comm_inits", c.comm_inits},
-                     {"collectives", c.collectives},
-                     {"errors", c.errors},
-                     {"bytes", c.bytes},
-                     {"wait_us", c.wait_us},
-                     {"modeled_wait_us", c.modeled_wait_us},
-                     {"timeouts", c.timeouts},
-                     {"last_operation", c.last_posted == Posted::kNothing ? nlohmann::json(nullptr)
-                                                                          : nlohmann::json(last_post(c))}});
-  }
-  std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
-    return a["global_rank"].get<int>() < b["global_rank"].get<int>();
-  });
-  j["ranks"] = ranks;
-  if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
-
-  json comms = json::array();
-  for (const json& entry : retired_comms_) comms.push_back(entry);
-  for (const auto& [id, comm] : comms_) comms.push_back(comm_entry(comm));
-  std::stable_sort(comms.begin(), comms.end(),
-                   [](const json& a, const json& b) { return a["id"].get<uint64_t>() < b["id"].get<uint64_t>(); });
-  j["communicators"] = comms;
-  if (comms_not_listed_) j["communicators_not_listed"] = comms_not_listed_;
-  if (ranks_not_listed_) j["ranks_not_listed"] = ranks_not_listed_;
-  json errors = json::array();
-  for (const auto& [message, ranks] : errors_)
-    errors.push_back(ranks.empty() ? message : fmt::format("{} (sent to {})", message, plural_ranks(ranks)));
-  j["errors"] = errors;
-  uint64_t rank_timeouts = 0;
-  for (const auto& [id, c] : clients_) rank_timeouts += c.timeouts;
-  j["diagnoses"] = {{"mismatches", mismatches_},
-                    {"deadlocks", deadlocks_},
-                    {"timeouts", rendezvous_timeouts_},
-                    {"rank_timeouts", rank_timeouts}};
-  return j;
 }
 
 }  // namespace fakegpu::coord

@@ -1,32 +1,35 @@
 // The coordinator's view of one job: connected ranks, communicators, and the operations in
 // flight on them. Pure logic, no sockets: frames come in through on_frame and go out through
-// an Outbox, so tests can drive it directly.
+// an Outbox, so tests can drive it directly. Job is the façade; the communicators
+// (CommRegistry), the rendezvous that make them (Rendezvous) and the report's counters
+// (JobStats) are its parts, and its member functions are spread over job_*.cpp by concern.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <tuple>
 #include <string>
 #include <vector>
 
 #include "cluster_config.h"
+#include "comm.h"
+#include "comm_registry.h"
 #include "comm_model.h"
 #include "data_plane.h"
 #include "executor.h"
+#include "job_stats.h"
 #include "link_timeline.h"
+#include "op_match.h"
+#include "rendezvous.h"
 #include "trace.h"
 #include "wire.h"
 
 namespace fakegpu::coord {
-
-using ClientId = uint64_t;
 
 // A slice of a shared buffer, so one reduced result can go to every rank without a copy.
 struct Bulk {
@@ -79,11 +82,11 @@ class Job {
   // Until a client has said a valid Hello it may only send small frames.
   bool greeted(ClientId client) const;
   // The transport moved this client's frames onto a control ring in shared memory.
-  void on_control_ring(ClientId) { ++control_ring_clients_; }
+  void on_control_ring(ClientId) { ++stats_.data.control_ring_clients; }
   // PayloadChunk frames that came in, or went out, for the report.
   void count_payload_chunks(uint64_t in, uint64_t out) {
-    payload_chunks_in_ += in;
-    payload_chunks_out_ += out;
+    stats_.data.payload_chunks_in += in;
+    stats_.data.payload_chunks_out += out;
   }
   // Where operations that move at least kAsyncDataBytes run (the server's own thread); by
   // default, and for smaller ones always, on the calling thread.
@@ -108,23 +111,9 @@ class Job {
   nlohmann::json status(std::chrono::steady_clock::time_point now) const;
 
  private:
-  // A rank's device-memory segment, mapped into the coordinator once.
-  class Mapping {
-   public:
-    Mapping(uint8_t* base, size_t size) : base_(base), size_(size) {}
-    ~Mapping();
-    Mapping(const Mapping&) = delete;
-    Mapping& operator=(const Mapping&) = delete;
-    uint8_t* base() const { return base_; }
-    size_t size() const { return size_; }
-
-   private:
-    uint8_t* base_;
-    size_t size_;
-  };
   enum class Posted : uint8_t { kNothing, kCollective, kInit, kSplit, kShrink };
   struct Client {
-    std::map<uint64_t, std::shared_ptr<const Mapping>> segments;
+    std::map<uint64_t, std::shared_ptr<const SegmentMapping>> segments;
     std::map<uint64_t, std::string> segment_errors;  // why a segment could not be mapped
     bool greeted = false;
     bool observer = false;  // a status query, not a rank: left out of the report
@@ -148,119 +137,10 @@ class Job {
     uint64_t activity_dropped = 0;  // slices lost on the rank, or beyond kMaxActivity here
   };
   static constexpr size_t kMaxActivity = size_t{1} << 18;  // slices kept per rank
-  struct Member {
-    ClientId client = 0;
-    int global_rank = -1;
-    int cuda_device = 0;
-    bool destroyed = false;
-  };
-  // One rank's side of an operation: where its data comes from and where its result goes.
-  struct RankData {
-    const uint8_t* in = nullptr;  // in its shared segment, or in `body`
-    uint8_t* out = nullptr;       // in its shared segment; null when the reply carries the result
-    std::shared_ptr<std::vector<uint8_t>> body;  // the frame holding socket-path data
-    uint64_t scalar = 0;          // PreMulSum
-    // The segments `in` and `out` point into, kept mapped while the data plane works on them,
-    // even when the rank disconnects meanwhile.
-    std::shared_ptr<const Mapping> in_segment, out_segment;
-  };
-  struct PendingOp {
-    wire::Collective first;  // the call every other rank must match
-    std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
-    std::vector<std::string> calls;     // per rank, for mismatch messages
-    std::vector<std::chrono::steady_clock::time_point> arrived_at;  // per rank
-    std::chrono::steady_clock::time_point first_at;                 // first rank's arrival
-    std::vector<RankData> ranks;
-    int arrived = 0;
-    std::string failure;
-    wire::Status failure_code = wire::Status::kSuccess;
-    double ready_us = -1;  // when the last rank's stream reached it on the modeled clock
-    std::vector<double> readies;   // per rank: when its stream reached it (-1: unknown)
-    std::vector<uint64_t> tracks;  // per rank: the stream it is on (wire::Collective::track)
-  };
-  struct PendingP2P {
-    wire::Collective send, recv;  // what each side called
-    uint64_t send_request = 0, recv_request = 0;
-    std::chrono::steady_clock::time_point first_at;  // when the first side arrived
-    RankData sender, receiver;
-  };
-  struct Comm {
-    uint64_t id = 0;
-    uint64_t parent = 0;
+  // An init's ranks meet by the key of their ncclUniqueId; the name is the communicator's.
+  struct PendingInit : Rendezvous {
     std::string name;
-    std::vector<Member> members;  // indexed by comm rank
-    std::map<uint64_t, PendingOp> ops;  // by sequence number
-    std::map<std::tuple<int, int, uint64_t>, PendingP2P> p2p;  // by (sender, receiver, pair sequence)
-    std::string failure;  // set once the comm can no longer make progress
-    std::string first_failure;  // the first operation that failed, when before `failure`: the root cause
-    uint64_t refused = 0;  // requests failed because of it
-    uint64_t collectives = 0;
-    std::shared_ptr<const planner::CommModel> model;  // found or built at its first collective
-    bool unmodeled = false;                     // some rank's GPU is unknown
-    double clock_us = 0;                        // modeled time at which its last operation ends
   };
-  // Inits, splits and shrinks are rendezvous too: their ranks wait for each other, can time out
-  // and deadlock, and show in the status like any operation.
-  struct InitArrival {
-    ClientId client = 0;
-    uint64_t request_id = 0;
-    int cuda_device = 0;
-    std::chrono::steady_clock::time_point at;
-  };
-  struct PendingInit {
-    int nranks = 0;
-    std::string name;
-    std::vector<std::optional<InitArrival>> arrivals;
-    int arrived = 0;
-    std::string failure;
-    std::chrono::steady_clock::time_point first_at, failed_at;
-  };
-  struct SplitArrival {
-    ClientId client = 0;
-    uint64_t request_id = 0;
-    int color = 0;
-    int key = 0;
-    std::chrono::steady_clock::time_point at;
-  };
-  struct PendingSplit {
-    std::vector<std::optional<SplitArrival>> arrivals;
-    int arrived = 0;
-    std::string failure;
-    std::chrono::steady_clock::time_point first_at, failed_at;
-  };
-  struct PendingShrink {
-    std::vector<int> excluded;  // sorted
-    std::vector<std::optional<SplitArrival>> arrivals;
-    int arrived = 0;
-    std::string failure;
-    std::chrono::steady_clock::time_point first_at, failed_at;
-  };
-  struct CollStats {
-    uint64_t calls = 0;
-    uint64_t bytes = 0;
-    double modeled_us = 0;
-    // Calls per (algorithm + 1, protocol); index 0 holds point-to-point patterns.
-    uint64_t algorithms[planner::kNumAlgos + 1][planner::kNumProtos] = {};
-    uint64_t unmodeled = 0;      // calls the model could not price...
-    std::string unmodeled_why;   // ...and why, the first time
-  };
-  // One kind of operation as the model priced it: a communicator's calls of one collective
-  // and size share a plan.
-  struct OpKey {
-    uint64_t comm;
-    wire::CollType coll;
-    uint64_t bytes;
-    const char* path;  // a Send's: "NVLink", "PCIe" or "network"; "" for collectives
-    bool operator<(const OpKey& o) const {
-      return std::tie(comm, coll, bytes) < std::tie(o.comm, o.coll, o.bytes) ||
-             (std::tie(comm, coll, bytes) == std::tie(o.comm, o.coll, o.bytes) && std::strcmp(path, o.path) < 0);
-    }
-  };
-  struct OpStats {
-    uint64_t calls = 0;
-    planner::Estimate estimate;  // of one call
-  };
-  static constexpr size_t kMaxOpKinds = 256;  // the report lists at most this many kinds
   // One operation (or init, split, shrink) a rank has joined and that still waits for others.
   struct Wait {
     uint64_t comm = 0;  // whose ranks `missing` counts; 0 for an init, whose communicator is not made yet
@@ -271,18 +151,39 @@ class Job {
 
   // Handlers get the decoded fixed fields; a collective also gets the whole body, whose bulk
   // part (after bulk_offset) holds the rank's data.
+
+  // ---- Frames, clients and replies (job.cpp)
   void handle_hello(ClientId id, Client& client, const wire::Hello& msg, uint64_t request_id);
+  void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
+  void handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id);
+  // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
+  // and returns nullptr otherwise. op_seq names the collective being joined, if any.
+  Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
+                    const uint64_t* op_seq = nullptr, bool allow_failed = false);
+  std::string too_big(uint64_t bytes, const std::string& what) const;
+  template <typename Msg>
+  void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
+  void reply_error(ClientId client, uint64_t request_id, wire::Status code, const std::string& message);
+  std::string describe_client(ClientId id) const;
+  uint64_t chunk_bytes_of(ClientId id) const;
+
+  // ---- Inits, splits and shrinks (job_rendezvous.cpp)
   void handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id);
   void handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id);
-  void handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_t request_id);
   void handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t request_id);
-  void handle_comm_revoke(ClientId id, const wire::CommRevoke& msg, uint64_t request_id);
+  void complete_init(const wire::CommKey& key, const PendingInit& pending);
+  void complete_split(Comm& parent, uint64_t split_index, const Rendezvous& pending);
+  void complete_shrink(Comm& parent, uint64_t shrink_index, const Rendezvous& pending);
+  // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
+  void fail_regrouping(Comm& comm, int rank, const std::string& why);
+  // Fails a pending init, split or shrink: every rank that arrived gets `why`.
+  void fail_rendezvous(Rendezvous& pending, wire::Status code, const std::string& why);
+
+  // ---- Operation matching and data movement (job_ops.cpp)
   void handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd);
-  void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
-  void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
-  void handle_rank_activity(Client& client, const wire::RankActivity& msg);
-  // Step figures per rank, and the job's steps (each as its slowest rank took it).
-  nlohmann::json steps_report() const;
+  // Points into one of the client's shared segments, which `keep` then holds; throws RefError
+  // when the range is not there.
+  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const SegmentMapping>* keep);
   // The send data, when the frame carries it, is in `data` from bulk_offset to the end.
   void handle_collective(ClientId id, const wire::Collective& msg, std::shared_ptr<std::vector<uint8_t>> data,
                          size_t bulk_offset, uint64_t request_id);
@@ -291,50 +192,42 @@ class Job {
                                  uint64_t request_id, std::chrono::steady_clock::time_point now);
   void handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankData data, uint64_t request_id,
                   std::chrono::steady_clock::time_point now);
-  // Points into one of the client's shared segments, which `keep` then holds; throws RefError
-  // when the range is not there.
-  uint8_t* resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep);
+  void complete_op(Comm& comm, PendingOp& op);
   // The ranks an operation answers: (client, request id) each.
   using Replyees = std::vector<std::pair<ClientId, uint64_t>>;
   // Moves an operation's data, work(Executor&), on the data plane (small ones on the calling
-  // thread), then runs then(to); if the work throws, tells `to` why instead (job_ops.cpp).
+  // thread), then runs then(to); if the work throws, tells `to` why instead.
   template <typename Work, typename Then>
   void move_data(uint64_t bytes, Work work, Then then, Replyees to, const wire::Collective& call);
   void fail_moved(const Replyees& to, const wire::Collective& call, const std::string& why);
-
-  void complete_init(const wire::CommKey& key, PendingInit& pending);
-  void complete_split(Comm& parent, uint64_t split_index, PendingSplit& pending);
-  void complete_op(Comm& comm, PendingOp& op);
   // Counts a rank's part in a completed operation: its size, and the modeled time its stream,
   // ready at ready_us, waited for the operation to start.
   void count_rank_part(ClientId client, uint64_t bytes, double ready_us, const wire::CollectiveDone& done);
+  void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
+  // Fails an operation that `rank`, which destroyed the communicator, will never join.
+  void fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank);
+  // Fails every operation still waiting on the comm, so no rank stays blocked in one.
+  void fail_pending(Comm& comm, wire::Status code, const std::string& why);
+
+  // ---- The cost model (job_model.cpp) and the ranks' activity (job_steps.cpp)
   // Counts and models a completed operation that every rank's stream reached by ready_us, with
   // each rank's (global rank, track) for the trace. Returns its modeled time: start -1 and
   // duration 0 if unmodeled.
   wire::CollectiveDone count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm, double ready_us,
                                        std::vector<Trace::RankTrack> tracks);
   const planner::CommModel* model_of(Comm& comm);
-  std::string too_big(uint64_t bytes, const std::string& what) const;
-  void fail_op(Comm& comm, PendingOp& op, wire::Status code, const std::string& why);
-  // Fails an operation that `rank`, which destroyed the communicator, will never join.
-  void fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank);
-  // Finds the comm and checks that `client` really owns `rank` in it; replies with an error
-  // and returns nullptr otherwise. op_seq names the collective being joined, if any.
-  Comm* member_comm(ClientId client, uint64_t comm_id, int rank, uint64_t request_id,
-                    const uint64_t* op_seq = nullptr, bool allow_failed = false);
-  // Fails every operation still waiting on the comm, so no rank stays blocked in one.
-  void fail_pending(Comm& comm, wire::Status code, const std::string& why);
-  // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
-  void fail_regrouping(Comm& comm, int rank, const std::string& why);
-  // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init...
-  static std::string init_label(const PendingInit& init);
-  // ...and "ncclCommSplit #0 of communicator 1" a split (or a shrink, `call` "ncclCommShrink").
-  static std::string regroup_label(const char* call, uint64_t index, uint64_t parent);
-  // Fails a pending init, split or shrink: every rank that arrived gets `why`.
-  template <typename Pending>
-  void fail_rendezvous(Pending& pending, wire::Status code, const std::string& why);
-  // A coordinator serving job after job stays the same size: communicators whose ranks have all
-  // left, ranks long gone and failed rendezvous are let go (job_retire.cpp).
+  void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
+  void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
+  void handle_rank_activity(Client& client, const wire::RankActivity& msg);
+  // Step figures per rank, and the job's steps (each as its slowest rank took it).
+  nlohmann::json steps_report() const;
+
+  // ---- The report (job_report.cpp)
+  // A communicator's entry in the report.
+  nlohmann::json comm_entry(const Comm& comm) const;
+
+  // ---- Retirement (job_retire.cpp): a coordinator serving job after job stays the same size:
+  // communicators whose ranks have all left, ranks long gone and failed rendezvous are let go.
   // Retires the communicator if every rank has destroyed it or gone: its report entry is kept
   // (the newest ones) and the rest of it dropped.
   void retire_if_finished(uint64_t comm_id);
@@ -343,8 +236,13 @@ class Job {
   void forget_departed_clients();
   // Drops inits, splits and shrinks that failed longer than the rendezvous timeout ago.
   void forget_failed_rendezvous(std::chrono::steady_clock::time_point now);
-  // A communicator's entry in the report.
-  nlohmann::json comm_entry(const Comm& comm) const;
+
+  // ---- Diagnosis (job_diagnose.cpp)
+  // "ncclCommInitRank of 'name', a 4-rank communicator", as waits and timeouts name an init...
+  static std::string init_label(const PendingInit& init);
+  // ...and "ncclCommSplit #0 of communicator 1" a split (or a shrink, "ncclCommShrink").
+  static std::string regroup_label(Regroup kind, uint64_t index, uint64_t parent);
+  static std::string regroup_label(const RegroupKey& key) { return regroup_label(key.kind, key.index, key.parent); }
   // Records what a client just posted, for diagnoses.
   void note_post(Client& client, Posted what, uint64_t comm, uint64_t seq,
                  std::chrono::steady_clock::time_point now);
@@ -377,13 +275,6 @@ class Job {
   // Prints the status as text on the coordinator's stderr (on a timeout or a deadlock).
   void print_wavefront(std::chrono::steady_clock::time_point now) const;
   void handle_status_query(ClientId id, uint64_t request_id);
-  void count_mismatch(const char* kind);
-
-  template <typename Msg>
-  void reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk = {});
-  void reply_error(ClientId client, uint64_t request_id, wire::Status code, const std::string& message);
-  std::string describe_client(ClientId id) const;
-  uint64_t chunk_bytes_of(ClientId id) const;
 
   ClusterConfig cluster_;
   planner::Topology topology_;
@@ -397,37 +288,18 @@ class Job {
   uint64_t ranks_not_listed_ = 0;       // departed clients dropped
   // Enough for every rank of one job (the world size, at least kMaxDepartedClients).
   static constexpr size_t kMaxDepartedClients = 256;
-  std::deque<nlohmann::json> retired_comms_;  // report entries of communicators all ranks left
-  uint64_t comms_not_listed_ = 0;
-  // Enough for one job's communicators (twice the world size, at least kMaxRetiredComms).
-  static constexpr size_t kMaxRetiredComms = 256;
   // Communicators over the same GPUs share one model: memory grows with distinct GPU sets, not
   // with jobs. Never dropped: the timeline and the trace point into the models.
   std::map<std::vector<int>, std::shared_ptr<const planner::CommModel>> models_;
   std::map<wire::CommKey, PendingInit> pending_inits_;
-  std::map<std::pair<uint64_t, uint64_t>, PendingSplit> pending_splits_;
-  std::map<std::pair<uint64_t, uint64_t>, PendingShrink> pending_shrinks_;
-  std::map<uint64_t, Comm> comms_;
-  uint64_t next_comm_id_ = 1;
+  std::map<RegroupKey, Rendezvous> regroupings_;  // splits and shrinks under way
+  // Enough retired communicators for one job's (twice the world size, at least kMaxRetiredComms).
+  static constexpr size_t kMaxRetiredComms = 256;
+  CommRegistry comms_{std::max<size_t>(kMaxRetiredComms, 2 * size_t(cluster_.world_size()))};
   uint64_t completed_ops_ = 0;
-  CollStats coll_stats_[wire::kNumCollTypes];  // by CollType
-  std::map<OpKey, OpStats> op_kinds_;
-  uint64_t unlisted_op_calls_ = 0;  // calls of kinds beyond kMaxOpKinds
+  JobStats stats_;
   LinkTimeline timeline_;
   Trace trace_;
-  // How the data moved: read and written in place in shared segments, or carried in frames.
-  uint64_t shared_bytes_ = 0;
-  uint64_t control_ring_clients_ = 0;
-  uint64_t payload_chunks_in_ = 0, payload_chunks_out_ = 0;
-  uint64_t socket_bytes_ = 0;
-  uint64_t skipped_bytes_ = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
-  uint64_t segments_mapped_ = 0;
-  // The first few distinct errors, for the report, each with the ranks it was sent to.
-  std::vector<std::pair<std::string, std::vector<int>>> errors_;
-  std::map<std::string, size_t> error_index_;
-  uint64_t rendezvous_timeouts_ = 0;  // operations failed by the rendezvous timeout
-  std::map<std::string, uint64_t> mismatches_;  // by flight recorder class
-  std::vector<std::string> deadlocks_;          // each one's diagnosis
   Executor executor_;           // the pool, used only from the data plane's thread
   Executor serial_executor_{1};  // no pool: for small operations on the calling thread
   InlineDataPlane inline_plane_;
@@ -440,20 +312,8 @@ class Job {
 // "ranks 0-3, 5, 7-9" (or "rank 2"): rank lists stay short on large communicators.
 std::string plural_ranks(std::vector<int> ranks);
 
-// "AllReduce(count=4, int32, sum)": a call as mismatch and timeout messages name it.
-std::string describe_call(const wire::Collective& c);
-
 // The status as the lines an operator reads.
 std::string format_status(const nlohmann::json& status);
-
-template <typename Pending>
-void Job::fail_rendezvous(Pending& pending, wire::Status code, const std::string& why) {
-  pending.failure = why;
-  pending.failed_at = std::chrono::steady_clock::now();
-  for (auto& a : pending.arrivals)
-    if (a) reply_error(a->client, a->request_id, code, why);
-  // Arrivals stay, so a rank arriving late is told `failure` rather than taken for a repeat.
-}
 
 template <typename Msg>
 void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk) {

@@ -19,7 +19,6 @@ constexpr size_t kMaxListedComms = 64;    // the status lists at most this many 
 constexpr size_t kMaxListedWaits = 16;    // ...waiting operations per communicator...
 constexpr size_t kMaxListedMissing = 16;  // ...missing ranks per operation...
 constexpr size_t kMaxListedRanks = 256;   // ...and ranks
-constexpr size_t kMaxReportedDeadlocks = 100;
 
 double seconds_since(Clock::time_point then, Clock::time_point now) {
   return std::chrono::duration<double>(now - then).count();
@@ -74,36 +73,29 @@ std::map<ClientId, std::vector<Job::Wait>> Job::waits() const {
            {absent}, p.first_at});
     }
   }
-  // Every rank that arrived waits for the ranks that did not; `excluded` ranks are not expected.
-  auto add = [&](uint64_t comm, const std::string& where, const auto& arrivals, const std::vector<int>& excluded) {
-    Wait w{comm, where, {}, {}};
-    for (int r = 0; r < static_cast<int>(arrivals.size()); ++r)
-      if (!arrivals[r] && !std::binary_search(excluded.begin(), excluded.end(), r)) w.missing.push_back(r);
-    for (const auto& a : arrivals) {
+  // Every rank that arrived waits for the ranks that did not.
+  auto add = [&](uint64_t comm, const std::string& where, const Rendezvous& pending) {
+    Wait w{comm, where, pending.missing_ranks(), {}};
+    for (const auto& a : pending.arrivals()) {
       if (!a) continue;
       w.since = a->at;
       out[a->client].push_back(w);
     }
   };
   for (const auto& [key, init] : pending_inits_)
-    if (init.failure.empty() && init.arrived > 0) add(0, init_label(init), init.arrivals, {});
-  for (const auto& [key, split] : pending_splits_)
-    if (split.failure.empty() && split.arrived > 0)
-      add(key.first, regroup_label("ncclCommSplit", key.second, key.first), split.arrivals, {});
-  for (const auto& [key, shrink] : pending_shrinks_)
-    if (shrink.failure.empty() && shrink.arrived > 0)
-      add(key.first, regroup_label("ncclCommShrink", key.second, key.first), shrink.arrivals,
-          shrink.excluded);
+    if (init.waiting()) add(0, init_label(init), init);
+  for (const auto& [key, regroup] : regroupings_)
+    if (regroup.waiting()) add(key.parent, regroup_label(key), regroup);
   return out;
 }
 
 std::string Job::init_label(const PendingInit& init) {
   return fmt::format("ncclCommInitRank of {}a {}-rank communicator", init.name.empty() ? "" : "'" + init.name + "', ",
-                     init.nranks);
+                     init.nranks());
 }
 
-std::string Job::regroup_label(const char* call, uint64_t index, uint64_t parent) {
-  return fmt::format("{} #{} of communicator {}", call, index, parent);
+std::string Job::regroup_label(Regroup kind, uint64_t index, uint64_t parent) {
+  return fmt::format("{} #{} of communicator {}", regroup_call(kind), index, parent);
 }
 
 std::string Job::last_post(const Client& c) const {
@@ -111,8 +103,8 @@ std::string Job::last_post(const Client& c) const {
     case Posted::kCollective:
       return fmt::format("{} #{} on communicator {}", wire::coll_type_name(c.last_coll), c.last_seq, c.last_comm);
     case Posted::kInit: return "ncclCommInitRank";
-    case Posted::kSplit: return regroup_label("ncclCommSplit", c.last_seq, c.last_comm);
-    case Posted::kShrink: return regroup_label("ncclCommShrink", c.last_seq, c.last_comm);
+    case Posted::kSplit: return regroup_label(Regroup::kSplit, c.last_seq, c.last_comm);
+    case Posted::kShrink: return regroup_label(Regroup::kShrink, c.last_seq, c.last_comm);
     case Posted::kNothing: break;
   }
   return "nothing";
@@ -193,7 +185,7 @@ void Job::break_deadlock(const std::vector<ClientId>& ranks, const std::map<Clie
                                 deadlock_timeout_.count() / 1000.0, who);
   print_wavefront(now);
   fmt::print(stderr, "fakegpu-coordinator: {}\n", why);
-  if (deadlocks_.size() < kMaxReportedDeadlocks) deadlocks_.push_back(why);
+  stats_.record_deadlock(why);
   const std::set<ClientId> stuck(ranks.begin(), ranks.end());
   for (uint64_t comm_id : comms) {
     Comm& comm = comms_.at(comm_id);
@@ -219,13 +211,9 @@ void Job::break_deadlock(const std::vector<ClientId>& ranks, const std::map<Clie
     }
   }
   // Splits and shrinks the stuck ranks wait in.
-  auto holds_stuck = [&](const auto& arrivals) {
-    return std::any_of(arrivals.begin(), arrivals.end(), [&](const auto& a) { return a && stuck.count(a->client); });
-  };
-  for (auto& [key, split] : pending_splits_)
-    if (split.failure.empty() && holds_stuck(split.arrivals)) fail_rendezvous(split, Status::kInvalidUsage, why);
-  for (auto& [key, shrink] : pending_shrinks_)
-    if (shrink.failure.empty() && holds_stuck(shrink.arrivals)) fail_rendezvous(shrink, Status::kInvalidUsage, why);
+  for (auto& [key, regroup] : regroupings_)
+    if (!regroup.failed() && regroup.any_arrival([&](const Rendezvous::Arrival& a) { return stuck.count(a.client) > 0; }))
+      fail_rendezvous(regroup, Status::kInvalidUsage, why);
 }
 
 std::pair<std::string, std::string> Job::global_rank_state(int rank, const std::map<ClientId, std::vector<Wait>>& waits,
@@ -240,46 +228,33 @@ void Job::check_regroup_timeouts(Clock::time_point now, const std::map<ClientId,
   const auto too_old = now - rendezvous_timeout_;
   const double seconds = rendezvous_timeout_.count() / 1000.0;
   // Counts the timeout and fails the rendezvous; `missing` says where each absent rank is.
-  auto expire = [&](auto& pending, const std::string& what, const std::string& missing) {
-    std::vector<int> arrived;
-    for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
-      if (pending.arrivals[r]) {
-        arrived.push_back(r);
-        ++clients_[pending.arrivals[r]->client].timeouts;
-      }
+  auto expire = [&](Rendezvous& pending, const std::string& what, const std::string& missing) {
+    const std::vector<int> arrived = pending.arrived_ranks();
+    for (int r : arrived) ++clients_[pending.arrival(r).client].timeouts;
     std::string why = fmt::format("rendezvous timeout after {:.0f} s in {}: {} waited for the others{}", seconds, what,
                                   plural_ranks(arrived), missing);
     announce(why);
-    ++rendezvous_timeouts_;
+    stats_.count_timeout();
     fail_rendezvous(pending, Status::kRemoteError, why);
   };
   for (auto& [key, init] : pending_inits_) {
-    if (!init.failure.empty() || init.arrived == 0 || init.first_at > too_old) continue;
+    if (!init.waiting() || init.first_at() > too_old) continue;
     // A communicator over the whole world numbers its ranks as the job does: say where each is.
-    const bool world = init.nranks == cluster_.world_size();
+    const bool world = init.nranks() == cluster_.world_size();
     std::string missing;
-    for (int r = 0; r < init.nranks; ++r)
-      if (!init.arrivals[r]) {
-        auto [who, state] = world ? global_rank_state(r, all, now) : std::pair<std::string, std::string>{"", "never called it"};
-        missing += fmt::format("; rank {} {}{}", r, who.empty() ? "" : "(" + who + ") ", state);
-      }
+    for (int r : init.missing_ranks()) {
+      auto [who, state] = world ? global_rank_state(r, all, now) : std::pair<std::string, std::string>{"", "never called it"};
+      missing += fmt::format("; rank {} {}{}", r, who.empty() ? "" : "(" + who + ") ", state);
+    }
     expire(init, init_label(init), missing);
   }
-  auto expire_regroup = [&](auto& pending, uint64_t comm_id, const std::string& what, const std::vector<int>& excluded) {
-    const Comm& comm = comms_.at(comm_id);
+  for (auto& [key, regroup] : regroupings_) {
+    if (!regroup.waiting() || regroup.first_at() > too_old) continue;
+    const Comm& comm = comms_.at(key.parent);
     std::string missing;
-    for (int r = 0; r < static_cast<int>(pending.arrivals.size()); ++r)
-      if (!pending.arrivals[r] && !std::binary_search(excluded.begin(), excluded.end(), r))
-        missing += "; " + whereabouts(comm, r, all, now);
-    expire(pending, what, missing);
-  };
-  for (auto& [key, split] : pending_splits_)
-    if (split.failure.empty() && split.arrived > 0 && split.first_at <= too_old)
-      expire_regroup(split, key.first, regroup_label("ncclCommSplit", key.second, key.first), {});
-  for (auto& [key, shrink] : pending_shrinks_)
-    if (shrink.failure.empty() && shrink.arrived > 0 && shrink.first_at <= too_old)
-      expire_regroup(shrink, key.first, regroup_label("ncclCommShrink", key.second, key.first),
-                     shrink.excluded);
+    for (int r : regroup.missing_ranks()) missing += "; " + whereabouts(comm, r, all, now);
+    expire(regroup, regroup_label(key), missing);
+  }
 }
 
 void Job::check_timeouts(Clock::time_point now) {
@@ -313,7 +288,7 @@ void Job::check_timeouts(Clock::time_point now) {
                                     seconds, comm.id, seq, describe_call(op.first), plural_ranks(arrived), missing);
       announce(why);
       for (int r : arrived) ++clients_[comm.members[r].client].timeouts;
-      ++rendezvous_timeouts_;
+      stats_.count_timeout();
       fail_op(comm, op, Status::kRemoteError, why);
     }
     for (auto it = comm.p2p.begin(); it != comm.p2p.end();) {
@@ -331,7 +306,7 @@ void Job::check_timeouts(Clock::time_point now) {
                                     "the Send matching its Recv", pair_seq, src, dst, whereabouts(comm, absent, all, now));
       announce(why);
       ++clients_[comm.members[waiting].client].timeouts;
-      ++rendezvous_timeouts_;
+      stats_.count_timeout();
       ++comm.refused;
       reply_error(comm.members[waiting].client, sender_waits ? p.send_request : p.recv_request, Status::kRemoteError, why);
       it = comm.p2p.erase(it);  // a late peer starts a fresh wait, and times out naming this rank
@@ -392,16 +367,13 @@ nlohmann::json Job::status(Clock::time_point now) const {
   }
   // Inits, splits and shrinks under way: who arrived, and where each missing rank is.
   json rendezvous = json::array();
-  auto add_rendezvous = [&](const std::string& what, const auto& arrivals, Clock::time_point first_at,
-                            const std::vector<int>& excluded, const std::function<json(int)>& missing_rank) {
+  auto add_rendezvous = [&](const std::string& what, const Rendezvous& pending,
+                            const std::function<json(int)>& missing_rank) {
     if (rendezvous.size() >= kMaxListedComms) return;
-    std::vector<int> arrived, missing;
-    for (int r = 0; r < static_cast<int>(arrivals.size()); ++r)
-      if (arrivals[r]) arrived.push_back(r);
-      else if (!std::binary_search(excluded.begin(), excluded.end(), r)) missing.push_back(r);
+    const std::vector<int> arrived = pending.arrived_ranks(), missing = pending.missing_ranks();
     json listed = json::array();
     for (size_t i = 0; i < missing.size() && i < kMaxListedMissing; ++i) listed.push_back(missing_rank(missing[i]));
-    rendezvous.push_back({{"call", what}, {"waiting_s", seconds_since(first_at, now)}, {"arrived", ranges(arrived)},
+    rendezvous.push_back({{"call", what}, {"waiting_s", seconds_since(pending.first_at(), now)}, {"arrived", ranges(arrived)},
                           {"missing_count", missing.size()}, {"missing", listed}});
   };
   auto member_of = [&](uint64_t comm_id) {
@@ -412,21 +384,15 @@ nlohmann::json Job::status(Clock::time_point now) const {
     };
   };
   for (const auto& [key, init] : pending_inits_) {
-    if (!init.failure.empty() || init.arrived == 0) continue;
-    const bool world = init.nranks == cluster_.world_size();
-    add_rendezvous(init_label(init), init.arrivals, init.first_at, {}, [&](int r) -> json {
+    if (!init.waiting()) continue;
+    const bool world = init.nranks() == cluster_.world_size();
+    add_rendezvous(init_label(init), init, [&](int r) -> json {
       auto [who, state] = world ? global_rank_state(r, all, now) : std::pair<std::string, std::string>{"", "has not called it"};
       return {{"rank", r}, {"who", who}, {"doing", state}};
     });
   }
-  for (const auto& [key, split] : pending_splits_)
-    if (split.failure.empty() && split.arrived > 0)
-      add_rendezvous(regroup_label("ncclCommSplit", key.second, key.first), split.arrivals,
-                     split.first_at, {}, member_of(key.first));
-  for (const auto& [key, shrink] : pending_shrinks_)
-    if (shrink.failure.empty() && shrink.arrived > 0)
-      add_rendezvous(regroup_label("ncclCommShrink", key.second, key.first), shrink.arrivals,
-                     shrink.first_at, shrink.excluded, member_of(key.first));
+  for (const auto& [key, regroup] : regroupings_)
+    if (regroup.waiting()) add_rendezvous(regroup_label(key), regroup, member_of(key.parent));
 
   json ranks = json::array();
   int64_t connected = 0;
@@ -455,7 +421,7 @@ nlohmann::json Job::status(Clock::time_point now) const {
           {"rendezvous", rendezvous},
           {"ranks_never_connected", never},
           {"ranks", ranks},
-          {"deadlocks", deadlocks_}};
+          {"deadlocks", stats_.deadlocks()}};
 }
 
 std::string format_status(const nlohmann::json& s) {

@@ -34,9 +34,7 @@ const char* p2p_path(const planner::Topology& topo, const planner::Estimate& e) 
 wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm, double ready_us,
                                           std::vector<Trace::RankTrack> tracks) {
   ++completed_ops_;
-  CollStats& stats = coll_stats_[static_cast<int>(call.coll)];
-  ++stats.calls;
-  stats.bytes += bytes;
+  stats_.count_call(call.coll, bytes);
   wire::CollectiveDone done;
   done.seq = call.seq;
   const planner::CommModel* model = model_of(comm);
@@ -46,11 +44,9 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
     e = call.coll == CollType::kSend ? model->estimate_p2p(call.rank, call.root, bytes)
                                      : model->estimate(call.coll, bytes, call.root);
   } catch (const planner::TuningError& err) {
-    if (!stats.unmodeled++) stats.unmodeled_why = err.what();
+    stats_.count_unpriced(call.coll, err.what());
     return done;
   }
-  stats.modeled_us += e.time_us;
-  ++stats.algorithms[e.algo + 1][e.proto];
   // Collectives of a communicator run one after another. Sends and receives run as soon as
   // both ends' streams reach them, so those of one NCCL group run side by side, sharing links;
   // without ready times (NVIDIA's runtime keeps no modeled clock) they queue like collectives.
@@ -61,13 +57,7 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
   trace_.record({comm.id, call.coll, bytes, span.start_us, span.end_us, e.algo, e.proto, e.channels, e.per_byte_links},
                 std::move(tracks));
   // Sends of one size differ by path, so each path gets its own row.
-  const OpKey key{comm.id, call.coll, bytes, call.coll == CollType::kSend ? p2p_path(topology_, e) : ""};
-  auto it = op_kinds_.find(key);
-  if (it == op_kinds_.end() && op_kinds_.size() < kMaxOpKinds) it = op_kinds_.emplace(key, OpStats{0, e}).first;
-  if (it != op_kinds_.end())
-    ++it->second.calls;
-  else
-    ++unlisted_op_calls_;
+  stats_.count_priced({comm.id, call.coll, bytes, call.coll == CollType::kSend ? p2p_path(topology_, e) : ""}, e);
   done.start_us = span.start_us;
   done.modeled_us = span.end_us - span.start_us;
   return done;

@@ -25,31 +25,11 @@ class RefError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// How two calls of one operation differ, named as PyTorch's flight recorder names it; null when
-// they match. Whether data moves at all (FAKEGPU_PAYLOAD) is the ranks' state.
-const char* mismatch_class(const wire::Collective& a, const wire::Collective& b) {
-  if (a.coll != b.coll) return "COLLECTIVE_TYPE_MISMATCH";
-  if (a.dtype != b.dtype) return "COLLECTIVE_DTYPE_MISMATCH";
-  if (a.count != b.count || a.op != b.op || a.root != b.root) return "SIZE_OR_SYNTAX_MISMATCH";
-  if (a.flags != b.flags) return "COLLECTIVE_STATE_MISMATCH";
-  return nullptr;
-}
-
 bool payload_free(const wire::Collective& c) { return c.flags & wire::kNoPayload; }
 
 }  // namespace
 
-std::string describe_call(const wire::Collective& c) {
-  std::string s = fmt::format("{}(count={}, {}", wire::coll_type_name(c.coll), c.count, dtype_name(c.dtype));
-  if (is_reduction(c.coll)) s += fmt::format(", {}", redop_name(c.op));
-  if (has_root(c.coll)) s += fmt::format(", root={}", c.root);
-  if (is_point_to_point(c.coll)) s += fmt::format(", peer={}", c.root);
-  return s + ")";
-}
-
-void Job::count_mismatch(const char* kind) { ++mismatches_[kind]; }
-
-Job::Mapping::~Mapping() { munmap(base_, size_); }
+SegmentMapping::~SegmentMapping() { munmap(base_, size_); }
 
 void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, int fd) {
   if (fd < 0) {
@@ -62,11 +42,11 @@ void Job::handle_share_segment(Client& client, const wire::ShareSegment& msg, in
     client.segment_errors[msg.segment] = fmt::format("mmap of {} bytes failed: {}", msg.size, std::strerror(errno));
     return;
   }
-  client.segments[msg.segment] = std::make_shared<const Mapping>(static_cast<uint8_t*>(base), msg.size);
-  ++segments_mapped_;
+  client.segments[msg.segment] = std::make_shared<const SegmentMapping>(static_cast<uint8_t*>(base), msg.size);
+  ++stats_.data.segments_mapped;
 }
 
-uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const Mapping>* keep) {
+uint8_t* Job::resolve(Client& client, const wire::BufferRef& ref, uint64_t bytes, std::shared_ptr<const SegmentMapping>* keep) {
   auto it = client.segments.find(ref.segment);
   if (it == client.segments.end()) {
     auto err = client.segment_errors.find(ref.segment);
@@ -112,7 +92,7 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
   RankData rank;
   rank.scalar = msg.scalar;
   if (payload_free(msg)) {
-    skipped_bytes_ += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
+    stats_.data.skipped_bytes += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
   } else {
     try {
       if (msg.send.shared() && send_bytes) rank.in = resolve(client, msg.send, send_bytes, &rank.in_segment);
@@ -125,8 +105,8 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
       rank.body = std::move(data);
       rank.in = rank.body->data() + bulk_offset;
     }
-    (msg.send.shared() ? shared_bytes_ : socket_bytes_) += send_bytes;
-    (msg.recv.shared() ? shared_bytes_ : socket_bytes_) += recv_bytes;
+    (msg.send.shared() ? stats_.data.shared_bytes : stats_.data.socket_bytes) += send_bytes;
+    (msg.recv.shared() ? stats_.data.shared_bytes : stats_.data.socket_bytes) += recv_bytes;
   }
   ++client.collectives;
   // One clock reading per arrival: for where-is-it diagnoses, wait times and timeouts.
@@ -143,38 +123,25 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
                                     uint64_t request_id, std::chrono::steady_clock::time_point now) {
   const int nranks = static_cast<int>(comm.members.size());
   PendingOp& op = comm.ops[msg.seq];
-  if (op.request_ids.empty()) {
-    op.first = msg;
-    op.request_ids.assign(nranks, 0);
-    op.calls.resize(nranks);
-    op.ranks.resize(nranks);
-    op.arrived_at.resize(nranks);
-    op.tracks.resize(nranks);
-    op.readies.assign(nranks, -1);
-    op.first_at = now;
+  if (!op.opened()) {
+    op.open(msg, nranks, now);
     for (int r = 0; r < nranks; ++r)
       if (comm.members[r].destroyed) {
         fail_departed(comm, msg.seq, op, r);
         break;
       }
   }
-  if (op.request_ids[msg.rank] != 0) {
+  if (op.joined(msg.rank)) {
     reply_error(id, request_id, Status::kInvalidUsage,
                 fmt::format("rank {} posted operation {} on communicator {} twice", msg.rank, msg.seq, comm.id));
     return;
   }
-  op.request_ids[msg.rank] = request_id;
-  op.calls[msg.rank] = describe_call(msg);
-  op.arrived_at[msg.rank] = now;
-  op.ready_us = std::max(op.ready_us, msg.ready_us);
-  op.readies[msg.rank] = msg.ready_us;
-  op.tracks[msg.rank] = msg.track;
-  ++op.arrived;
+  const bool complete = op.join(msg, request_id, now);
 
   if (!op.failure.empty()) {
     reply_error(id, request_id, op.failure_code, op.failure);
-  } else if (const char* kind = mismatch_class(op.first, msg)) {
-    count_mismatch(kind);
+  } else if (const char* kind = collective_mismatch(op.first, msg)) {
+    stats_.count_mismatch(kind);
     std::string why = fmt::format("{}: collective mismatch on communicator {} at operation {}:", kind, comm.id, msg.seq);
     for (int r = 0; r < nranks; ++r)
       if (op.request_ids[r]) why += fmt::format(" rank {} called {};", r, op.calls[r]);
@@ -184,7 +151,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     op.ranks[msg.rank] = std::move(data);
   }
 
-  if (op.arrived == nranks) {
+  if (complete) {
     // Every rank waited from its arrival until the last one came: stragglers show up as the
     // ranks that never wait.
     const auto last = op.arrived_at[msg.rank];
@@ -320,12 +287,8 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       std::chrono::duration<double, std::micro>(now - p.first_at).count();
 
   const ClientId sender = comm.members[src].client, receiver = comm.members[dst].client;
-  const char* kind = p.send.dtype != p.recv.dtype   ? "COLLECTIVE_DTYPE_MISMATCH"
-                     : p.send.count != p.recv.count ? "SIZE_OR_SYNTAX_MISMATCH"
-                     : p.send.flags != p.recv.flags ? "COLLECTIVE_STATE_MISMATCH"
-                                                    : nullptr;
-  if (kind) {
-    count_mismatch(kind);
+  if (const char* kind = p2p_mismatch(p.send, p.recv)) {
+    stats_.count_mismatch(kind);
     std::string why = fmt::format("{}: send/recv mismatch on communicator {}, message {} from rank {} to rank {}: "
                                   "rank {} called {}, rank {} called {}",
                                   kind, comm.id, msg.seq, src, dst, src, describe_call(p.send), dst, describe_call(p.recv));
@@ -367,8 +330,20 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
   comm.p2p.erase(key);
 }
 
+void Job::fail_pending(Comm& comm, Status code, const std::string& why) {
+  for (auto& [seq, op] : comm.ops)
+    if (op.failure.empty()) fail_op(comm, op, code, why);
+  for (auto& [key, p2p] : comm.p2p) {
+    ++comm.refused;
+    auto [src, dst, pair_seq] = key;
+    if (p2p.send_request) reply_error(comm.members[src].client, p2p.send_request, code, why);
+    if (p2p.recv_request) reply_error(comm.members[dst].client, p2p.recv_request, code, why);
+  }
+  comm.p2p.clear();
+}
+
 void Job::fail_departed(Comm& comm, uint64_t seq, PendingOp& op, int rank) {
-  count_mismatch("COLLECTIVE_STATE_MISMATCH");
+  stats_.count_mismatch("COLLECTIVE_STATE_MISMATCH");
   fail_op(comm, op, Status::kInvalidUsage,
           fmt::format("COLLECTIVE_STATE_MISMATCH on communicator {} at operation {} ({}): rank {} ({}) destroyed the "
                       "communicator instead of joining it",

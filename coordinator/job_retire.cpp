@@ -8,25 +8,16 @@
 namespace fakegpu::coord {
 
 void Job::retire_if_finished(uint64_t comm_id) {
-  auto it = comms_.find(comm_id);
-  if (it == comms_.end()) return;
-  const Comm& comm = it->second;
-  for (const Member& m : comm.members) {
+  const Comm* comm = comms_.find(comm_id);
+  if (!comm) return;
+  for (const Member& m : comm->members) {
     auto client = clients_.find(m.client);
     if (!m.destroyed && client != clients_.end() && !client->second.disconnected) return;  // still there
   }
-  retired_comms_.push_back(comm_entry(comm));
-  if (retired_comms_.size() > std::max<size_t>(kMaxRetiredComms, 2 * size_t(cluster_.world_size()))) {
-    retired_comms_.pop_front();
-    ++comms_not_listed_;
-  }
   // Regroupings of it have nobody left to answer.
-  auto drop = [&](auto& pending) {
-    for (auto p = pending.begin(); p != pending.end();) p = p->first.first == comm_id ? pending.erase(p) : std::next(p);
-  };
-  drop(pending_splits_);
-  drop(pending_shrinks_);
-  comms_.erase(it);
+  for (auto p = regroupings_.begin(); p != regroupings_.end();)
+    p = p->first.parent == comm_id ? regroupings_.erase(p) : std::next(p);
+  comms_.retire(comm_id, comm_entry(*comm));
 }
 
 void Job::forget_departed_clients() {
@@ -34,12 +25,10 @@ void Job::forget_departed_clients() {
   // A member of a live communicator (one whose other ranks still run) stays: it is named in its
   // diagnoses. It goes once that communicator is retired. The same for an init that may complete.
   auto still_named = [&](ClientId client) {
-    for (const auto& [id, comm] : comms_)
-      for (const Member& m : comm.members)
-        if (m.client == client) return true;
+    if (comms_.has_member(client)) return true;
     for (const auto& [key, init] : pending_inits_)
-      for (const auto& a : init.arrivals)
-        if (a && a->client == client && init.failure.empty()) return true;
+      if (!init.failed() && init.any_arrival([&](const Rendezvous::Arrival& a) { return a.client == client; }))
+        return true;
     return false;
   };
   for (auto it = departed_.begin(); departed_.size() > keep && it != departed_.end();) {  // oldest first
@@ -58,11 +47,10 @@ void Job::forget_failed_rendezvous(std::chrono::steady_clock::time_point now) {
   const auto long_ago = now - rendezvous_timeout_;
   auto drop = [&](auto& pending) {
     for (auto p = pending.begin(); p != pending.end();)
-      p = !p->second.failure.empty() && p->second.failed_at < long_ago ? pending.erase(p) : std::next(p);
+      p = p->second.failed() && p->second.failed_at() < long_ago ? pending.erase(p) : std::next(p);
   };
   drop(pending_inits_);
-  drop(pending_splits_);
-  drop(pending_shrinks_);
+  drop(regroupings_);
 }
 
 }  // namespace fakegpu::coord

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "control_ring.h"
+#include "frame_reader.h"
 #include "payload_stream.h"
 
 namespace fakegpu::coord {
@@ -48,7 +49,7 @@ class SocketSession : public Server::Session {
         job_(job),
         on_closed_(std::move(on_closed)),
         on_ring_opened_(std::move(on_ring_opened)),
-        assembler_(job.max_buffer_bytes()) {}
+        reader_(job.max_buffer_bytes(), [&job, id] { return job.greeted(id); }) {}
 
   void start() override {
     asio::error_code ec;
@@ -242,95 +243,28 @@ class SocketSession : public Server::Session {
   // recvmsg also collects file descriptors sent alongside (SCM_RIGHTS, with ShareSegment).
   void read_available() {
     for (;;) {
-      // Fill the current part of the frame (header, fields, bulk) from what is buffered.
-      uint8_t* dst = part_ == Part::kHeader ? header_.data() : part_ == Part::kFields ? body_.data() : bulk_dst_;
-      if (dst) dst += part_got_;
-      uint64_t want = part_size() - part_got_;
-      const size_t take = std::min<uint64_t>(want, rx_end_ - rx_begin_);
-      if (take && dst) std::memcpy(dst, rx_.data() + rx_begin_, take);  // no dst: bulk being dropped
-      rx_begin_ += take;
-      part_got_ += take;
-      want -= take;
-      if (want > 0) {
-        if (drained_) return await_more();  // the last read emptied the socket
-        const bool direct = dst && want >= rx_.size();
-        if (!receive(direct ? dst + take : rx_.data(), direct ? want : rx_.size(), direct)) return;
+      try {
+        rx_begin_ += reader_.feed(rx_.data() + rx_begin_, rx_end_ - rx_begin_);
+      } catch (const FrameError& e) {
+        fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
+        close_now();
+        return;
+      }
+      if (reader_.ready()) {
+        if (!deliver(reader_.take())) return;
         continue;
       }
-      if (!end_part()) return;
-    }
-  }
-
-  uint64_t part_size() const {
-    switch (part_) {
-      case Part::kHeader: return header_.size();
-      case Part::kFields: return header_decoded_.fields_bytes;
-      case Part::kBulk: return header_decoded_.bulk_bytes();
-    }
-    return 0;
-  }
-
-  // Moves on once a part of the frame is complete; false when reading must stop.
-  bool end_part() {
-    const Part done = part_;
-    part_got_ = 0;
-    try {
-      if (done == Part::kHeader) {
-        header_decoded_ = wire::decode_header(header_.data());
-        part_ = Part::kFields;
-        plan_body();
-        return true;
-      }
-      if (done == Part::kFields) {
-        part_ = Part::kBulk;
-        if (header_decoded_.type == wire::MsgType::kPayloadChunk) {
-          auto chunk = wire::decode_fields<wire::PayloadChunk>(body_.data(), body_.size());
-          bulk_dst_ = assembler_.place_chunk(header_decoded_.request_id, chunk, header_decoded_.bulk_bytes());
-        }
-        return true;
-      }
-    } catch (const wire::WireError& e) {
-      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: {}\n", id_, e.what());
-      close_now();
-      return false;
-    } catch (const std::bad_alloc&) {
-      fmt::print(stderr, "fakegpu-coordinator: dropping client {}: cannot allocate a {}-byte frame\n", id_,
-                 header_decoded_.body_bytes);
-      close_now();
-      return false;
-    }
-    part_ = Part::kHeader;
-    return deliver();
-  }
-
-  // Sizes the body for the frame whose header just came, and decides where its bulk goes: after
-  // the fields, into the buffer of the stream it ends, or nowhere (too large to keep).
-  void plan_body() {
-    const wire::FrameHeader& h = header_decoded_;
-    // A stranger gets no large buffer: only a greeted client may send bulk data.
-    if (h.body_bytes > wire::kMaxFieldsBytes && !job_.greeted(id_))
-      throw wire::WireError(fmt::format("a {}-byte frame before the Hello", h.body_bytes));
-    if (h.type == wire::MsgType::kPayloadChunk && !job_.greeted(id_))
-      throw wire::WireError("a PayloadChunk before the Hello");
-    ends_stream_ = h.type != wire::MsgType::kPayloadChunk && assembler_.streaming(h.request_id);
-    if (h.type == wire::MsgType::kPayloadChunk) {
-      body_.resize(h.fields_bytes);  // the bulk's place is known once the fields are read
-    } else if (ends_stream_) {
-      body_.resize(h.fields_bytes);
-      bulk_dst_ = assembler_.place_last(h.request_id, h.bulk_bytes());
-    } else if (h.body_bytes > job_.max_buffer_bytes()) {
-      body_.resize(h.fields_bytes);
-      bulk_dst_ = nullptr;  // dropped as it streams past; the sender is told why
-    } else {
-      body_.resize(h.body_bytes);
-      bulk_dst_ = body_.data() + h.fields_bytes;
+      if (drained_) return await_more();  // the last read emptied the socket
+      const FrameReader::Span rest = reader_.wanted();
+      const bool direct = rest.data && rest.size >= rx_.size();
+      if (!receive(direct ? rest.data : rx_.data(), direct ? rest.size : rx_.size(), direct)) return;
     }
   }
 
   // Hands over a complete frame, with the descriptor that came with it (on a ring, the
   // descriptor went ahead on the socket, so it is there to be read). False when reading must stop.
-  bool deliver() {
-    const wire::FrameHeader& h = header_decoded_;
+  bool deliver(ReadFrame frame) {
+    const wire::FrameHeader& h = frame.header;
     if (h.type == wire::MsgType::kPayloadChunk) {  // its bulk is in place already
       job_.count_payload_chunks(1, 0);
       return true;
@@ -343,27 +277,18 @@ class SocketSession : public Server::Session {
         fds_.pop_front();
       }
     }
-    std::vector<uint8_t> body = std::move(body_);
-    body_ = {};
-    if (ends_stream_) {
-      auto message = assembler_.finish(h.request_id);
-      if (message.data) {
-        job_.on_frame(id_, h, std::move(body), fd, std::move(message.data));
-      } else {
-        wire::FrameHeader whole = h;
-        whole.body_bytes = h.fields_bytes + message.total;
-        job_.on_oversized_frame(id_, whole, std::move(body));
-      }
-    } else if (h.type == wire::MsgType::kOpenControlRing) {
-      open_ring(h, body, fd);
+    if (frame.streamed && !frame.bulk_dropped) {
+      job_.on_frame(id_, h, std::move(frame.body), fd, std::move(frame.payload));
+    } else if (!frame.streamed && h.type == wire::MsgType::kOpenControlRing) {
+      open_ring(h, frame.body, fd);
       if (ring_) {
         wait_readable();  // from now on the socket only rings the bell
         return false;
       }
-    } else if (!bulk_dst_ && h.bulk_bytes() > 0) {
-      job_.on_oversized_frame(id_, h, std::move(body));
+    } else if (frame.bulk_dropped) {
+      job_.on_oversized_frame(id_, h, std::move(frame.body));
     } else {
-      job_.on_frame(id_, h, std::move(body), fd);
+      job_.on_frame(id_, h, std::move(frame.body), fd);
     }
     return !closing_ && !closed_;
   }
@@ -383,7 +308,7 @@ class SocketSession : public Server::Session {
     }
     drained_ = static_cast<size_t>(n) < len;  // a short read: nothing more is waiting
     if (direct) {
-      part_got_ += static_cast<size_t>(n);
+      reader_.advance(static_cast<size_t>(n));
     } else {
       rx_begin_ = 0;
       rx_end_ = static_cast<size_t>(n);
@@ -428,7 +353,7 @@ class SocketSession : public Server::Session {
     ring_bytes_in_ += n;
     drained_ = n < len;
     if (direct) {
-      part_got_ += n;
+      reader_.advance(n);
     } else {
       rx_begin_ = 0;
       rx_end_ = n;
@@ -467,16 +392,7 @@ class SocketSession : public Server::Session {
   uint64_t ring_bytes_in_ = 0;
   std::list<Queued> ring_queue_;  // frames for the ring, once it is open
   size_t out_sent_ = 0;  // bytes of ring_queue_.front() already in the ring
-  // The frame being read: its header, then its fields into body_, then its bulk to bulk_dst_.
-  enum class Part { kHeader, kFields, kBulk };
-  Part part_ = Part::kHeader;
-  uint64_t part_got_ = 0;
-  std::array<uint8_t, wire::kHeaderBytes> header_{};
-  wire::FrameHeader header_decoded_;
-  std::vector<uint8_t> body_;  // fields, and the bulk after them unless it goes elsewhere
-  uint8_t* bulk_dst_ = nullptr;  // null: the bulk is dropped
-  bool ends_stream_ = false;  // the frame ends a stream of PayloadChunk pieces
-  PayloadAssembler assembler_;
+  FrameReader reader_;
   std::deque<int> fds_;  // received descriptors not yet claimed by a frame
   std::vector<uint8_t> rx_ = std::vector<uint8_t>(64 * 1024);  // bytes read ahead of the frame being parsed
   size_t rx_begin_ = 0, rx_end_ = 0;

@@ -347,7 +347,8 @@ class Parser {
     expect_map(link, key);
     bool inter = key == "fabric.inter_node";
     if (inter)
-      only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription", "topology", "nics_per_node", "sharp"});
+      only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription", "topology", "nics_per_node", "sharp",
+                            "efficiency", "plugin_latency_us", "simple_only"});
     else
       only_keys(link, key, {"type", "bandwidth_gbps", "latency_us", "oversubscription"});
     LinkConfig out;
@@ -374,6 +375,16 @@ class Parser {
       if (out.nics_per_node < 1) fail(link["nics_per_node"], key + ".nics_per_node", "must be >= 1");
     }
     if (link["sharp"]) out.sharp = scalar<bool>(link["sharp"], key + ".sharp", "true or false");
+    if (link["efficiency"]) {
+      out.efficiency = number(link, "efficiency", key);
+      if (!(out.efficiency > 0 && out.efficiency <= 1))
+        fail(link["efficiency"], key + ".efficiency", "must be > 0 and <= 1 (a share of the line rate)");
+    }
+    if (link["simple_only"]) out.simple_only = scalar<bool>(link["simple_only"], key + ".simple_only", "true or false");
+    if (link["plugin_latency_us"]) {
+      out.plugin_latency_us = number(link, "plugin_latency_us", key);
+      if (!(out.plugin_latency_us >= 0)) fail(link["plugin_latency_us"], key + ".plugin_latency_us", "must be >= 0 (microseconds)");
+    }
     return out;
   }
 
@@ -382,7 +393,7 @@ class Parser {
     only_keys(fabric, "fabric", {"intra_node", "inter_node"});
     cfg.intra_node = parse_link(required(fabric, "intra_node", "fabric"), "fabric.intra_node", {"nvlink", "nvswitch", "nvlink_bridge", "pcie"});
     if (fabric["inter_node"]) {
-      cfg.inter_node = parse_link(fabric["inter_node"], "fabric.inter_node", {"infiniband", "roce", "ethernet"});
+      cfg.inter_node = parse_link(fabric["inter_node"], "fabric.inter_node", {"infiniband", "roce", "ethernet", "efa", "tcpxo"});
       cfg.has_inter_node = true;
     } else if (cfg.nodes.size() > 1) {
       fail(fabric, "fabric.inter_node", "required key is missing: the cluster has " + std::to_string(cfg.nodes.size()) + " nodes");

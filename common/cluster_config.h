@@ -45,6 +45,10 @@ struct LinkConfig {
   std::string topology = "fat_tree";  // inter_node only: fat_tree or rail_optimized
   int nics_per_node = 0;              // inter_node only: 0 means one NIC per GPU
   bool sharp = false;                 // inter_node only: switches reduce in the network (SHARP)
+  // inter_node only, 0 / -1 when not given (the type's default then applies, see the planner):
+  double efficiency = 0;         // share of the NICs' line rate that transfers reach
+  double plugin_latency_us = -1; // what the NCCL net plugin reports as its latency (EFA: 75)
+  bool simple_only = false;      // the plugin restricts NCCL to its Simple protocol (EFA on p4d)
 };
 
 struct ClusterConfig {

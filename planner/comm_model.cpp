@@ -9,21 +9,6 @@ namespace fakegpu::planner {
 namespace {
 
 
-// Per-step hardware latency for the modeled time. NCCL's own table (kHwLat) serves its tuner,
-// which only ranks algorithms; its LL step over NVLink, 0.6 us, is about half of a real one.
-// An LL step is a store crossing NVLink (through the switch on NVSwitch nodes), the
-// receiver's flag poll, its reduction and its store onward: about 1.2 us. With NCCL's 6.6 us
-// of launch that puts a small AllReduce on 8 NVLink GPUs (14 steps) near 23 us, where public
-// runs report 20-26 us. The other entries are NCCL's.
-struct StepHwLat {
-  double us[3][kNumAlgos][kNumProtos];
-  StepHwLat() {
-    std::copy(&kHwLat[0][0][0], &kHwLat[0][0][0] + 3 * kNumAlgos * kNumProtos, &us[0][0][0]);
-    us[kHwNvlink][kRing][kLL] = us[kHwNvlink][kTree][kLL] = 1.2;
-  }
-};
-const StepHwLat kStepHwLat;
-
 // NCCL's binary tree over n ranks rooted at 0: a rank's lowest set bit decides its level.
 TreeNode btree(int n, int r) {
   TreeNode t;
@@ -196,22 +181,32 @@ void CommModel::search_graphs() {
   graphs_[kTree] = tree;
   graphs_[kPat] = ring;
 
-  // NVLS: one channel per GPU of a node pulling from the switch; needs NVSwitch and Hopper+.
+  // NVLS (NCCL 2.28's search): one channel per head GPU, every GPU of a node on one node, the
+  // GPUs beside the NICs across nodes; a channel takes its speed from every GPU's NVLink and
+  // twice from its head's. Its network speed then rises to twice that, as far as the NIC paths
+  // allow. Needs NVSwitch and Hopper or later.
   bool nvls_ok = nvswitch_ && min_cc_ >= 90 && env_.nvls_enable != 0 && ppn_ > 1;
   if (nvls_ok) {
     Graph nvls;
     nvls.channels = std::min(32, ppn_);
-    double budget = total * ppn_ / (ppn_ - 1.0);
-    SpeedList intra = search_speeds(min_cc_, false);
-    for (int k = 0; k < intra.count; ++k)
-      if (intra.speeds[k] * nvls.channels <= budget + 1e-9) {
-        nvls.bw_intra = intra.speeds[k];
-        break;
+    if (inter) {
+      for (auto& ranks : node_ranks_) {
+        std::set<int> nics;
+        for (int r : ranks)
+          if (int nic = topo_.gpus[gpus_[r]].nic; nic >= 0) nics.insert(nic);
+        nvls.channels = std::min<int>(nvls.channels, std::max<size_t>(1, nics.size()));
       }
-    nvls.bw_inter = inter ? ring.bw_inter : nvls.bw_intra;
+    }
+    SpeedList intra = search_speeds(min_cc_, false);
+    for (int k = 0; k < intra.count && nvls.bw_intra == 0; ++k)
+      if (intra.speeds[k] * (ppn_ + 1) <= total + 1e-9) nvls.bw_intra = intra.speeds[k];
+    SpeedList raise = search_speeds(min_cc_, inter);
+    const double inter_cap = std::min(2 * nvls.bw_intra, inter ? max_bw : 1e9);
+    for (int k = 0; k < raise.count && nvls.bw_inter == 0; ++k)
+      if (raise.speeds[k] <= inter_cap + 1e-9) nvls.bw_inter = raise.speeds[k];
     graphs_[kNvls] = nvls;
     graphs_[kNvlsTree] = nvls;
-    nvls_channels_ = min_cc_ >= 100 ? 32 : 16;
+    nvls_channels_ = min_cc_ >= 100 ? (inter ? 32 : 24) : 16;
   }
 
   // CollNet on a network that reduces in its switches: one channel per NIC of a node (its
@@ -294,15 +289,18 @@ void CommModel::build_trees() {
 
 // NCCL's latency formula for one (function, algorithm, protocol), with per-step hardware
 // latencies from `hw_lat` (NCCL's table for the tuner, the measured one for time), network
-// steps no faster than net_floor_us.
-double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us) const {
+// steps no faster than net_floor_us, and `plugin_us` added to each (twice for Simple, as NCCL
+// adds its net plugin's reported latency).
+double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
+                          double plugin_us) const {
   const int n = nranks(), nodes = nnodes();
   const int intra_hw = nvl_intra_ ? kHwNvlink : kHwPci;
   const int hw = nodes == 1 ? intra_hw : kHwNet;
   const int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
   double lat = kBaseLat[a][p];
   double intra_lat = hw_lat[intra_hw][a][p];
-  double inter_lat = std::max(ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p], net_floor_us);
+  double inter_lat = std::max(ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p], net_floor_us) +
+                     plugin_us * (p == kSimple ? 2 : 1);
   if (a == kRing) {
     if (f == kReduce || f == kBroadcast) {
       lat += nsteps * (p == kSimple ? hw_lat[hw][kTree][p] : hw_lat[hw][a][p]);
@@ -329,6 +327,21 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
   return lat;
 }
 
+// NCCL 2.28's bandwidth of one NVLS channel: the switch's reduction runs at a share of the NVLink
+// speed, less one channel's worth, and an AllReduce pipelines two operations through it; an
+// NVLS tree's network speed counts twice on two nodes (one edge, each side sends the buffer
+// once), under a cap per channel.
+double CommModel::nvls_channel_bw(int f, int a, const Graph& g) const {
+  if (g.channels < 2) return 0;
+  const int nodes = nnodes();
+  const double ppn = static_cast<double>(nranks()) / nodes;
+  double intra = g.bw_intra * nvls_efficiency(min_cc_) * (g.channels - 1) / g.channels;
+  intra *= f == kAllReduce ? 2.0 : (ppn - 1) / ppn;
+  double bw = std::min(intra, g.bw_inter * (a == kNvlsTree && nodes <= 2 ? 2 : 1));
+  if (a == kNvlsTree) bw = std::min(bw, kPerChMaxNvlsTreeBw[arch_index(min_cc_)][nodes <= 2 ? nodes - 1 : 2]);
+  return bw;
+}
+
 // NCCL's ncclTopoTuneModel for this communicator.
 void CommModel::tune() {
   const int n = nranks(), nodes = nnodes();
@@ -349,8 +362,7 @@ void CommModel::tune() {
         if (a == kPat && !(nodes == n && min_cc_ >= 60)) continue;
         if (collnet && p != kSimple) continue;
         double bw = nodes <= 2 || collnet ? g.bw_intra : g.bw_inter;
-        if (a == kNvls) bw = f == kAllReduce ? std::min(g.bw_intra, g.bw_inter) : std::min(g.bw_intra * (ppn - 1) / ppn, g.bw_inter * 0.9);
-        if (a == kNvlsTree) bw = std::min(g.bw_intra, nodes <= 2 ? g.bw_inter : g.bw_inter / 2);
+        if (a == kNvls || a == kNvlsTree) bw = nvls_channel_bw(f, a, g);
         double bus = g.channels * bw;
         // NCCL's refinements (NVLS has its own formula above).
         if (a != kNvls && a != kNvlsTree) bus = std::min(bus * efficiency(f, a, p), cap_busbw(f, a, p, g.channels));
@@ -361,9 +373,11 @@ void CommModel::tune() {
         }
         bw_[f][a][p] = bus * bus_to_alg(f, a);
 
-        lat_[f][a][p] = latency(f, a, p, kHwLat, 0);
-        // A step across the network takes at least the network's own latency.
-        step_lat_[f][a][p] = latency(f, a, p, kStepHwLat.us, topo_.net_latency_us);
+        lat_[f][a][p] = latency(f, a, p, kHwLat, 0, topo_.plugin_latency_us);
+        // The modeled time takes NCCL's per-step latencies, which match runs with one process
+        // per GPU (8 x H20: 19 us at 32 KiB; 2 x H100: 7.5 us), and a step across the network
+        // at least the network's own latency instead of what its plugin reports.
+        step_lat_[f][a][p] = latency(f, a, p, kHwLat, topo_.net_latency_us, 0);
       }
     }
   }
@@ -381,6 +395,8 @@ void CommModel::tune() {
         if (a == kCollNetDirect && !nvswitch_) on = false;
         int pe = env_.proto_enabled[f][p];
         if (pe == 2) pe = (nvl_intra_ || ppn_ == 1) && min_cc_ == max_cc_ && min_cc_ >= 70;
+        // A plugin that sets NCCL_PROTO=Simple does so for the whole process, unless the user set it.
+        if (topo_.net_simple_only && p != kSimple && !env_.proto_forced) pe = 0;
         if (!on || !pe) bw_[f][a][p] = 0;
       }
 }

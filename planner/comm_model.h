@@ -121,7 +121,9 @@ class CommModel {
   void build_trees();
   void tune();
   void choose(int func, uint64_t bytes, int* algo, int* proto) const;
-  double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us) const;
+  double nvls_channel_bw(int func, int algo, const Graph& g) const;
+  double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
+                 double plugin_us) const;
   // NCCL's latency as its tuner sees it, or (for_time) with measured per-step latencies.
   double nccl_latency(int func, int algo, int proto, uint64_t bytes, bool for_time = false) const;
   int op_channels(int algo, int proto, uint64_t bytes) const;

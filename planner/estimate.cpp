@@ -193,7 +193,8 @@ double CommModel::bus_to_alg(int f, int a) const {
   const int n = nranks();
   if (a == kRing) return static_cast<double>(n) / (f == kAllReduce ? 2 * (n - 1) : (f == kAllGather || f == kReduceScatter) ? n - 1 : n);
   if (f == kAllGather || f == kReduceScatter) return 1.0;
-  return a == kNvls || a == kNvlsTree ? 5.0 / 6.0 : 0.5;
+  if (a == kNvls || a == kNvlsTree) return static_cast<double>(n) / (f == kAllReduce ? 2 * (n - 1) : n);  // NCCL 2.28
+  return 0.5;
 }
 
 double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, double rate, double hop_cost) const {
@@ -205,18 +206,19 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
     if (rate <= 0) return 0;
     double chunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE
     double ops = static_cast<double>(nvls_channels_) * ppn_;
-    int stages = 2;
     if (a == kNvls) {
       if (bytes < 64 * ops * chunk) chunk = std::min(chunk, 65536.0);
       if (bytes < 8 * ops * chunk) chunk = std::min(chunk, 32768.0);
       if (bytes < 2 * ops * chunk) chunk = std::min(chunk, 16384.0);
-    } else {
-      if (nnodes() >= 4) chunk = 65536;
-      if (bytes < 4 * ops * chunk) chunk = std::min(chunk, 65536.0);
-      if (bytes < ops * chunk) chunk = std::min(chunk, 32768.0);
-      stages += 2 * log2i(nnodes());
+      return 2 * std::min<double>(bytes, ops * chunk) / rate;
     }
-    return stages * std::min<double>(bytes, ops * chunk) / rate;
+    if (nnodes() >= 4) chunk = 65536;
+    if (bytes < 4 * ops * chunk) chunk = std::min(chunk, 65536.0);
+    if (bytes < ops * chunk) chunk = std::min(chunk, 32768.0);
+    // The tree's levels each pass on one chunk per channel, from the channel's head over its
+    // NIC, not a chunk per GPU as the switch's rounds do.
+    const double level = std::min<double>(bytes, nvls_channels_ * chunk) / rate;
+    return 2 * std::min<double>(bytes, ops * chunk) / rate + 2 * log2i(nnodes()) * level;
   }
   if (a != kRing && a != kPat) return 0;  // trees: NCCL's correction factors cover medium sizes
   double slice = p == kSimple ? kSimpleStep : p == kLL128 ? kLL128Step : kLLStep;

@@ -72,16 +72,22 @@ std::vector<Flow> CommModel::flow_plan(CollType coll, int algo, int root) const 
     if (algo == kNvlsTree) {
       // Across nodes, each local GPU carries its share over its own rail, on both halves of
       // the double binary tree: up to the parent node, then back down.
-      for (int h = 0; h < ppn_; ++h)
-        for (int half = 0; half < 2; ++half)
-          for (int nd = 0; nd < nnodes(); ++nd) {
-            int parent = trees_[half % trees_.size()][node_ranks_[nd][0]].parent;
-            if (parent < 0 || node_of_[parent] == nd) continue;
-            auto& mine = node_ranks_[nd];
-            auto& theirs = node_ranks_[node_of_[parent]];
+      for (int half = 0; half < 2; ++half) {
+        const auto& tree = trees_[half % trees_.size()];
+        for (int nd = 0; nd < nnodes(); ++nd) {
+          // The node's parent in this half: where the rank that leaves the node points.
+          int parent = -1;
+          for (int r : node_ranks_[nd])
+            if (tree[r].parent >= 0 && node_of_[tree[r].parent] != nd) parent = tree[r].parent;
+          if (parent < 0) continue;
+          auto& mine = node_ranks_[nd];
+          auto& theirs = node_ranks_[node_of_[parent]];
+          for (int h = 0; h < ppn_; ++h) {
             int a = mine[h % mine.size()], b = theirs[h % theirs.size()];
             add(h, 2, 1, a, b, 0.5 / ppn_), add(h, 3, 1, b, a, 0.5 / ppn_);
           }
+        }
+      }
     }
   } else if (algo == kCollNetDirect || algo == kCollNetChain) {
     // Each NIC's head GPU owns an equal share of the buffer: the node reduces every share onto

@@ -1,4 +1,4 @@
-// NCCL's tuning vocabulary and constants (NCCL 2.27's src/graph/tuning.cc and search.cc),
+// NCCL's tuning vocabulary and constants (NCCL 2.30's src/graph/tuning.cc and search.cc),
 // and the user overrides NCCL reads from the environment. The cost model uses these to pick
 // the algorithm and protocol NCCL would pick.
 #pragma once
@@ -33,6 +33,7 @@ extern const double kLlMaxBw[4][3];
 extern const double kPerChMaxRingLL128Bw[4][3];
 extern const double kPerChMaxTreeLL128Bw[4][3];
 extern const double kPerChMaxTreeBw[4][3];
+extern const double kPerChMaxNvlsTreeBw[4][3];
 inline int log2i(uint64_t n) {
   int l = 0;
   while (n > 1) n >>= 1, ++l;

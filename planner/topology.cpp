@@ -6,13 +6,25 @@
 namespace fakegpu::planner {
 namespace {
 
-// Share of a NIC's line rate that collectives reach. InfiniBand reaches about 95% of line
-// rate in public NCCL runs (NDR: 46-48 of 50 GB/s); RoCE loses a little more to congestion
-// control; plain Ethernet goes through NCCL's socket transport and the kernel stack.
-double transport_efficiency(const std::string& type) {
-  if (type == "infiniband") return 0.95;
-  if (type == "roce") return 0.90;
+// Share of a NIC's line rate that collectives reach, unless the YAML says (efficiency).
+// InfiniBand reaches about 95% of line rate in public NCCL runs (NDR: 46-48 of 50 GB/s); RoCE
+// loses a little more to congestion control, and so do AWS's EFA (SRD; 2 x p4de reach 84% of
+// the node's 4 x 100 Gbit/s in a tree) and Google's TCPXO (2 x A3 Mega: 90% of 8 x 200 Gbit/s);
+// plain Ethernet goes through NCCL's socket transport and the kernel stack.
+double transport_efficiency(const LinkConfig& net) {
+  if (net.efficiency > 0) return net.efficiency;
+  if (net.type == "infiniband") return 0.95;
+  if (net.type == "roce" || net.type == "efa" || net.type == "tcpxo") return 0.90;
   return 0.70;
+}
+
+// The latency the NCCL net plugin reports, which NCCL's tuner adds to every network step
+// (twice for Simple), unless the YAML says (plugin_latency_us). AWS's plugin reports 75 us on
+// p4d/p5 (35 us on p5en and later); NCCL's InfiniBand and socket transports and Google's
+// plugins report 0.
+double plugin_latency(const LinkConfig& net) {
+  if (net.plugin_latency_us >= 0) return net.plugin_latency_us;
+  return net.type == "efa" ? 75.0 : 0.0;
 }
 
 IntraFabric intra_fabric(const std::string& type) {
@@ -150,7 +162,9 @@ Topology Topology::from_config(const ClusterConfig& config) {
     if (config.has_inter_node) {
       topo.sharp = config.inter_node.sharp;
       topo.net_latency_us = config.inter_node.latency_us;
-      double eff = transport_efficiency(config.inter_node.type);
+      topo.plugin_latency_us = plugin_latency(config.inter_node);
+      topo.net_simple_only = config.inter_node.simple_only;
+      double eff = transport_efficiency(config.inter_node);
       std::vector<NicConfig> nics = xml ? xml_nics(*xml, nc.ranks.size()) : nc.nics;
       if (nics.empty()) nics = fabric_nics(config.inter_node, static_cast<int>(nc.ranks.size()));
       nics = fuse_rail_nics(nics);

@@ -64,7 +64,9 @@ struct Topology {
   std::vector<Nic> nics;
   std::vector<Link> links;
   bool sharp = false;         // the network reduces in its switches (SHARP): CollNet, NVLS across nodes
-  double net_latency_us = 0;  // one-way latency of the network between nodes
+  double net_latency_us = 0;     // one-way latency of the network between nodes
+  double plugin_latency_us = 0;  // the latency NCCL's net plugin reports, which its tuner adds
+  bool net_simple_only = false;  // the net plugin sets NCCL_PROTO=Simple (EFA without in-order 128 B)
 
   // Whether two GPUs of one node talk over NVLink (else PCIe).
   bool nvlink_between(int a, int b) const;

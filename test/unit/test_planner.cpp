@@ -371,6 +371,34 @@ TEST(Planner, DescribedGpusPcieWidthAndPeerAccess) {
   EXPECT_EQ(x8.topo.path_type(0, 1), PathType::kSys);
 }
 
+// Networks beyond InfiniBand: each type's share of the line rate and the latency its NCCL
+// plugin reports (AWS's EFA: 75 us, which NCCL's tuner adds to every network step), both
+// overridable; a plugin that allows only Simple (EFA on p4d) takes LL and LL128 away.
+TEST(Planner, NetworkTypesEfficiencyPluginLatencyAndProtocols) {
+  auto net = [](const std::string& inter) {
+    return Topology::from_config(cluster("h100-sxm", 2, 8, ", " + inter));
+  };
+  Topology ib = Topology::from_config(cluster("h100-sxm", 2, 8));
+  EXPECT_DOUBLE_EQ(ib.nics[0].gbytes, 50 * 0.95);
+  EXPECT_DOUBLE_EQ(ib.plugin_latency_us, 0);
+  ClusterConfig efa_config = cluster("h100-sxm", 2, 8);
+  efa_config.inter_node.type = "efa";
+  Topology efa = Topology::from_config(efa_config);
+  EXPECT_DOUBLE_EQ(efa.nics[0].gbytes, 50 * 0.90);
+  EXPECT_DOUBLE_EQ(efa.plugin_latency_us, 75);
+  Topology tuned = net("efficiency: 0.8, plugin_latency_us: 35");
+  EXPECT_DOUBLE_EQ(tuned.nics[0].gbytes, 50 * 0.8);
+  EXPECT_DOUBLE_EQ(tuned.plugin_latency_us, 35);
+
+  CommModel plain(ib, all_ranks(16), TuningEnv{});
+  EXPECT_NE(plain.estimate(CollType::kAllReduce, 1024).proto, kSimple);
+  Topology simple = net("simple_only: true");
+  CommModel restricted(simple, all_ranks(16), TuningEnv{});
+  EXPECT_EQ(restricted.estimate(CollType::kAllReduce, 1024).proto, kSimple);
+  CommModel one_node(simple, all_ranks(8), TuningEnv{});  // an environment variable: every communicator
+  EXPECT_EQ(one_node.estimate(CollType::kAllReduce, 1024).proto, kSimple);
+}
+
 // Textbook volumes: ring AllReduce sends 2(n-1)/n x S from every rank; ring AllGather (n-1)/n;
 // tree AllReduce sends S up and S down over every tree edge.
 TEST(Planner, LinkBytesMatchWhatTheAlgorithmMoves) {

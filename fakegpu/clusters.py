@@ -34,7 +34,12 @@ class NodeTemplate:
 
     def nics_for(self, gpus_used: int):
         """The NICs a node using its first `gpus_used` GPUs has on their rails, as cluster YAML
-        `nics` entries: (bandwidth, local GPU indices). A NIC serves a contiguous block of GPUs."""
+        `nics` entries: (bandwidth, local GPU indices). A NIC serves a contiguous block of GPUs,
+        or, where NICs outnumber GPUs, each GPU an equal block of NICs (as the planner lays out
+        a node's NICs from the fabric)."""
+        if self.nics > self.gpus:
+            return [(self.nic_gbps, [i * self.gpus // self.nics]) for i in range(self.nics)
+                    if i * self.gpus // self.nics < gpus_used]
         per_nic = max(1, math.ceil(self.gpus / self.nics))
         return [(self.nic_gbps, list(range(first, min(first + per_nic, gpus_used))))
                 for first in range(0, gpus_used, per_nic)]

@@ -11,7 +11,8 @@ from pathlib import Path
 from rank_jobs import CONFIGS, built, fgpu
 
 PRESETS = CONFIGS / "presets"
-FAMILIES = {"h100": "dgx-h100", "a100": "dgx-a100", "h200": "hgx-h200", "h20": "h20", "gb200": "gb200-nvl72"}
+FAMILIES = {"h100": "dgx-h100", "a100": "dgx-a100", "h200": "hgx-h200", "h20": "h20", "gb200": "gb200-nvl72",
+            "aws-p5": "aws-p5", "aws-p4de": "aws-p4de", "gcp-a3-mega": "gcp-a3-mega"}
 
 
 def placements(tmp: Path):
@@ -113,7 +114,7 @@ class ModelOnClusters(unittest.TestCase):
         self.assertGreater(h100, a100, "a DGX H100 pair outruns a DGX A100 pair at 1 GiB")
         bad = fgpu("model", "--cluster-config", "dgx-h100-9node")
         self.assertEqual(bad.returncode, 2)
-        self.assertIn("no such file, nor a preset of that name (presets: dgx-a100-1node,", bad.stderr)
+        self.assertIn("no such file, nor a preset of that name (presets: aws-p4de-1node,", bad.stderr)
 
     def test_plot_has_a_line_per_cluster_or_algorithm(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-plot-"))

@@ -78,7 +78,8 @@ ROWS += [
 DGX_H100 = "configs/presets/dgx-h100-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 NVL72 = "configs/presets/gb200-nvl72-1node.yaml"
-P5, P4DE, A3MEGA, OCI16 = "aws-p5-1x8.yaml", "aws-p4de-1x8.yaml", "gcp-a3mega-1x8.yaml", "oci-a100-16nic-1x8.yaml"
+P5, P4DE, A3MEGA = "configs/presets/aws-p5-1node.yaml", "configs/presets/aws-p4de-1node.yaml", "configs/presets/gcp-a3-mega-1node.yaml"
+OCI16 = "oci-a100-16nic-1x8.yaml"
 KIB = 1024
 WIDER = [
     ("R1-6", H20, [], "all_reduce", 32 * KIB, "time", 18.66, "8 x H20, small"),

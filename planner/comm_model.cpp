@@ -199,7 +199,7 @@ void CommModel::search_graphs() {
     }
     SpeedList intra = search_speeds(min_cc_, false);
     for (int k = 0; k < intra.count && nvls.bw_intra == 0; ++k)
-      if (intra.speeds[k] * (ppn_ + 1) <= total + 1e-9) nvls.bw_intra = intra.speeds[k];
+      if (intra.speeds[k] * (nvls.channels + 1) <= total + 1e-9) nvls.bw_intra = intra.speeds[k];
     SpeedList raise = search_speeds(min_cc_, inter);
     const double inter_cap = std::min(2 * nvls.bw_intra, inter ? max_bw : 1e9);
     for (int k = 0; k < raise.count && nvls.bw_inter == 0; ++k)

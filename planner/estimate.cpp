@@ -181,6 +181,9 @@ double CommModel::cap_busbw(int f, int a, int p, int nc) const {
     if (p == kLL128) return nc * kPerChMaxRingLL128Bw[arch][idx2];
     return inf;
   }
+  // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so
+  // the switch's rounds never outrun the channels that feed them.
+  if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a]);
   if (a != kTree || f != kAllReduce) return inf;
   const double tree = nc * kPerChMaxTreeBw[arch][idx2];  // applies before the protocol's own
   if (p == kLL) return std::min(tree / 3.8, ll_max);

@@ -75,11 +75,13 @@ ROWS += [
 #         docs/running-rdma-workloads-on-oke-h100.md
 #   R6-1  GB200 NVL72, one rack, NCCL 2.26.2: coreweave/nccl-tests README.md, "GB200 > Single Rack"
 #   R6-2  GB200 NVL72, two racks: the same README, "GB200 > 2 Racks"
+#   R1-4  8 x RTX 5090 on PCIe, peer access enabled, NCCL 2.29.7: aikitoria/open-gpu-kernel-modules,
+#         README.md, "Sample nccl-tests all_reduce_perf output"
 DGX_H100 = "configs/presets/dgx-h100-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 NVL72 = "configs/presets/gb200-nvl72-1node.yaml"
 P5, P4DE, A3MEGA = "configs/presets/aws-p5-1node.yaml", "configs/presets/aws-p4de-1node.yaml", "configs/presets/gcp-a3-mega-1node.yaml"
-OCI16 = "oci-a100-16nic-1x8.yaml"
+OCI16, RTX5090 = "oci-a100-16nic-1x8.yaml", "rtx5090-pcie-1x8.yaml"
 KIB = 1024
 WIDER = [
     ("R1-6", H20, [], "all_reduce", 32 * KIB, "time", 18.66, "8 x H20, small"),
@@ -118,6 +120,12 @@ WIDER = [
     ("R6-1", NVL72, [], "all_reduce", 8 * GIB, "time", 20299, ""),
     ("R6-2", NVL72, ["--nodes", "2"], "all_reduce", GIB, "time", 3574.4, "2 racks"),
     ("R6-2", NVL72, ["--nodes", "2"], "all_reduce", 16 * GIB, "time", 42067, ""),
+    ("R1-4", RTX5090, [], "all_reduce", 8, "time", 24.5, "8 x RTX 5090, PCIe only"),
+    ("R1-4", RTX5090, [], "all_reduce", 32 * KIB, "time", 39.3, ""),
+    ("R1-4", RTX5090, [], "all_reduce", 256 * KIB, "time", 45.9, ""),
+    ("R1-4", RTX5090, [], "all_reduce", 2 * MIB, "time", 104.5, ""),
+    ("R1-4", RTX5090, [], "all_reduce", 16 * MIB, "time", 646.5, ""),
+    ("R1-4", RTX5090, [], "all_reduce", 128 * MIB, "time", 5355, ""),
 ]
 
 

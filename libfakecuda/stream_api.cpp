@@ -152,10 +152,7 @@ void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, Pl
   }
   if (stream) {
     if (placement == Placement::kMarker) return stream->enqueue_marker(std::move(work));
-    if (placement == Placement::kRunIfIdle) {
-      stream->run_or_enqueue(std::move(work));
-      return;
-    }
+    if (placement == Placement::kRunIfIdle) return stream->run_or_enqueue(std::move(work));
     return stream->enqueue(std::move(work), cost_ns, kind);
   }
   int device = fakegpu::cuda::current_device();

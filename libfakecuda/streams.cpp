@@ -87,14 +87,14 @@ void Stream::enqueue(std::function<void()> task, int64_t cost_ns, WorkKind kind)
   work_.notify_one();
 }
 
-bool Stream::run_or_enqueue(std::function<void()> task) {
+void Stream::run_or_enqueue(std::function<void()> task) {
   Item item{std::move(task), false, 0, kUntracked, host_clock().now_ns()};
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!queue_.empty() || busy_ || stopping_) {
       queue_.push_back(std::move(item));
       work_.notify_one();
-      return false;
+      return;
     }
     busy_ = true;
   }
@@ -106,7 +106,6 @@ bool Stream::run_or_enqueue(std::function<void()> task) {
     drained_.notify_all();
   else
     work_.notify_one();  // work queued while this ran
-  return true;
 }
 
 void Stream::enqueue_marker(std::function<void()> mark) {

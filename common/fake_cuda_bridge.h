@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_CUDA_BRIDGE_VERSION 1u
+#define FAKEGPU_CUDA_BRIDGE_VERSION 2u
 
 /* A stream's modeled clock, opaque to callers: the time the work queued on the stream would
  * have taken on the modeled GPU. */
@@ -87,6 +87,13 @@ typedef struct fakegpu_cuda_bridge_table {
   int (*primary_context_active)(int device);
   /* Kernel launches the runtime has run so far, for tests. */
   uint64_t (*kernel_launches)(void);
+
+  /* ---- streams, added in version 2 ---- */
+  /* As launch_clocked_host_func, but on a created or per-thread stream with nothing queued or
+   * running, fn runs before this returns, on the calling thread, still in the stream's order
+   * and on its clock. For work that would otherwise cost a thread switch to start and another
+   * to report its end (a small collective). */
+  int (*run_clocked_host_func)(void* stream, fakegpu_clocked_host_fn fn, void* user);
 } fakegpu_cuda_bridge_table;
 
 /* The one exported entry point: the table for `version`, or NULL when the runtime is of another

@@ -19,11 +19,17 @@ int drain_stream(void* stream) { return fakegpu_cuda_drain_stream(static_cast<cu
 
 // The clock passed to fn is that of the work the runtime is running when it calls fn: the
 // stream's own, or for a graph replay the clock of the stream the graph was launched on.
+std::function<void()> clocked_call(fakegpu_clocked_host_fn fn, void* user) {
+  if (!fn) throw cudaErrorInvalidValue;
+  return [fn, user] { fn(user, handle_of(*running_clock())); };
+}
+
 int launch_clocked_host_func(void* stream, fakegpu_clocked_host_fn fn, void* user) {
-  return guarded([&] {
-    if (!fn) throw cudaErrorInvalidValue;
-    submit(static_cast<cudaStream_t>(stream), [fn, user] { fn(user, handle_of(*running_clock())); });
-  });
+  return guarded([&] { submit(static_cast<cudaStream_t>(stream), clocked_call(fn, user)); });
+}
+
+int run_clocked_host_func(void* stream, fakegpu_clocked_host_fn fn, void* user) {
+  return guarded([&] { submit_or_run(static_cast<cudaStream_t>(stream), clocked_call(fn, user)); });
 }
 
 fakegpu_stream_clock* legacy_clock() { return handle_of(legacy_stream_clock()); }
@@ -64,6 +70,7 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     device_identity_of,
     context_active,
     launches,
+    run_clocked_host_func,
 };
 
 }  // namespace

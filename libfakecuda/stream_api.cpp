@@ -139,7 +139,10 @@ void throw_stream_error(Stream* s) {
   if (int e = s ? s->error() : 0) throw static_cast<cudaError_t>(e);
 }
 
-void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, bool marker,
+// How submit_impl puts work on a created or per-thread stream.
+enum class Placement { kQueue, kMarker, kRunIfIdle };
+
+void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, Placement placement,
                  fakegpu::cuda::WorkKind kind = fakegpu::cuda::kUntracked) {
   Stream* stream = resolve(s);
   if (Graph* g = stream ? capture_of(stream) : nullptr) {
@@ -147,7 +150,11 @@ void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, bo
     g->nodes.push_back({std::move(work), cost_ns, kind});
     return;
   }
-  if (stream) return marker ? stream->enqueue_marker(std::move(work)) : stream->enqueue(std::move(work), cost_ns, kind);
+  if (stream) {
+    if (placement == Placement::kMarker) return stream->enqueue_marker(std::move(work));
+    if (placement == Placement::kRunIfIdle) return stream->run_or_enqueue(std::move(work));
+    return stream->enqueue(std::move(work), cost_ns, kind);
+  }
   int device = fakegpu::cuda::current_device();
   ModelClock& clock = legacy_clock(device);
   clock.raise_to(drain_device(device, /*blocking_only=*/true));
@@ -159,7 +166,11 @@ void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, bo
 namespace fakegpu::cuda {
 
 void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns, WorkKind kind) {
-  submit_impl(stream, std::move(work), cost_ns, false, kind);
+  submit_impl(stream, std::move(work), cost_ns, Placement::kQueue, kind);
+}
+
+void submit_or_run(cudaStream_t stream, std::function<void()> work) {
+  submit_impl(stream, std::move(work), 0, Placement::kRunIfIdle);
 }
 
 ModelClock& legacy_stream_clock() {
@@ -341,7 +352,7 @@ FAKECUDA_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     }
     uint64_t generation = e->record();
     submit_impl(stream, [e, generation] { e->complete(generation, fakegpu::cuda::running_clock()->now_ns()); }, 0,
-                /*marker=*/true);
+                Placement::kMarker);
   });
 }
 

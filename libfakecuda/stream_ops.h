@@ -14,6 +14,10 @@ namespace fakegpu::cuda {
 // `cost_ns` is the work's modeled duration, added to the stream's modeled clock; `kind` says
 // whether the activity log records it as a kernel or a copy.
 void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns = 0, WorkKind kind = kUntracked);
+// As submit(), but on a created or per-thread stream with nothing queued or running, the work
+// runs now on the calling thread (Stream::run_or_enqueue), still in the stream's order and on
+// its clock.
+void submit_or_run(cudaStream_t stream, std::function<void()> work);
 // The current device's legacy stream's clock, raised to the host's modeled time.
 ModelClock& legacy_stream_clock();
 // Throws cudaErrorInvalidResourceHandle for a stream that does not exist.

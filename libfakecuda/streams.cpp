@@ -87,6 +87,27 @@ void Stream::enqueue(std::function<void()> task, int64_t cost_ns, WorkKind kind)
   work_.notify_one();
 }
 
+void Stream::run_or_enqueue(std::function<void()> task) {
+  Item item{std::move(task), false, 0, kUntracked, host_clock().now_ns()};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!queue_.empty() || busy_ || stopping_) {
+      queue_.push_back(std::move(item));
+      work_.notify_one();
+      return;
+    }
+    busy_ = true;
+  }
+  run_item(item);
+  item.fn = nullptr;  // as on the worker: what the work holds goes before the stream looks idle
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_ = false;
+  if (queue_.empty())
+    drained_.notify_all();
+  else
+    work_.notify_one();  // work queued while this ran
+}
+
 void Stream::enqueue_marker(std::function<void()> mark) {
   const int64_t not_before = host_clock().now_ns();
   {
@@ -99,7 +120,7 @@ void Stream::enqueue_marker(std::function<void()> mark) {
 void Stream::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    work_.wait(lock, [&] { return !busy_ && (stopping_ || !queue_.empty()); });
     if (queue_.empty()) return;  // stopping, with nothing left to do
     Item item = std::move(queue_.front());
     queue_.pop_front();

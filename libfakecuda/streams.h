@@ -68,6 +68,12 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   void enqueue(std::function<void()> task, int64_t cost_ns = 0, WorkKind kind = kUntracked);
+  // Runs the task now, on the calling thread, when nothing is queued on the stream or running
+  // from it; otherwise queues it like enqueue(). Either way it runs in the stream's order,
+  // against the stream's clock: work queued meanwhile waits for it. It saves two thread
+  // switches per operation (waking the worker, and the worker waking a thread that
+  // synchronises), which dominate small collectives.
+  void run_or_enqueue(std::function<void()> task);
   // A marker (an event completing) runs under the stream's lock once the work before it is
   // done, so nobody can see the stream idle with the event still pending, or the reverse.
   void enqueue_marker(std::function<void()> mark);
@@ -96,7 +102,7 @@ class Stream {
   // Runs one piece of work; what it throws becomes the stream's error, never the thread's end.
   void run_item(const Item& item);
   std::deque<Item> queue_;
-  bool busy_ = false;
+  bool busy_ = false;  // work is running, from the worker or inline; the worker waits for it
   int error_ = 0;  // under mu_
   bool stopping_ = false;
   ModelClock clock_;

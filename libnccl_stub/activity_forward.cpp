@@ -1,6 +1,8 @@
 #include "activity_forward.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "client.h"
@@ -13,14 +15,17 @@ namespace fakegpu::stub {
 void forward_activity(Client& client, size_t min_pending) {
   const CudaBridge& cu = cuda();
   try {
-    wire::RankActivity msg;
-    msg.slices.resize(wire::RankActivity::kMaxSlices);
-    while (size_t n = cu.take_activity(msg.slices.data(), msg.slices.size(), std::max<size_t>(min_pending, 1),
-                                       &msg.dropped)) {
-      msg.slices.resize(n);
+    // Every collective calls this, and mostly there is nothing to send yet: the buffer is made
+    // once per thread, because making (and zeroing) a frame's worth of slices on each call cost
+    // several times a small collective itself.
+    thread_local std::unique_ptr<wire::ActivitySlice[]> taken(new wire::ActivitySlice[wire::RankActivity::kMaxSlices]);
+    uint64_t dropped = 0;
+    while (size_t n = cu.take_activity(taken.get(), wire::RankActivity::kMaxSlices, std::max<size_t>(min_pending, 1),
+                                       &dropped)) {
+      wire::RankActivity msg;
+      msg.slices.assign(taken.get(), taken.get() + n);
+      msg.dropped = std::exchange(dropped, 0);
       client.post(msg);
-      msg.slices.resize(wire::RankActivity::kMaxSlices);
-      msg.dropped = 0;
       min_pending = 1;  // the rest goes too
     }
   } catch (const std::exception& e) {

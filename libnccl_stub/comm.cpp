@@ -1,5 +1,6 @@
 #include "comm.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <unordered_set>
 
@@ -54,6 +55,11 @@ void register_comm(ncclComm* comm) {
 void unregister_comm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   registry().erase(comm);
+}
+
+bool only_local_rank(const ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  return std::count_if(registry().begin(), registry().end(), [&](const ncclComm* c) { return c->id == comm->id; }) == 1;
 }
 
 ncclResult_t poll_comm(ncclComm* comm) {

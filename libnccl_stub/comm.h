@@ -74,6 +74,8 @@ namespace fakegpu::stub {
 ncclComm* checked_comm(ncclComm_t comm);
 void register_comm(ncclComm* comm);
 void unregister_comm(ncclComm* comm);
+// Whether comm is the only rank of its communicator that this process holds.
+bool only_local_rank(const ncclComm* comm);
 
 // Applies a finished init/split reply, if any. Returns the comm's current status.
 ncclResult_t poll_comm(ncclComm* comm);

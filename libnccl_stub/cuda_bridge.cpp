@@ -105,17 +105,19 @@ bool CudaBridge::capturing(cudaStream_t stream) const {
   return status != 0;
 }
 
-int CudaBridge::launch(cudaStream_t stream, HostFunction* fn, bool persistent) const {
-  if (bridge_)
-    return bridge_->launch_clocked_host_func(stream, persistent ? run_persistent_clocked_host_function : run_clocked_host_function, fn);
+int CudaBridge::launch(cudaStream_t stream, HostFunction* fn, bool persistent, bool now_if_idle) const {
+  if (bridge_) {
+    const auto run = persistent ? run_persistent_clocked_host_function : run_clocked_host_function;
+    return now_if_idle ? bridge_->run_clocked_host_func(stream, run, fn) : bridge_->launch_clocked_host_func(stream, run, fn);
+  }
   return launch_host_func_(stream, persistent ? run_persistent_host_function : run_host_function, fn);
 }
 
-void CudaBridge::enqueue(cudaStream_t stream, HostFunction fn) const {
+void CudaBridge::enqueue(cudaStream_t stream, HostFunction fn, bool now_if_idle) const {
   auto heap = std::make_unique<HostFunction>(std::move(fn));
-  int err = launch(stream, heap.get(), false);
+  int err = launch(stream, heap.get(), false, now_if_idle);
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
-  heap.release();  // run_host_function frees it
+  heap.release();  // run_host_function frees it (already, when it ran at once)
 }
 
 void* CudaBridge::capture_graph(cudaStream_t stream) const {

@@ -31,7 +31,9 @@ class CudaBridge {
   // The legacy default stream: work on it is synchronous with the host in fakegpu.
   static bool is_legacy(cudaStream_t stream) { return stream == nullptr || stream == reinterpret_cast<cudaStream_t>(1); }
   // Queues fn on the stream, in order with the stream's other work; it is freed once it has run.
-  void enqueue(cudaStream_t stream, HostFunction fn) const;
+  // With `now_if_idle`, fakegpu's runtime runs it before returning, from the calling thread,
+  // when nothing is queued on the stream or running from it (see run_clocked_host_func).
+  void enqueue(cudaStream_t stream, HostFunction fn, bool now_if_idle = false) const;
   // Records fn into the graph the stream is capturing, to run at each replay. The graph owns it
   // (a CUDA user object), so destroying the graph and its instances frees it; on a runtime
   // without user objects it is never freed.
@@ -85,8 +87,9 @@ class CudaBridge {
   void copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const;
   void find_capture_info();
   // Queues fn (owned by the caller) on the stream; `persistent` when it must survive its run,
-  // to run again at each replay of a graph. Returns the CUDA error.
-  int launch(cudaStream_t stream, HostFunction* fn, bool persistent) const;
+  // to run again at each replay of a graph; `now_if_idle` as for enqueue(). Returns the CUDA
+  // error.
+  int launch(cudaStream_t stream, HostFunction* fn, bool persistent, bool now_if_idle = false) const;
   const fakegpu_cuda_bridge_table* bridge_ = nullptr;  // fakegpu's runtime only
   using GetDevice = int (*)(int*);
   using StreamSync = int (*)(cudaStream_t);

@@ -1,18 +1,25 @@
 #!/usr/bin/env python3
 """Prints fakegpu's AllReduce median latency and bandwidth against this machine's memcpy bound.
 
+Each case is timed three ways: on the legacy stream, which runs the collective from the calling
+thread (legacy_us); on a created stream, synchronised after each operation, as nccl-tests and
+PyTorch queue collectives (stream_us); and on a created stream with all ranks arriving together
+before each operation, the slowest rank timed, as in a training step (barrier_us).
 The bound is N x S bytes copied once at the memcpy bandwidth rank 0 measures in the same run; the
 ratio says how far the data path is from it. Figures vary with machine load: compare ratios
 from one run, not absolute numbers across runs.
 With --compare-mpi, and mpicc and mpirun on the PATH, it also times MPI_Allreduce on the same
-machine in the same run (verification/bench/mpi_allreduce.c) and prints fakegpu's time over MPI's.
+machine in the same run (verification/bench/mpi_allreduce.c), back to back and after a barrier,
+and prints fakegpu's stream times over MPI's.
+With --nccl-tests BINARY (nccl-tests' all_reduce_perf built with MPI=1, see docs/nccl-tests.md)
+it also prints nccl-tests' own time per operation, run under fgpu and mpirun.
 With --compare-socket it also times each case with the frames on the unix socket instead of the
 control ring (FAKEGPU_CONTROL_RING=0).
 With --check it fails when a run fails, a result is not exact (each run ends with an AllReduce of
 known values) or a median exceeds --max-median-us: a bound hundreds of times the usual figure, so
 it catches a lost wakeup or a stall, never the machine's noise.
 Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...] [--compare-mpi]
-       [--compare-socket] [--check [--max-median-us US]]
+       [--nccl-tests BINARY] [--compare-socket] [--check [--max-median-us US]]
 """
 
 import argparse
@@ -42,22 +49,39 @@ def mpi_binary():
     return out
 
 
-def mpi_median_us(binary, world, size, iters):
+def mpi_median_us(binary, world, size, iters, mode):
     r = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), str(binary), str(size),
-                        str(iters)], capture_output=True, text=True, timeout=600)
+                        str(iters), mode], capture_output=True, text=True, timeout=600)
     return float(r.stdout.split()[2]) if r.returncode == 0 else None
 
 
-def fakegpu_median(env, world, size, iters):
-    """(median us, memcpy GB/s, 99th percentile us) from one run of the ranks, or None when they
-    failed."""
+def nccl_tests_us(binary, config, world, size, iters):
+    """nccl-tests' out-of-place time per operation (its `time` column, us), or None."""
+    r = subprocess.run([str(REPO / "fgpu"), "--cluster-config", str(config), "mpirun", "--allow-run-as-root",
+                        "--oversubscribe", "-np", str(world), str(binary), "-b", str(size), "-e", str(size), "-c", "0",
+                        "-n", str(iters)], capture_output=True, text=True, timeout=600)
+    for line in r.stdout.splitlines():
+        fields = line.split()
+        if r.returncode == 0 and len(fields) > 5 and fields[0] == str(size):
+            return float(fields[5])
+    return None
+
+
+def fakegpu_median(env, world, size, iters, mode):
+    """(median us, memcpy GB/s, 99th percentile us) from one run of the ranks in the given mode
+    (allreduce_bench's legacy, stream or barrier), or None when they failed."""
     out = Path(tempfile.mkdtemp()) / "out"
     idf = out.parent / "id"
-    cmd = ["sh", "-c", f'"$0" "$@" > "{out}.$RANK"', str(built("allreduce_bench")), str(idf), str(size), str(iters)]
+    cmd = ["sh", "-c", f'"$0" "$@" > "{out}.$RANK"', str(built("allreduce_bench")), str(idf), str(size), str(iters),
+           mode]
     if run_ranks(cmd, [list(range(world))], env) != 0:
         return None
     fields = Path(f"{out}.0").read_text().split()
     return float(fields[2]), float(fields[3]), float(fields[4])
+
+
+# allreduce_bench's modes: the legacy stream, a created stream, a created stream after a barrier.
+MODES = ("legacy", "stream", "barrier")
 
 
 def main():
@@ -65,6 +89,7 @@ def main():
     p.add_argument("--ranks", default="2,4,8,16")
     p.add_argument("--sizes", default="4,65536,1048576,16777216,67108864")
     p.add_argument("--compare-mpi", action="store_true")
+    p.add_argument("--nccl-tests", metavar="BINARY", help="nccl-tests' all_reduce_perf, built with MPI=1")
     p.add_argument("--compare-socket", action="store_true",
                    help="also time each size with the frames on the unix socket (FAKEGPU_CONTROL_RING=0)")
     p.add_argument("--check", action="store_true", help="fail on a median above --max-median-us")
@@ -74,9 +99,10 @@ def main():
     mpi = mpi_binary() if a.compare_mpi else None
     if a.compare_mpi and not mpi:
         print("no mpicc/mpirun: MPI comparison skipped")
-    print(f"{'ranks':>5} {'bytes':>10} {'median_us':>10} {'p99_us':>9} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
-          f"{'x_bound':>8}" + (f" {'socket_us':>10}" if a.compare_socket else "") +
-          (f" {'mpi_us':>10} {'x_mpi':>6}" if mpi else ""))
+    print(f"{'ranks':>5} {'bytes':>10} {'legacy_us':>10} {'p99_us':>9} {'GB/s':>8} {'memcpy_GB/s':>11} {'bound_us':>9} "
+          f"{'x_bound':>8} {'stream_us':>10} {'barrier_us':>10}" + (f" {'socket_us':>10}" if a.compare_socket else "") +
+          (f" {'mpi_us':>10} {'mpi_bar_us':>10} {'x_mpi':>6} {'x_mpi_bar':>9}" if mpi else "") +
+          (f" {'nccl_tests_us':>13}" if a.nccl_tests else ""))
     for world in map(int, a.ranks.split(",")):
         config = write_single_node_config(world, name="bench")
         with Coordinator(config, "unix") as coord:
@@ -87,25 +113,35 @@ def main():
             env["PATH"] = "/usr/bin:/bin"
             for size in map(int, a.sizes.split(",")):
                 iters = 1000 if size <= 4096 else 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)
-                result = fakegpu_median(env, world, size, iters)
-                if not result:
-                    print(f"{world:>5} {size:>10} FAILED")
+                results = {mode: fakegpu_median(env, world, size, iters, mode) for mode in MODES}
+                if not all(results.values()):
+                    print(f"{world:>5} {size:>10} FAILED in {', '.join(m for m, r in results.items() if not r)}")
                     failed = True
                     continue
-                median, bw, p99 = result
-                if a.check and median > a.max_median_us:
-                    print(f"{world} ranks x {size} bytes: median {median:.1f} us is above the bound of "
-                          f"{a.max_median_us:.0f} us")
-                    failed = True
+                medians = {mode: r[0] for mode, r in results.items()}
+                for mode, median in medians.items():
+                    if a.check and median > a.max_median_us:
+                        print(f"{world} ranks x {size} bytes, {mode}: median {median:.1f} us is above the bound of "
+                              f"{a.max_median_us:.0f} us")
+                        failed = True
+                median, bw, p99 = results["legacy"]
                 bound = world * size / (bw * 1e9) * 1e6
                 line = (f"{world:>5} {size:>10} {median:>10.1f} {p99:>9.1f} {size / median / 1e3:>8.2f} {bw:>11.2f} {bound:>9.1f} "
-                        f"{median / bound:>8.1f}")
+                        f"{median / bound:>8.1f} {medians['stream']:>10.1f} {medians['barrier']:>10.1f}")
                 if a.compare_socket:
-                    on_socket = fakegpu_median({**env, "FAKEGPU_CONTROL_RING": "0"}, world, size, iters)
+                    on_socket = fakegpu_median({**env, "FAKEGPU_CONTROL_RING": "0"}, world, size, iters, "legacy")
                     line += f" {on_socket[0]:>10.1f}" if on_socket else "     failed"
                 if mpi:
-                    mpi_us = mpi_median_us(mpi, world, size, iters)
-                    line += f" {mpi_us:>10.1f} {median / mpi_us:>6.2f}" if mpi_us else "     failed"
+                    loop_us = mpi_median_us(mpi, world, size, iters, "loop")
+                    barrier_us = mpi_median_us(mpi, world, size, iters, "barrier")
+                    if loop_us and barrier_us:
+                        line += (f" {loop_us:>10.1f} {barrier_us:>10.1f} {medians['stream'] / loop_us:>6.2f} "
+                                 f"{medians['barrier'] / barrier_us:>9.2f}")
+                    else:
+                        line += "     failed"
+                if a.nccl_tests:
+                    nt_us = nccl_tests_us(a.nccl_tests, config, world, size, iters)
+                    line += f" {nt_us:>13.1f}" if nt_us else "        failed"
                 print(line)
     return 1 if failed else 0
 

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "expect.h"
+#include "gate.h"
 #include "share_id.h"
 
 #define COUNT 256
@@ -112,16 +113,6 @@ static void work_queued_meanwhile(const char* go_file) {
   EXPECT(seen == expected_sum(), "a host function queued during the AllReduce ran before it ended (saw %g)", seen);
 }
 
-static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gate_open = 0;
-
-static void wait_for_gate(void* unused) {
-  (void)unused;
-  pthread_mutex_lock(&gate_mu);
-  while (!gate_open) pthread_cond_wait(&gate_cv, &gate_mu);
-  pthread_mutex_unlock(&gate_mu);
-}
 
 static void behind_queued_work(void) {
   float* send = device_floats((float)(rank + 1));
@@ -130,10 +121,7 @@ static void behind_queued_work(void) {
   OK(ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, stream));
   EXPECT(recv[0] == 0, "the AllReduce ran before the work queued ahead of it (%g)", recv[0]);
   EXPECT(cudaStreamQuery(stream) == cudaErrorNotReady, "the held stream reports itself idle");
-  pthread_mutex_lock(&gate_mu);
-  gate_open = 1;
-  pthread_cond_broadcast(&gate_cv);
-  pthread_mutex_unlock(&gate_mu);
+  open_gate();
   OK(cudaStreamSynchronize(stream));
   EXPECT(recv[0] == expected_sum(), "the queued AllReduce gave %g", recv[0]);
 }

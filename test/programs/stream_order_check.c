@@ -14,17 +14,8 @@
 #define COUNT 1000
 
 #include "expect.h"
+#include "gate.h"
 
-static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gate_open = 0;
-
-static void wait_for_gate(void* unused) {
-  (void)unused;
-  pthread_mutex_lock(&gate_mu);
-  while (!gate_open) pthread_cond_wait(&gate_cv, &gate_mu);
-  pthread_mutex_unlock(&gate_mu);
-}
 
 struct Fill {
   float* buf;
@@ -74,10 +65,7 @@ int main(void) {
   OK(ncclCommGetAsyncError(comms[0], &state));
   EXPECT(state == ncclSuccess, "queued work is not an error (state %d)", state);
 
-  pthread_mutex_lock(&gate_mu);
-  gate_open = 1;
-  pthread_cond_broadcast(&gate_cv);
-  pthread_mutex_unlock(&gate_mu);
+  open_gate();
 
   for (int r = 0; r < NRANKS; ++r) {
     OK(cudaEventSynchronize(done[r]));

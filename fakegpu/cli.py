@@ -121,14 +121,8 @@ def run_job(args, quiet_summary=False) -> int:
 def default_cluster(args, workdir: Path) -> str:
     """Without a cluster config: servers of --gpu for the ranks, --nodes x --gpus-per-node of them or
     as many as the ranks fill (the world size from --nproc or the launcher's own flags)."""
-    world = args.nproc or launcher_world_size(args.command) or args.device_count or 8
-    if args.nodes is None:
-        return write_cluster_config(args.gpu, world, None, args.gpus_per_node, directory=workdir)
-    config = write_cluster_config(args.gpu, None, args.nodes, args.gpus_per_node, directory=workdir)
-    size = sum(len(ranks) for ranks in node_layout(config)[1])
-    if args.nproc and args.nproc != size:
-        raise SetupError(f"--nproc {args.nproc} does not match --nodes {args.nodes} x {size // args.nodes} GPUs")
-    return config
+    world = args.nproc if args.nodes else args.nproc or launcher_world_size(args.command) or args.device_count or 8
+    return write_cluster_config(args.gpu, world, args.nodes, args.gpus_per_node, directory=workdir)
 
 
 def run_job_in(args, workdir: Path, quiet_summary) -> int:

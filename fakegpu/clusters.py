@@ -70,8 +70,9 @@ def template(gpu: str) -> NodeTemplate:
 
 
 def plan_nodes(server: NodeTemplate, world=None, nodes=None, gpus_per_node=None):
-    """GPUs on each node: `nodes` x `gpus_per_node`, or `world` GPUs on as many full nodes as it
-    takes (the last holds the rest), as a scheduler places ranks on servers."""
+    """GPUs on each node: `nodes` x `gpus_per_node` (which `world`, when given too, must match), or
+    `world` GPUs on as many full nodes as it takes (the last holds the rest), as a scheduler places
+    ranks on servers."""
     per_node = gpus_per_node or server.gpus
     for flag, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node), ("--nproc", world)):
         if value is not None and value < 1:
@@ -79,6 +80,8 @@ def plan_nodes(server: NodeTemplate, world=None, nodes=None, gpus_per_node=None)
     if per_node > server.gpus:
         raise SetupError(f"--gpus-per-node {per_node}: a {server.family} node has {server.gpus} GPUs")
     if nodes is not None:
+        if world is not None and world != nodes * per_node:
+            raise SetupError(f"--nproc {world} does not match --nodes {nodes} x {per_node} GPUs")
         return [per_node] * nodes
     world = world or per_node
     return [per_node] * (world // per_node) + ([world % per_node] if world % per_node else [])

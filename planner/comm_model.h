@@ -113,6 +113,8 @@ class CommModel {
     double worst_store = 0;          // max over GPU links (NVLink, PCIe) of coefficient / capacity (us per MB)
     double worst_net = 0;            // the same over NIC links
     double hop_cost = 0;             // one channel on the slowest hop of ring 0: us per MB
+    double tree_intra_cost = 0;      // one channel on the slowest hop inside a node of tree 0: us per MB
+    double tree_net_cost = 0;        // the same across the network
   };
 
   void place(const Topology& topo);
@@ -134,7 +136,8 @@ class CommModel {
   double efficiency(int func, int algo, int proto) const;
   double cap_busbw(int func, int algo, int proto, int nc) const;
   double bus_to_alg(int func, int algo) const;
-  double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, double hop_cost) const;
+  double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, const Pattern& pat) const;
+  double tree_fill_us(int proto, int nc, uint64_t bytes, const Pattern& pat) const;
 
   const Topology& topo_;
   std::vector<int> gpus_;

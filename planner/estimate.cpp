@@ -34,6 +34,7 @@ int func_of(CollType coll) {
 constexpr double kSimpleStep = 512.0 * 1024;   // NCCL buffer 4 MiB over 8 steps
 constexpr double kLL128Step = 120.0 * 640 * 8 * 120 / 128;  // data part of an LL128 step
 constexpr double kLLStep = 32.0 * 1024;        // half of a 64 KiB LL step carries data
+constexpr double kLL128Grain = 1920;           // LL128 chunks are whole multiples of this
 
 }  // namespace
 
@@ -200,7 +201,7 @@ double CommModel::bus_to_alg(int f, int a) const {
   return 0.5;
 }
 
-double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, double rate, double hop_cost) const {
+double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, double rate, const Pattern& pat) const {
   const int n = nranks();
   if (a == kNvls || a == kNvlsTree) {
     // NVLS works in rounds of one chunk per (channel, head); NCCL shrinks the chunk for
@@ -223,7 +224,8 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
     const double level = std::min<double>(bytes, nvls_channels_ * chunk) / rate;
     return 2 * std::min<double>(bytes, ops * chunk) / rate + 2 * log2i(nnodes()) * level;
   }
-  if (a != kRing && a != kPat) return 0;  // trees: NCCL's correction factors cover medium sizes
+  if (a == kTree) return tree_fill_us(p, nc, bytes, pat);
+  if (a != kRing && a != kPat) return 0;
   double slice = p == kSimple ? kSimpleStep : p == kLL128 ? kLL128Step : kLLStep;
   int exposed;
   double block;
@@ -236,7 +238,35 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
     if (p == kSimple) slice *= 2;  // slices of two steps
   }
   // hop_cost: us per MB for one channel on the slowest hop, at full protocol efficiency.
-  return std::max(0, exposed) * std::min(slice, block) * hop_cost / efficiency(func_of(coll), a, p) / 1e3;
+  return std::max(0, exposed) * std::min(slice, block) * pat.hop_cost / efficiency(func_of(coll), a, p) / 1e3;
+}
+
+// NCCL's tree AllReduce moves each channel's share in chunks, up the chain inside each node and
+// the tree across nodes to the root, then back down. The slowest level sets the pace (data_us),
+// but the first chunk has to cross every other level before it: those levels show once each.
+// Chunks follow NCCL's calcCollChunking: Simple and LL keep one buffer step (512 KiB, 32 KiB
+// of data); LL128 shrinks from its 576,000-byte step while a channel's share holds too few of
+// them for the tree's depth.
+double CommModel::tree_fill_us(int p, int nc, uint64_t bytes, const Pattern& pat) const {
+  const int nodes = nnodes();
+  const double ppn = static_cast<double>(nranks()) / nodes;
+  const double share = static_cast<double>(bytes) / std::max(1, nc);
+  double chunk = p == kSimple ? kSimpleStep : p == kLL ? kLLStep : kLL128Step;
+  if (p == kLL128) {
+    const double steps = 1 + log2i(nodes) + 0.1 * ppn;
+    while (std::floor(share / chunk) < steps * 64 / ppn && chunk > 131072) chunk = std::floor(chunk / 2);
+    while (std::floor(share / chunk) < steps * 16 / ppn && chunk > 32768) chunk = std::floor(chunk / 2);
+    chunk = std::max(kLL128Grain, std::floor(chunk / kLL128Grain) * kLL128Grain);
+  }
+  chunk = std::min(chunk, share);
+  // A level passes on its chunk at the link's rate less the protocol's flags.
+  const double eff = p == kLL ? 0.5 : p == kLL128 ? 120.0 / 128 : 1.0;
+  const double t_intra = chunk * pat.tree_intra_cost / eff / 1e3;
+  const double t_net = chunk * pat.tree_net_cost / eff / 1e3;
+  const int intra_levels = 2 * static_cast<int>(std::lround(ppn - 1));
+  const int net_levels = 2 * log2i(nodes);
+  const double slowest = std::max(intra_levels ? t_intra : 0.0, net_levels ? t_net : 0.0);
+  return std::max(0.0, intra_levels * t_intra + net_levels * t_net - slowest);
 }
 
 const CommModel::Pattern& CommModel::pattern(CollType coll, int algo, int root) const {
@@ -268,6 +298,16 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
   if ((algo == kRing || algo == kPat) && !rings_.empty()) {
     const auto& ring = rings_[0];
     for (int i = 0; i < n; ++i) pat.hop_cost = std::max(pat.hop_cost, flows.channel_cost(g(ring[i]), g(ring[(i + 1) % n])));
+  }
+  // A tree's levels: its edges inside nodes and across the network, both ways.
+  if (algo == kTree && !trees_.empty()) {
+    const auto& tree = trees_[0];
+    for (int r = 0; r < n; ++r) {
+      const int up = tree[r].parent;
+      if (up < 0) continue;
+      double& cost = node_of_[r] == node_of_[up] ? pat.tree_intra_cost : pat.tree_net_cost;
+      cost = std::max({cost, flows.channel_cost(g(r), g(up)), flows.channel_cost(g(up), g(r))});
+    }
   }
   return pat;
 }
@@ -351,17 +391,20 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     e.channels = a < 0 ? channels_ : op_channels(a, p, bytes);
     const Pattern& pat = pattern(coll, a, root);
     double eff = f >= 0 ? efficiency(f, a, p) : 1.0;
-    // Ring LL's 16-byte stores (8 bytes of data) fill NVLink and PCIe packets about half
-    // way on top of the flags NCCL's efficiency counts: a quarter of the link rate, the
-    // factor NCCL's tuner used for ring LL AllReduce before 2.21. A NIC carries LL buffers whole.
-    double store_eff = a == kRing && p == kLL ? eff * 0.5 : eff;
+    // Ring LL's 16-byte stores (8 bytes of data) fill Ampere's NVLink and PCIe packets about
+    // half way on top of the flags NCCL's efficiency counts: a quarter of the link rate, the
+    // factor NCCL's tuner used for ring LL AllReduce before 2.21 (8 x A100: 36 GB/s at 1 MiB).
+    // From Hopper on, runs reach the half that the flags leave (8 x H100: 28.6 us at 1 MiB,
+    // 8 x H20: 20.4 us at 512 KiB). A NIC carries LL buffers whole.
+    double store_eff = a == kRing && p == kLL && min_cc_ < 90 ? eff * 0.5 : eff;
     e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / eff) / 1e3;
+    // NCCL's tree correction factors move its choice only: a tree's medium sizes fall short by
+    // its pipeline's start-up, which tree_fill_us models.
     if (f >= 0) {
-      e.data_us /= tree_correction(f, a, p, bytes);
       e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));
     }
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
-    e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat.hop_cost);
+    e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat);
     e.time_us = e.latency_us + e.data_us + e.fill_us;
     e.per_byte_links = &pat.per_byte;
     e.per_byte_node_pairs = &pat.node_pairs;

@@ -490,6 +490,34 @@ TEST(Planner, TimeGrowsWithSizeAndBandwidthSaturates) {
   EXPECT_GT(busbw, 0.9 * 8 * 24.0);
 }
 
+// A tree's first chunk crosses every level up and down before the slowest level sets the pace:
+// the start-up grows with the levels, dominates when each channel's share is one chunk, and
+// fades for large messages.
+TEST(Planner, TreeFillCrossesEveryLevelOnce) {
+  TuningEnv tree_ll128;
+  tree_ll128.set_algo("tree");
+  tree_ll128.set_proto("ll128");
+  Fixture two(cluster("h100-sxm", 2, 8), {}, tree_ll128);
+  Fixture eight(cluster("h100-sxm", 8, 8), {}, tree_ll128);
+  auto e2 = two.model.estimate(CollType::kAllReduce, 1 << 20);
+  auto e8 = eight.model.estimate(CollType::kAllReduce, 1 << 20);
+  ASSERT_EQ(e2.algo, kTree);
+  EXPECT_GT(e2.fill_us, 0);
+  EXPECT_GT(e8.fill_us, e2.fill_us);  // 20 levels against 16
+
+  TuningEnv tree_simple;
+  tree_simple.set_algo("tree");
+  tree_simple.set_proto("simple");
+  Fixture s(cluster("h100-sxm", 2, 8), {}, tree_simple);
+  // 256 KiB over 16 channels: each share is one 16 KiB chunk, passed on level by level.
+  auto small = s.model.estimate(CollType::kAllReduce, 256 << 10);
+  EXPECT_GT(small.fill_us, 8 * small.data_us);
+  // 1 GiB: 128 chunks of 512 KiB a channel, the start-up is a few percent.
+  auto large = s.model.estimate(CollType::kAllReduce, 1ull << 30);
+  EXPECT_GT(large.fill_us, 0);
+  EXPECT_LT(large.fill_us, 0.1 * large.data_us);
+}
+
 TEST(Planner, PointToPointUsesThePeersPathOnly) {
   Fixture f(cluster("h100-sxm", 2, 1));
   auto e = f.model.estimate(CollType::kSend, 1ull << 30);

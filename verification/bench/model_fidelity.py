@@ -77,8 +77,23 @@ ROWS += [
 #   R6-2  GB200 NVL72, two racks: the same README, "GB200 > 2 Racks"
 #   R1-4  8 x RTX 5090 on PCIe, peer access enabled, NCCL 2.29.7: aikitoria/open-gpu-kernel-modules,
 #         README.md, "Sample nccl-tests all_reduce_perf output"
+#   R7-1  8 x H100 (AWS p5), one node, one process per GPU: aws-samples/awsome-distributed-training,
+#         micro-benchmarks/nccl-tests/aws-batch/README.md, "Check the output"
+#   R7-2  4 x H100 SXM of an NVSwitch board, NCCL 2.26.2, one process for 4 GPUs (large sizes only:
+#         its small ones carry that process's launch cost): dudeperf3ct/dudeperf3ct.github.io,
+#         content/posts/distributed_communication_part1.md
+#   R7-3  8 x A100 SXM 80GB, NCCL 2.16.2: theap06/gcm, gcm/tests/health_checks_tests/test_check_nccl.py,
+#         sample_single_success_output
+#   R7-4  2 x A3 Ultra (8 x H200, 8 x 400G RoCE, gIB plugin), NCCL 2.26.6, all_gather:
+#         skypilot-org/skypilot, examples/gcp_gpu_direct_tcpx/README.md, raw NCCL test pods
+#   R7-5  2 x 8 H100 on InfiniBand (Nebius, 8 HCAs): skypilot-org/skypilot,
+#         examples/nebius_infiniband/README.md
+#   R7-6  GB200 NVL72 on OCI (4 GPUs a tray, 4 x 400G RoCE), NCCL 2.27.3: 2 trays of one rack, and 16
+#         trays (64 GPUs) of each of 2 and 3 racks: oracle-quickstart/oci-gpu-quickstarts,
+#         nvidia/GB200/README-GB200.md
 DGX_H100 = "configs/presets/dgx-h100-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
+A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
 NVL72 = "configs/presets/gb200-nvl72-1node.yaml"
 P5, P4DE, A3MEGA = "configs/presets/aws-p5-1node.yaml", "configs/presets/aws-p4de-1node.yaml", "configs/presets/gcp-a3-mega-1node.yaml"
 OCI16, RTX5090 = "oci-a100-16nic-1x8.yaml", "rtx5090-pcie-1x8.yaml"
@@ -126,6 +141,34 @@ WIDER = [
     ("R1-4", RTX5090, [], "all_reduce", 2 * MIB, "time", 104.5, ""),
     ("R1-4", RTX5090, [], "all_reduce", 16 * MIB, "time", 646.5, ""),
     ("R1-4", RTX5090, [], "all_reduce", 128 * MIB, "time", 5355, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", 8, "time", 12.90, "8 x H100 (p5), one node"),
+    ("R7-1", DGX_H100, [], "all_reduce", KIB, "time", 16.43, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", 32 * KIB, "time", 18.78, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", 256 * KIB, "time", 20.27, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", MIB, "time", 28.56, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", 4 * MIB, "time", 55.44, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", 16 * MIB, "time", 124.0, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", 128 * MIB, "time", 592.8, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", GIB, "time", 4253.0, ""),
+    ("R7-1", DGX_H100, [], "all_reduce", 16 * GIB, "time", 62239, ""),
+    ("R7-2", DGX_H100, ["--gpus-per-node", "4"], "all_reduce", 16 * MIB, "time", 104.4, "4 x H100"),
+    ("R7-2", DGX_H100, ["--gpus-per-node", "4"], "all_reduce", 128 * MIB, "time", 614.7, ""),
+    ("R7-2", DGX_H100, ["--gpus-per-node", "4"], "all_reduce", GIB, "time", 4525.6, ""),
+    ("R7-3", DGX_A100, [], "all_reduce", 32 * MIB, "time", 344.8, "8 x A100"),
+    ("R7-3", DGX_A100, [], "all_reduce", 128 * MIB, "time", 1149.9, ""),
+    ("R7-3", DGX_A100, [], "all_reduce", GIB, "time", 8109.1, ""),
+    ("R7-4", A3ULTRA, ["--nodes", "2"], "all_gather", KIB, "time", 28.70, "2 x 8 H200, RoCE"),
+    ("R7-4", A3ULTRA, ["--nodes", "2"], "all_gather", 64 * KIB, "time", 34.77, ""),
+    ("R7-4", A3ULTRA, ["--nodes", "2"], "all_gather", MIB, "time", 54.70, ""),
+    ("R7-4", A3ULTRA, ["--nodes", "2"], "all_gather", 16 * MIB, "time", 117.6, ""),
+    ("R7-4", A3ULTRA, ["--nodes", "2"], "all_gather", 128 * MIB, "time", 493.7, ""),
+    ("R7-4", A3ULTRA, ["--nodes", "2"], "all_gather", GIB, "time", 3126.8, ""),
+    ("R7-4", A3ULTRA, ["--nodes", "2"], "all_gather", 8 * GIB, "time", 24739, ""),
+    ("R7-5", DGX_H100, ["--nodes", "2"], "all_reduce", 512 * MIB, "time", 2432.7, "2 x 8 H100 IB"),
+    ("R7-5", DGX_H100, ["--nodes", "2"], "all_reduce", 8 * GIB, "time", 34468, ""),
+    ("R7-6", NVL72, ["--gpus-per-node", "8"], "all_reduce", 4 * GIB, "time", 9878.8, "GB200, 8 GPUs of a rack"),
+    ("R7-6", NVL72, ["--nodes", "2", "--gpus-per-node", "64"], "all_reduce", 4 * GIB, "time", 11311, "2 racks x 64"),
+    ("R7-6", NVL72, ["--nodes", "3", "--gpus-per-node", "64"], "all_reduce", 4 * GIB, "time", 12154, "3 racks x 64"),
 ]
 
 
@@ -145,30 +188,45 @@ def size_text(size):
     return str(size)
 
 
-def report(title, rows):
-    """Prints each row's prediction and error; returns the median and worst absolute error."""
-    print(f"# {title}")
-    print(f"{'id':<5} {'collective':<15} {'size':>6} {'metric':<6} {'predicted':>10} {'measured':>10} {'error':>7}  "
-          f"{'algo/proto':<15} note")
+def report(title, rows, markdown=False):
+    """Prints each row's prediction and error, as text or as docs/cost-model.md's tables;
+    returns the median and worst absolute error."""
+    if markdown:
+        print("| id | run | row | measured | predicted | error | NCCL's choice as modeled |")
+        print("|---|---|---|---|---|---|---|")
+    else:
+        print(f"# {title}")
+        print(f"{'id':<5} {'collective':<15} {'size':>6} {'metric':<6} {'predicted':>10} {'measured':>10} {'error':>7}  "
+              f"{'algo/proto':<15} note")
     errors = []
+    last_id = None
     for rid, config, flags, coll, size, metric, measured, note in rows:
         r = model(config, flags, coll, size)
         predicted = r["time_us"] if metric == "time" else r["busbw_gbs"]
         err = (predicted - measured) / measured
         errors.append(abs(err))
-        print(f"{rid:<5} {coll:<15} {size_text(size):>6} {metric:<6} {predicted:>10.2f} {measured:>10.2f} {err:>+7.1%}  "
-              f"{r['algorithm'] + '/' + r['protocol']:<15} {note}")
+        choice = r["algorithm"] + "/" + r["protocol"]
+        if markdown:
+            shown_id = rid if rid != last_id else ""
+            print(f"| {shown_id} | {note} | {coll} {size_text(size)} {metric} | {measured:.2f} | {predicted:.2f} | "
+                  f"{err:+.1%} | {choice} |")
+        else:
+            print(f"{rid:<5} {coll:<15} {size_text(size):>6} {metric:<6} {predicted:>10.2f} {measured:>10.2f} {err:>+7.1%}  "
+                  f"{choice:<15} {note}")
+        last_id = rid
     median, worst = statistics.median(errors), max(errors)
-    print(f"rows {len(errors)}: median |error| {median:.1%}, worst {worst:.1%} (targets: 10%, 25%)\n")
+    summary = f"rows {len(errors)}: median |error| {median:.1%}, worst {worst:.1%} (targets: 10%, 25%)"
+    print(f"\n{summary}\n" if markdown else f"{summary}\n")
     return median, worst
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail when the calibration rows miss the fidelity targets")
+    ap.add_argument("--markdown", action="store_true", help="print the tables of docs/cost-model.md")
     args = ap.parse_args()
-    median, worst = report("calibration rows (shared/reference/calibration-measurements.md)", ROWS)
-    report("public runs across the other regimes (sources above WIDER)", WIDER)
+    median, worst = report("calibration rows (shared/reference/calibration-measurements.md)", ROWS, args.markdown)
+    report("public runs across the other regimes (sources above WIDER)", WIDER, args.markdown)
     if args.check and (median > 0.10 or worst > 0.25):
         print("fidelity targets missed", file=sys.stderr)
         return 1

@@ -77,13 +77,14 @@ ROWS += [
 #   R6-2  GB200 NVL72, two racks: the same README, "GB200 > 2 Racks"
 #   R1-4  8 x RTX 5090 on PCIe, peer access enabled, NCCL 2.29.7: aikitoria/open-gpu-kernel-modules,
 #         README.md, "Sample nccl-tests all_reduce_perf output"
-#   R7-1  8 x H100 (AWS p5), one node, one process per GPU: aws-samples/awsome-distributed-training,
-#         micro-benchmarks/nccl-tests/aws-batch/README.md, "Check the output"
+#   R7-1  8 x H100, one node, one process per GPU (a p5 by the README's Batch stack; the log names no
+#         GPU): aws-samples/awsome-distributed-training, micro-benchmarks/nccl-tests/aws-batch/README.md,
+#         "Check the output"
 #   R7-2  4 x H100 SXM of an NVSwitch board, NCCL 2.26.2, one process for 4 GPUs (large sizes only:
 #         its small ones carry that process's launch cost): dudeperf3ct/dudeperf3ct.github.io,
 #         content/posts/distributed_communication_part1.md
-#   R7-3  8 x A100 SXM 80GB, NCCL 2.16.2: theap06/gcm, gcm/tests/health_checks_tests/test_check_nccl.py,
-#         sample_single_success_output
+#   R7-3  8 x A100 SXM 80GB, NCCL 2.16.2, a run's log kept as a test's sample: theap06/gcm,
+#         gcm/tests/health_checks_tests/test_check_nccl.py, sample_single_success_output
 #   R7-4  2 x A3 Ultra (8 x H200, 8 x 400G RoCE, gIB plugin), NCCL 2.26.6, all_gather:
 #         skypilot-org/skypilot, examples/gcp_gpu_direct_tcpx/README.md, raw NCCL test pods
 #   R7-5  2 x 8 H100 on InfiniBand (Nebius, 8 HCAs): skypilot-org/skypilot,
@@ -141,7 +142,7 @@ WIDER = [
     ("R1-4", RTX5090, [], "all_reduce", 2 * MIB, "time", 104.5, ""),
     ("R1-4", RTX5090, [], "all_reduce", 16 * MIB, "time", 646.5, ""),
     ("R1-4", RTX5090, [], "all_reduce", 128 * MIB, "time", 5355, ""),
-    ("R7-1", DGX_H100, [], "all_reduce", 8, "time", 12.90, "8 x H100 (p5), one node"),
+    ("R7-1", DGX_H100, [], "all_reduce", 8, "time", 12.90, "8 x H100, one node"),
     ("R7-1", DGX_H100, [], "all_reduce", KIB, "time", 16.43, ""),
     ("R7-1", DGX_H100, [], "all_reduce", 32 * KIB, "time", 18.78, ""),
     ("R7-1", DGX_H100, [], "all_reduce", 256 * KIB, "time", 20.27, ""),

@@ -31,9 +31,15 @@ int func_of(CollType coll) {
   }
 }
 
+// Share of what a protocol writes that is data: LL's 16-byte lines carry 8 bytes and a flag,
+// LL128's 128-byte lines 120 bytes and a flag word.
+constexpr double kLLPayload = 0.5;
+constexpr double kLL128Payload = 120.0 / 128;
+double payload_share(int proto) { return proto == kLL ? kLLPayload : proto == kLL128 ? kLL128Payload : 1.0; }
+
 constexpr double kSimpleStep = 512.0 * 1024;   // NCCL buffer 4 MiB over 8 steps
-constexpr double kLL128Step = 120.0 * 640 * 8 * 120 / 128;  // data part of an LL128 step
-constexpr double kLLStep = 32.0 * 1024;        // half of a 64 KiB LL step carries data
+constexpr double kLL128Step = 120.0 * 640 * 8 * kLL128Payload;  // data part of an LL128 step
+constexpr double kLLStep = 64.0 * 1024 * kLLPayload;            // data part of a 64 KiB LL step
 constexpr double kLL128Grain = 1920;           // LL128 chunks are whole multiples of this
 
 }  // namespace
@@ -163,7 +169,7 @@ double CommModel::efficiency(int f, int a, int p) const {
   if (a == kTree) {
     if (f == kAllReduce) e = 0.92;
     if (p == kLL) e /= 3.8;
-    if (p == kLL128) e *= nnodes() == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+    if (p == kLL128) e *= nnodes() == 1 ? 7.0 / 9.0 : kLL128Payload;
   }
   if (a == kNvls || a == kNvlsTree) e = nvls_efficiency(min_cc_);
   if (a == kPat) e = 0.75;
@@ -188,7 +194,7 @@ double CommModel::cap_busbw(int f, int a, int p, int nc) const {
   if (a != kTree || f != kAllReduce) return inf;
   const double tree = nc * kPerChMaxTreeBw[arch][idx2];  // applies before the protocol's own
   if (p == kLL) return std::min(tree / 3.8, ll_max);
-  if (p == kLL128) return std::min(tree * (nnodes() == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nc * kPerChMaxTreeLL128Bw[arch][idx2]);
+  if (p == kLL128) return std::min(tree * (nnodes() == 1 ? 7.0 / 9.0 : kLL128Payload), nc * kPerChMaxTreeLL128Bw[arch][idx2]);
   return tree;
 }
 
@@ -260,7 +266,7 @@ double CommModel::tree_fill_us(int p, int nc, uint64_t bytes, const Pattern& pat
   }
   chunk = std::min(chunk, share);
   // A level passes on its chunk at the link's rate less the protocol's flags.
-  const double eff = p == kLL ? 0.5 : p == kLL128 ? 120.0 / 128 : 1.0;
+  const double eff = payload_share(p);
   const double t_intra = chunk * pat.tree_intra_cost / eff / 1e3;
   const double t_net = chunk * pat.tree_net_cost / eff / 1e3;
   const int intra_levels = 2 * static_cast<int>(std::lround(ppn - 1));
@@ -398,11 +404,9 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     // 8 x H20: 20.4 us at 512 KiB). A NIC carries LL buffers whole.
     double store_eff = a == kRing && p == kLL && min_cc_ < 90 ? eff * 0.5 : eff;
     e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / eff) / 1e3;
-    // NCCL's tree correction factors move its choice only: a tree's medium sizes fall short by
-    // its pipeline's start-up, which tree_fill_us models.
-    if (f >= 0) {
-      e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));
-    }
+    // No protocol outruns its per-channel cap. NCCL's tree correction factors move its choice
+    // only: the medium sizes a tree falls short at are its start-up, which tree_fill_us models.
+    if (f >= 0) e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat);
     e.time_us = e.latency_us + e.data_us + e.fill_us;

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_CUDA_BRIDGE_VERSION 2u
+#define FAKEGPU_CUDA_BRIDGE_VERSION 3u
 
 /* A stream's modeled clock, opaque to callers: the time the work queued on the stream would
  * have taken on the modeled GPU. */
@@ -88,12 +88,24 @@ typedef struct fakegpu_cuda_bridge_table {
   /* Kernel launches the runtime has run so far, for tests. */
   uint64_t (*kernel_launches)(void);
 
-  /* ---- streams, added in version 2 ---- */
-  /* As launch_clocked_host_func, but on a created or per-thread stream with nothing queued or
-   * running, fn runs before this returns, on the calling thread, still in the stream's order
-   * and on its clock. For work that would otherwise cost a thread switch to start and another
-   * to report its end (a small collective). */
-  int (*run_clocked_host_func)(void* stream, fakegpu_clocked_host_fn fn, void* user);
+  /* ---- streams, added in version 3 ---- */
+  /* Work in two parts, such as a collective that is posted, then waited for: on a created or
+   * per-thread stream with nothing queued or running, start runs before this returns, on the
+   * calling thread, and finish becomes the stream's next work, parked: the stream's worker is
+   * not woken for it. A thread that synchronises with the stream runs it, and so does one that
+   * queries the stream once ready (when not NULL) returns nonzero: finish would not wait. The
+   * worker runs it once more work is queued or kick_streams is called. Otherwise both are queued
+   * as one. Either way they run in the stream's order and on its clock; user is passed to all
+   * three, start first and finish last. */
+  int (*start_clocked_host_func)(void* stream, fakegpu_clocked_host_fn start, fakegpu_clocked_host_fn finish,
+                                 int (*ready)(void* user), void* user);
+  /* Hands work parked on any stream to the streams' workers, for a caller that waits for it
+   * some other way than by synchronising with its stream. */
+  void (*kick_streams)(void);
+  /* Looks at every stream as cudaStreamQuery does: parked work whose ready probe holds runs on
+   * the calling thread, for a caller that polls something that work reports (a communicator's
+   * asynchronous error). */
+  void (*poll_streams)(void);
 } fakegpu_cuda_bridge_table;
 
 /* The one exported entry point: the table for `version`, or NULL when the runtime is of another

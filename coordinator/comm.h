@@ -63,7 +63,7 @@ struct PendingOp {
 
   wire::Collective first;  // the call every other rank must match
   std::vector<uint64_t> request_ids;  // per rank; 0 until that rank arrived
-  std::vector<std::string> calls;     // per rank, for mismatch messages
+  std::vector<wire::Collective> calls;  // per rank, described only in a mismatch's message
   std::vector<std::chrono::steady_clock::time_point> arrived_at;  // per rank
   std::chrono::steady_clock::time_point first_at;                 // first rank's arrival
   std::vector<RankData> ranks;

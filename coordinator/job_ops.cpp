@@ -144,7 +144,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     stats_.count_mismatch(kind);
     std::string why = fmt::format("{}: collective mismatch on communicator {} at operation {}:", kind, comm.id, msg.seq);
     for (int r = 0; r < nranks; ++r)
-      if (op.request_ids[r]) why += fmt::format(" rank {} called {};", r, op.calls[r]);
+      if (op.request_ids[r]) why += fmt::format(" rank {} called {};", r, describe_call(op.calls[r]));
     why.pop_back();
     fail_op(comm, op, Status::kInvalidUsage, why);
   } else {

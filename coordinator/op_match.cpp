@@ -47,7 +47,7 @@ void PendingOp::open(const wire::Collective& call, int nranks, std::chrono::stea
 bool PendingOp::join(const wire::Collective& call, uint64_t request_id, std::chrono::steady_clock::time_point now) {
   const int rank = call.rank;
   request_ids[rank] = request_id;
-  calls[rank] = describe_call(call);
+  calls[rank] = call;
   arrived_at[rank] = now;
   ready_us = std::max(ready_us, call.ready_us);
   readies[rank] = call.ready_us;

@@ -28,8 +28,14 @@ int launch_clocked_host_func(void* stream, fakegpu_clocked_host_fn fn, void* use
   return guarded([&] { submit(static_cast<cudaStream_t>(stream), clocked_call(fn, user)); });
 }
 
-int run_clocked_host_func(void* stream, fakegpu_clocked_host_fn fn, void* user) {
-  return guarded([&] { submit_or_run(static_cast<cudaStream_t>(stream), clocked_call(fn, user)); });
+int start_clocked_host_func(void* stream, fakegpu_clocked_host_fn start, fakegpu_clocked_host_fn finish,
+                            int (*ready)(void*), void* user) {
+  return guarded([&] {
+    std::function<bool()> probe;
+    if (ready) probe = [ready, user] { return ready(user) != 0; };
+    submit_started(static_cast<cudaStream_t>(stream), clocked_call(start, user), clocked_call(finish, user),
+                   std::move(probe));
+  });
 }
 
 fakegpu_stream_clock* legacy_clock() { return handle_of(legacy_stream_clock()); }
@@ -70,7 +76,9 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     device_identity_of,
     context_active,
     launches,
-    run_clocked_host_func,
+    start_clocked_host_func,
+    kick_streams,
+    poll_streams,
 };
 
 }  // namespace

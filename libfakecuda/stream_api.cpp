@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "bridge.h"
 #include "graph.h"
@@ -140,7 +141,7 @@ void throw_stream_error(Stream* s) {
 }
 
 // How submit_impl puts work on a created or per-thread stream.
-enum class Placement { kQueue, kMarker, kRunIfIdle };
+enum class Placement { kQueue, kMarker };
 
 void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, Placement placement,
                  fakegpu::cuda::WorkKind kind = fakegpu::cuda::kUntracked) {
@@ -152,13 +153,20 @@ void submit_impl(cudaStream_t s, std::function<void()> work, int64_t cost_ns, Pl
   }
   if (stream) {
     if (placement == Placement::kMarker) return stream->enqueue_marker(std::move(work));
-    if (placement == Placement::kRunIfIdle) return stream->run_or_enqueue(std::move(work));
     return stream->enqueue(std::move(work), cost_ns, kind);
   }
   int device = fakegpu::cuda::current_device();
   ModelClock& clock = legacy_clock(device);
   clock.raise_to(drain_device(device, /*blocking_only=*/true));
   fakegpu::cuda::run_timed(clock, work, cost_ns, kind, fakegpu::cuda::host_clock().now_ns());
+}
+
+// Every live stream, kept alive while the caller looks at them outside the registry's lock.
+std::vector<std::shared_ptr<Stream>> all_streams() {
+  std::vector<std::shared_ptr<Stream>> streams;
+  std::lock_guard<std::mutex> lock(registry().mu);
+  for (const auto& [key, s] : registry().streams) streams.push_back(s);
+  return streams;
 }
 
 }  // namespace
@@ -169,8 +177,22 @@ void submit(cudaStream_t stream, std::function<void()> work, int64_t cost_ns, Wo
   submit_impl(stream, std::move(work), cost_ns, Placement::kQueue, kind);
 }
 
-void submit_or_run(cudaStream_t stream, std::function<void()> work) {
-  submit_impl(stream, std::move(work), 0, Placement::kRunIfIdle);
+void submit_started(cudaStream_t stream, std::function<void()> start, std::function<void()> finish,
+                    std::function<bool()> ready) {
+  Stream* s = resolve(stream);
+  if (s && !capture_of(s)) return s->start_or_enqueue(std::move(start), std::move(finish), std::move(ready));
+  submit(stream, [start = std::move(start), finish = std::move(finish)] {
+    start();
+    finish();
+  });
+}
+
+void kick_streams() {
+  for (const auto& s : all_streams()) s->kick();
+}
+
+void poll_streams() {
+  for (const auto& s : all_streams()) s->idle();
 }
 
 ModelClock& legacy_stream_clock() {

@@ -43,8 +43,8 @@ ModelClock& host_clock() {
 }
 
 void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns, WorkKind kind,
-               int64_t not_before_ns) {
-  const auto wall_start = std::chrono::steady_clock::now();
+               int64_t not_before_ns, WallTime paced_from) {
+  const auto wall_start = paced_from == WallTime{} ? std::chrono::steady_clock::now() : paced_from;
   clock.raise_to(not_before_ns);
   const int64_t modeled_start = clock.now_ns();
   {
@@ -83,29 +83,48 @@ void Stream::enqueue(std::function<void()> task, int64_t cost_ns, WorkKind kind)
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(task), false, cost_ns, kind, not_before});
+    parked_ = false;  // the worker goes on to this work, whatever waits ahead of it
   }
   work_.notify_one();
 }
 
-void Stream::run_or_enqueue(std::function<void()> task) {
-  Item item{std::move(task), false, 0, kUntracked, host_clock().now_ns()};
+void Stream::start_or_enqueue(std::function<void()> start, std::function<void()> finish,
+                              std::function<bool()> ready) {
+  const int64_t not_before = host_clock().now_ns();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!queue_.empty() || busy_ || stopping_) {
-      queue_.push_back(std::move(item));
+      auto both = [start = std::move(start), finish = std::move(finish)] {
+        start();
+        finish();
+      };
+      queue_.push_back({std::move(both), false, 0, kUntracked, not_before});
+      parked_ = false;
       work_.notify_one();
       return;
     }
     busy_ = true;
   }
-  run_item(item);
-  item.fn = nullptr;  // as on the worker: what the work holds goes before the stream looks idle
+  Item first{std::move(start), false, 0, kUntracked, not_before};
+  const WallTime started = std::chrono::steady_clock::now();
+  run_item(first);
+  first.fn = nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   busy_ = false;
-  if (queue_.empty())
-    drained_.notify_all();
-  else
-    work_.notify_one();  // work queued while this ran
+  // Ahead of anything queued while `start` ran: that came after this call.
+  queue_.push_front({std::move(finish), false, 0, kUntracked, not_before, std::move(ready), started});
+  parked_ = queue_.size() == 1 && !stopping_;
+  if (!parked_) work_.notify_one();
+  drained_.notify_all();  // a thread synchronising meanwhile runs the parked work itself
+}
+
+void Stream::kick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!parked_) return;
+    parked_ = false;
+  }
+  work_.notify_one();
 }
 
 void Stream::enqueue_marker(std::function<void()> mark) {
@@ -113,6 +132,7 @@ void Stream::enqueue_marker(std::function<void()> mark) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(mark), true, 0, kUntracked, not_before});
+    parked_ = false;
   }
   work_.notify_one();
 }
@@ -120,28 +140,33 @@ void Stream::enqueue_marker(std::function<void()> mark) {
 void Stream::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_.wait(lock, [&] { return !busy_ && (stopping_ || !queue_.empty()); });
+    work_.wait(lock, [&] { return !busy_ && (stopping_ || (!queue_.empty() && !parked_)); });
     if (queue_.empty()) return;  // stopping, with nothing left to do
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
-    if (item.marker) {
-      run_item(item);
-    } else {
-      busy_ = true;
-      lock.unlock();
-      run_item(item);
-      item.fn = nullptr;  // what the work holds goes now, before the stream can look idle
-      lock.lock();
-      busy_ = false;
-    }
-    if (queue_.empty()) drained_.notify_all();
+    run_head(lock);
   }
+}
+
+void Stream::run_head(std::unique_lock<std::mutex>& lock) {
+  Item item = std::move(queue_.front());
+  queue_.pop_front();
+  parked_ = false;
+  if (item.marker) {
+    run_item(item);  // under the lock: see enqueue_marker
+  } else {
+    busy_ = true;
+    lock.unlock();
+    run_item(item);
+    item.fn = nullptr;  // what the work holds goes now, before the stream can look idle
+    lock.lock();
+    busy_ = false;
+  }
+  if (queue_.empty()) drained_.notify_all();
 }
 
 void Stream::run_item(const Item& item) {
   int code = 0;
   try {
-    run_timed(clock_, item.fn, item.cost_ns, item.kind, item.not_before_ns);
+    run_timed(clock_, item.fn, item.cost_ns, item.kind, item.not_before_ns, item.started);
   } catch (cudaError_t e) {
     code = e;
   } catch (const std::bad_alloc&) {
@@ -166,11 +191,34 @@ int Stream::error() {
 
 void Stream::synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
-  drained_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  for (;;) {
+    if (queue_.empty() && !busy_) return;
+    if (parked_ && !busy_)
+      run_head(lock);
+    else
+      drained_.wait(lock);
+  }
 }
 
 bool Stream::idle() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (parked_ && !busy_ && !queue_.front().ready) {
+    parked_ = false;  // nothing says when it would not wait: the worker takes it
+    work_.notify_one();
+  } else if (parked_ && !busy_) {
+    // Polling for parked work (NCCL's documented wait: cudaStreamQuery in a loop). Waking the
+    // worker would set one more thread spinning for the core; run it here once it would not
+    // wait. The stream counts as busy meanwhile, so nobody else takes it.
+    busy_ = true;
+    const std::function<bool()>& probe = queue_.front().ready;  // stays put: the stream is ours
+    lock.unlock();
+    const bool ready = probe();
+    lock.lock();
+    busy_ = false;
+    if (ready) run_head(lock);  // still at the head: only a thread that saw the stream free takes it
+    if (!queue_.empty() && !parked_) work_.notify_one();  // work queued meanwhile
+    if (queue_.empty() || parked_) drained_.notify_all();  // a synchronising thread may take it
+  }
   return queue_.empty() && !busy_;
 }
 

@@ -54,9 +54,11 @@ constexpr WorkKind kCopyWork{true, wire::ActivityKind::kCopy};
 // Runs one piece of work against a clock: the work (and anything it calls, such as a host
 // function that reports a collective's modeled time) advances that clock, plus `cost_ns`,
 // starting no earlier than `not_before_ns`. In paced mode it returns no sooner than the work's
-// modeled time after it started.
+// modeled time after it started, or after `paced_from` when given (the first part of work in
+// two parts started it).
+using WallTime = std::chrono::steady_clock::time_point;
 void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns, WorkKind kind = kUntracked,
-               int64_t not_before_ns = 0);
+               int64_t not_before_ns = 0, WallTime paced_from = {});
 // The clock of the work running on this thread; nullptr outside stream work.
 ModelClock* running_clock();
 
@@ -68,16 +70,28 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   void enqueue(std::function<void()> task, int64_t cost_ns = 0, WorkKind kind = kUntracked);
-  // Runs the task now, on the calling thread, when nothing is queued on the stream or running
-  // from it; otherwise queues it like enqueue(). Either way it runs in the stream's order,
-  // against the stream's clock: work queued meanwhile waits for it. It saves two thread
-  // switches per operation (waking the worker, and the worker waking a thread that
-  // synchronises), which dominate small collectives.
-  void run_or_enqueue(std::function<void()> task);
+  // Work in two parts, such as a collective: `start` posts it, `finish` waits for its end.
+  // When nothing is queued on the stream or running from it, `start` runs now, on the calling
+  // thread, and `finish` becomes the stream's next work, parked: the worker is not woken for it.
+  // Whoever needs the stream first runs it: synchronize() on its own thread; idle() too, once
+  // `ready` says `finish` would not wait (without `ready`, idle() hands it to the worker); the
+  // worker once more work is queued or kick() is called. Otherwise both queue as one piece of
+  // work. Either way they run in the stream's order and on its clock. On a busy host this
+  // saves the two thread switches that dominate a small collective: waking the worker, and the
+  // worker waking the thread that synchronises.
+  void start_or_enqueue(std::function<void()> start, std::function<void()> finish, std::function<bool()> ready);
+  // Hands parked work to the worker, for a caller that will wait for it some other way.
+  void kick();
   // A marker (an event completing) runs under the stream's lock once the work before it is
   // done, so nobody can see the stream idle with the event still pending, or the reverse.
   void enqueue_marker(std::function<void()> mark);
+  // Waits until the stream is drained, running parked work (start_or_enqueue) itself: a thread
+  // that would only sleep meanwhile might as well do it. Other work stays the worker's: it may
+  // be a kernel or host function that expects the worker's thread.
   void synchronize();
+  // Whether the stream is drained. Parked work whose `ready` holds runs here first, on the
+  // caller's thread; parked work that would still wait stays for the caller's next look or
+  // whoever synchronises, and parked work without `ready` goes to the worker.
   bool idle();
   // The first error the stream's work raised (a cudaError_t; 0 for none). It stays: like an
   // asynchronous error on a GPU, later synchronisations with the stream report it too.
@@ -98,11 +112,17 @@ class Stream {
     int64_t cost_ns;
     WorkKind kind;
     int64_t not_before_ns;  // the host's modeled time when it queued the work
+    std::function<bool()> ready = nullptr;  // parked work: whether it would run without waiting
+    WallTime started{};  // parked work: when its first part began, which paced mode counts from
   };
   // Runs one piece of work; what it throws becomes the stream's error, never the thread's end.
   void run_item(const Item& item);
+  // Takes the head of the queue and runs it on this thread, as the worker would; `lock` holds
+  // mu_, and holds it again on return.
+  void run_head(std::unique_lock<std::mutex>& lock);
   std::deque<Item> queue_;
-  bool busy_ = false;  // work is running, from the worker or inline; the worker waits for it
+  bool busy_ = false;  // work is running, from the worker or another thread; the worker waits for it
+  bool parked_ = false;  // the head of the queue waits for someone to need it (start_or_enqueue)
   int error_ = 0;  // under mu_
   bool stopping_ = false;
   ModelClock clock_;

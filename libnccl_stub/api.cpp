@@ -212,7 +212,7 @@ NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
     }
     if (!c->blocking) {
       std::lock_guard<std::mutex> lock(c->mu);
-      if (c->inflight > 0) return ncclInProgress;
+      if (work_in_flight(c)) return ncclInProgress;
     } else {
       wait_idle(c);  // flushes what is queued on streams
     }
@@ -240,6 +240,14 @@ NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
   return guarded("ncclCommGetAsyncError", [&] {
     ncclComm* c = checked_comm(comm);
     require(asyncError != nullptr, ncclInvalidArgument, "asyncError pointer is NULL");
+    // A failure of queued work is recorded by its last part, which may sit parked on a stream
+    // (enqueue.cpp) until somebody looks. This call looks: NCCL's documented wait polls it.
+    bool queued;
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      queued = c->inflight > 0;
+    }
+    if (queued) cuda().poll_streams();
     *asyncError = poll_comm(c);
     return ncclSuccess;
   });

@@ -22,24 +22,26 @@ bool payload_free() {
 
 bool staging_needed() { return needs_staging() && !payload_free(); }
 
+void PostedBatch::note(ncclResult_t code, const std::string& error) {
+  if (first_code == ncclSuccess) first_code = code, first_error = error;
+}
+
+bool PostedBatch::ready() const {
+  return std::all_of(requests.begin(), requests.end(), [](const std::shared_ptr<Request>& r) { return r->ready(); });
+}
+
 // Posts every call before waiting on any: a group may hold several ranks of one communicator,
 // and none of them can finish until all have been posted. With staging, the calls read and
 // write the host copies instead of the device buffers.
-void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock) {
+void post_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock, PostedBatch* posted) {
   const CudaBridge& cu = cuda();
   uint64_t track = 0;
-  const double ready_us = cu.modeled_now(clock, &track);  // where the stream is on the modeled clock
-  std::vector<std::shared_ptr<Request>> requests;
-  ncclResult_t first_code = ncclSuccess;
-  std::string first_error;
-  auto note = [&](const NcclError& e) {
-    if (first_code == ncclSuccess) first_code = e.code(), first_error = e.what();
-  };
+  posted->ready_us = cu.modeled_now(clock, &track);  // where the stream is on the modeled clock
   try {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];
       wire::Collective desc = c.desc;
-      desc.ready_us = ready_us;
+      desc.ready_us = posted->ready_us;
       desc.track = track;
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
@@ -74,24 +76,35 @@ void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, St
           recv_bytes = 0;
         }
       }
-      requests.push_back(c.comm->client->submit(desc, send, send_bytes, recv, recv_bytes));
+      posted->requests.push_back(c.comm->client->submit(desc, send, send_bytes, recv, recv_bytes));
     }
   } catch (const NcclError& e) {
-    note(e);  // stop posting, but still wait for what was posted: replies land in our buffers
+    posted->note(e.code(), e.what());  // stop posting; what was posted is still waited for
   }
+}
+
+void finish_batch(const std::vector<CollectiveCall>& calls, StreamClock clock, PostedBatch& posted) {
   // Calls of one batch run side by side: the stream waits for the one that ends last.
+  const double ready_us = posted.ready_us;
   double end_us = ready_us;
-  for (auto& request : requests) {
+  for (auto& request : posted.requests) {
     try {
       auto done = request->reply<wire::CollectiveDone>();
       end_us = std::max(end_us, (done.start_us >= 0 ? done.start_us : ready_us) + done.modeled_us);
     } catch (const NcclError& e) {
-      note(e);
+      posted.note(e.code(), e.what());
     }
   }
-  if (first_code != ncclSuccess) throw NcclError(first_code, first_error);
-  cu.collective_done(clock, ready_us, end_us);
+  posted.requests.clear();
+  if (posted.first_code != ncclSuccess) throw NcclError(posted.first_code, posted.first_error);
+  cuda().collective_done(clock, ready_us, end_us);
   forward_activity(*calls.front().comm->client, kActivityBatch);
+}
+
+void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock) {
+  PostedBatch posted;
+  post_batch(calls, staging, clock, &posted);
+  finish_batch(calls, clock, posted);
 }
 
 }  // namespace fakegpu::stub

@@ -57,15 +57,10 @@ void unregister_comm(ncclComm* comm) {
   registry().erase(comm);
 }
 
-bool only_local_rank(const ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  return std::count_if(registry().begin(), registry().end(), [&](const ncclComm* c) { return c->id == comm->id; }) == 1;
-}
-
 ncclResult_t poll_comm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(comm->mu);
   // A revoked comm is in progress until its queued work has drained, then quiescent.
-  if (comm->revoked) return comm->inflight > 0 ? ncclInProgress : ncclSuccess;
+  if (comm->revoked) return work_in_flight(comm) ? ncclInProgress : ncclSuccess;
   if (!comm->pending || !comm->pending->ready()) return comm->async_error;
   try {
     if (comm->pending_kind == ncclComm::Pending::kInit) {
@@ -184,9 +179,15 @@ void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& messa
   }
 }
 
+bool work_in_flight(const ncclComm* comm) {
+  if (comm->inflight == 0) return false;
+  cuda().kick_streams();  // the caller waits or polls for it, without synchronising with a stream
+  return true;
+}
+
 void wait_idle(ncclComm* comm) {
   std::unique_lock<std::mutex> lock(comm->mu);
-  comm->idle.wait(lock, [&] { return comm->inflight == 0; });
+  if (work_in_flight(comm)) comm->idle.wait(lock, [&] { return comm->inflight == 0; });
 }
 
 ncclComm* start_shrink(ncclComm* parent, const std::vector<int>& excluded, int flags, const CommOptions& options) {
@@ -209,7 +210,7 @@ void destroy_comm(ncclComm* comm, bool abort) {
   if (abort) {
     poll_comm(comm);
     std::lock_guard<std::mutex> lock(comm->mu);
-    if (comm->inflight > 0) owned.release();
+    if (work_in_flight(comm)) owned.release();
   } else {
     wait_comm(comm);
     wait_idle(comm);

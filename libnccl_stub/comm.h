@@ -74,8 +74,6 @@ namespace fakegpu::stub {
 ncclComm* checked_comm(ncclComm_t comm);
 void register_comm(ncclComm* comm);
 void unregister_comm(ncclComm* comm);
-// Whether comm is the only rank of its communicator that this process holds.
-bool only_local_rank(const ncclComm* comm);
 
 // Applies a finished init/split reply, if any. Returns the comm's current status.
 ncclResult_t poll_comm(ncclComm* comm);
@@ -92,6 +90,10 @@ ncclComm* start_split(ncclComm* parent, int color, int key, const CommOptions& o
 // Records an error that happened after the call returned (on a stream); later calls on the comm
 // and ncclCommGetAsyncError report it.
 void set_async_error(ncclComm* comm, ncclResult_t code, const std::string& message);
+// Whether an operation of the comm is queued on a stream; the caller holds comm->mu. When one
+// is, work parked on streams goes to their workers (CudaBridge::kick_streams): the caller will
+// wait or poll for it without synchronising with its stream.
+bool work_in_flight(const ncclComm* comm);
 // Blocks until no operation of the comm is queued on a stream.
 void wait_idle(ncclComm* comm);
 

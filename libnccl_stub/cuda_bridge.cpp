@@ -82,6 +82,24 @@ void run_persistent_clocked_host_function(void* fn, StreamClock clock) {
 void run_persistent_host_function(void* fn) { run_persistent_clocked_host_function(fn, nullptr); }
 void delete_host_function(void* fn) { delete static_cast<HostFunction*>(fn); }
 
+// The two parts enqueue_started queues; `finish` runs last and frees both.
+struct StartedPair {
+  HostFunction start, finish;
+  std::function<bool()> ready;
+};
+void run_start(void* pair, StreamClock clock) { run_guarded(static_cast<StartedPair*>(pair)->start, clock); }
+int started_ready(void* pair) noexcept {
+  try {
+    return static_cast<StartedPair*>(pair)->ready() ? 1 : 0;
+  } catch (...) {
+    return 1;  // let finish run and report whatever is wrong
+  }
+}
+void run_finish(void* pair, StreamClock clock) {
+  std::unique_ptr<StartedPair> owned(static_cast<StartedPair*>(pair));
+  run_guarded(owned->finish, clock);
+}
+
 constexpr unsigned kUserObjectNoDestructorSync = 1;  // the only flag cudaUserObjectCreate takes
 constexpr unsigned kGraphUserObjectMove = 1;         // the graph takes over the caller's reference
 }  // namespace
@@ -105,19 +123,32 @@ bool CudaBridge::capturing(cudaStream_t stream) const {
   return status != 0;
 }
 
-int CudaBridge::launch(cudaStream_t stream, HostFunction* fn, bool persistent, bool now_if_idle) const {
-  if (bridge_) {
-    const auto run = persistent ? run_persistent_clocked_host_function : run_clocked_host_function;
-    return now_if_idle ? bridge_->run_clocked_host_func(stream, run, fn) : bridge_->launch_clocked_host_func(stream, run, fn);
-  }
+int CudaBridge::launch(cudaStream_t stream, HostFunction* fn, bool persistent) const {
+  if (bridge_)
+    return bridge_->launch_clocked_host_func(
+        stream, persistent ? run_persistent_clocked_host_function : run_clocked_host_function, fn);
   return launch_host_func_(stream, persistent ? run_persistent_host_function : run_host_function, fn);
 }
 
-void CudaBridge::enqueue(cudaStream_t stream, HostFunction fn, bool now_if_idle) const {
+void CudaBridge::enqueue(cudaStream_t stream, HostFunction fn) const {
   auto heap = std::make_unique<HostFunction>(std::move(fn));
-  int err = launch(stream, heap.get(), false, now_if_idle);
+  int err = launch(stream, heap.get(), false);
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
-  heap.release();  // run_host_function frees it (already, when it ran at once)
+  heap.release();  // run_host_function frees it
+}
+
+void CudaBridge::enqueue_started(cudaStream_t stream, HostFunction start, HostFunction finish,
+                                 std::function<bool()> ready) const {
+  if (!bridge_) {
+    return enqueue(stream, [start = std::move(start), finish = std::move(finish)](StreamClock clock) {
+      start(clock);
+      finish(clock);
+    });
+  }
+  auto pair = std::make_unique<StartedPair>(StartedPair{std::move(start), std::move(finish), std::move(ready)});
+  int err = bridge_->start_clocked_host_func(stream, run_start, run_finish, started_ready, pair.get());
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
+  pair.release();  // run_finish frees it
 }
 
 void* CudaBridge::capture_graph(cudaStream_t stream) const {

@@ -31,9 +31,23 @@ class CudaBridge {
   // The legacy default stream: work on it is synchronous with the host in fakegpu.
   static bool is_legacy(cudaStream_t stream) { return stream == nullptr || stream == reinterpret_cast<cudaStream_t>(1); }
   // Queues fn on the stream, in order with the stream's other work; it is freed once it has run.
-  // With `now_if_idle`, fakegpu's runtime runs it before returning, from the calling thread,
-  // when nothing is queued on the stream or running from it (see run_clocked_host_func).
-  void enqueue(cudaStream_t stream, HostFunction fn, bool now_if_idle = false) const;
+  void enqueue(cudaStream_t stream, HostFunction fn) const;
+  // Queues `start` then `finish` on the stream as one piece of work. With fakegpu's runtime, on
+  // a stream with nothing queued or running, `start` runs before this returns, from the calling
+  // thread, and `finish` waits at the stream's head for whoever needs the stream first (see
+  // start_clocked_host_func); `ready` says whether `finish` would run without waiting. All
+  // three are freed once `finish` has run.
+  void enqueue_started(cudaStream_t stream, HostFunction start, HostFunction finish, std::function<bool()> ready) const;
+  // Hands work that enqueue_started left parked on streams to the streams' workers: for a
+  // caller about to wait for that work without synchronising with its stream.
+  void kick_streams() const {
+    if (bridge_) bridge_->kick_streams();
+  }
+  // Runs, on the calling thread, work that enqueue_started left parked and that would not wait:
+  // for a caller that polls what that work reports, such as a communicator's asynchronous error.
+  void poll_streams() const {
+    if (bridge_) bridge_->poll_streams();
+  }
   // Records fn into the graph the stream is capturing, to run at each replay. The graph owns it
   // (a CUDA user object), so destroying the graph and its instances frees it; on a runtime
   // without user objects it is never freed.
@@ -87,9 +101,8 @@ class CudaBridge {
   void copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const;
   void find_capture_info();
   // Queues fn (owned by the caller) on the stream; `persistent` when it must survive its run,
-  // to run again at each replay of a graph; `now_if_idle` as for enqueue(). Returns the CUDA
-  // error.
-  int launch(cudaStream_t stream, HostFunction* fn, bool persistent, bool now_if_idle = false) const;
+  // to run again at each replay of a graph. Returns the CUDA error.
+  int launch(cudaStream_t stream, HostFunction* fn, bool persistent) const;
   const fakegpu_cuda_bridge_table* bridge_ = nullptr;  // fakegpu's runtime only
   using GetDevice = int (*)(int*);
   using StreamSync = int (*)(cudaStream_t);

@@ -1,10 +1,7 @@
 // Queues collective calls on a CUDA stream, with the copies that staging needs around them.
 #include "enqueue.h"
 
-#include <algorithm>
-
 #include "batch.h"
-#include "comm.h"
 #include "cuda_bridge.h"
 #include "env.h"
 #include "queued_batch.h"
@@ -12,41 +9,44 @@
 
 namespace fakegpu::stub {
 namespace {
-
-// Running a collective from the calling thread makes the call return only once the peers have
-// joined. That is harmless when this thread is the only one here that the peers wait for, and
-// the program expects nothing else: a nonblocking communicator's calls must return at once,
-// and one thread that drives several ranks of a communicator (ncclCommInitAll) calls them one
-// after the other.
-bool may_run_inline(const std::vector<CollectiveCall>& calls) {
-  static const bool enabled = env::get(env::kInlineCollectives);  // checked at init
-  return enabled && std::all_of(calls.begin(), calls.end(), [](const CollectiveCall& c) {
-           return c.comm->blocking && only_local_rank(c.comm);
-         });
+bool eager() {
+  static const bool on = env::get(env::kEagerCollectives);  // checked at init
+  return on;
 }
-
 }  // namespace
 
-// With staging, copies to and from host buffers are queued around the collective, so the host
-// function itself never calls CUDA (which real CUDA forbids). A failure while running becomes
-// the communicators' asynchronous error.
-void enqueue(cudaStream_t stream, const Batch& calls, bool alone, bool* submitted) {
+// Without staging the collective goes in two parts: posting it, and waiting for its end. On an
+// idle stream the calling thread posts it at once, as a GPU starts a kernel on an idle stream,
+// so the peers can finish it while this rank goes on; only the wait stays queued, and the
+// thread that synchronises with the stream usually does it itself (see enqueue_started).
+// Posting never waits for the peers, so the call still returns before they arrive, as NCCL's
+// does. With staging, copies to and from host buffers are queued around the collective, so
+// the host function itself never calls CUDA (which real CUDA forbids). A failure while running
+// becomes the communicators' asynchronous error.
+void enqueue(cudaStream_t stream, const Batch& calls, bool* submitted) {
   const CudaBridge& cu = cuda();
   if (cu.capturing(stream)) {
     *submitted = true;  // captured calls give their numbers back first thing
     return enqueue_captured(stream, *calls);
   }
   auto hold = std::make_shared<InflightHold>(*calls);
+  if (!staging_needed() && eager()) {
+    auto posted = std::make_shared<PostedBatch>();
+    cu.enqueue_started(
+        stream, [calls, posted](StreamClock clock) { start_queued(*calls, clock, posted.get()); },
+        [calls, posted, hold](StreamClock clock) { finish_queued(*calls, clock, posted.get()); },
+        [posted] { return posted->ready(); });
+    *submitted = true;
+    return;
+  }
   std::shared_ptr<StagingSet> staging;
   if (staging_needed()) {
     staging = std::make_shared<StagingSet>(*calls);
     stage_inputs(*calls, *staging, stream);
   }
-  // The operation is over once its results are in the caller's buffers: after the collective,
-  // or after the copies back when staging, where the last function keeps the host buffers.
-  const bool now_if_idle = alone && may_run_inline(*calls);
-  cu.enqueue(stream, [calls, staging, hold](StreamClock clock) { run_queued(*calls, staging.get(), clock); },
-             now_if_idle);
+  // The operation is over once its results are in the caller's buffers: after the copies back,
+  // where the last function keeps the host buffers.
+  cu.enqueue(stream, [calls, staging, hold](StreamClock clock) { run_queued(*calls, staging.get(), clock); });
   *submitted = true;
   if (staging) {
     unstage_outputs(*calls, *staging, stream);

@@ -61,7 +61,7 @@ void execute(std::vector<CollectiveCall> calls) {
       for (size_t i : indices) batch->push_back(calls[i]);
       bool queued = false;
       try {
-        enqueue(stream, batch, /*alone=*/batch->size() == calls.size(), &queued);
+        enqueue(stream, batch, &queued);
       } catch (...) {
         if (queued)
           for (size_t i : indices) submitted[i] = true;

@@ -29,20 +29,41 @@ void fail_batch(const std::vector<CollectiveCall>& calls, ncclResult_t code, con
   for (const auto& c : calls) set_async_error(c.comm, code, message);
 }
 
-// Nothing may escape: the exception would unwind into the CUDA runtime's worker thread.
-void run_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock) {
+namespace {
+
+// Runs part of a queued batch. Nothing may escape: the exception would unwind into the CUDA
+// runtime's thread. A failure is handed to `failed`.
+template <typename Work, typename Failed>
+void contained(const std::vector<CollectiveCall>& calls, Work work, Failed failed) {
   LogDeviceScope device(calls.front().comm->cuda_device);
   try {
-    run_batch(calls, staging, clock);
+    work();
   } catch (const NcclError& e) {
-    fail_batch(calls, e.code(), e.what());
+    failed(e.code(), e.what());
   } catch (const std::bad_alloc&) {
-    fail_batch(calls, ncclSystemError, "out of host memory while running a queued collective");
+    failed(ncclSystemError, "out of host memory while running a queued collective");
   } catch (const std::exception& e) {
-    fail_batch(calls, ncclInternalError, std::string("internal error in a queued collective: ") + e.what());
+    failed(ncclInternalError, std::string("internal error in a queued collective: ") + e.what());
   } catch (...) {
-    fail_batch(calls, ncclInternalError, "unknown internal error in a queued collective");
+    failed(ncclInternalError, "unknown internal error in a queued collective");
   }
+}
+
+}  // namespace
+
+void run_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock) {
+  contained(calls, [&] { run_batch(calls, staging, clock); },
+            [&](ncclResult_t code, const std::string& message) { fail_batch(calls, code, message); });
+}
+
+void start_queued(const std::vector<CollectiveCall>& calls, StreamClock clock, PostedBatch* posted) {
+  contained(calls, [&] { post_batch(calls, nullptr, clock, posted); },
+            [&](ncclResult_t code, const std::string& message) { posted->note(code, message); });
+}
+
+void finish_queued(const std::vector<CollectiveCall>& calls, StreamClock clock, PostedBatch* posted) {
+  contained(calls, [&] { finish_batch(calls, clock, *posted); },
+            [&](ncclResult_t code, const std::string& message) { fail_batch(calls, code, message); });
 }
 
 }  // namespace fakegpu::stub

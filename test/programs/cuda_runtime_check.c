@@ -12,11 +12,14 @@
  *   graph        stream capture, instantiate, replay; sync on a capturing stream fails
  *   kernels      registration, counted launches, launch checks (as nvcc's code registers them)
  *   timing       event times on an H100 in FAKEGPU_TIME_MODE (modeled, paced or wall)
+ *   started      work in two parts (the bridge's start_clocked_host_func): where and when each
+ *                part runs, and that nothing waits on parked work for ever
  *   unsupported  an unimplemented API: 801 and a log line; runtime version 13000
  * Prints "<scenario>: OK" and exits 0, or names every failed check and exits 1. */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,6 +408,154 @@ static void destroy_pending_event(void) {
   OK(cudaStreamDestroy(recorder));
 }
 
+/* ---- work in two parts: start_clocked_host_func ---- */
+
+/* What each part saw: which thread ran it, and in what order the parts ran. */
+struct Parts {
+  pthread_t start_thread, finish_thread;
+  int started, finished;  /* the order they ran in, counting from 1; 0: not yet */
+  double modeled_ms;      /* finish reports this much modeled time on its stream's clock */
+};
+static int parts_ran;
+static void part_start(void* user, fakegpu_stream_clock* clock) {
+  (void)clock;
+  struct Parts* p = user;
+  p->start_thread = pthread_self();
+  p->started = __atomic_add_fetch(&parts_ran, 1, __ATOMIC_ACQ_REL);
+}
+static void part_finish(void* user, fakegpu_stream_clock* clock) {
+  struct Parts* p = user;
+  double now = bridge->modeled_now(clock, NULL);
+  if (p->modeled_ms > 0) bridge->collective_done(clock, now, now + p->modeled_ms * 1e3);
+  p->finish_thread = pthread_self();
+  __atomic_store_n(&p->finished, __atomic_add_fetch(&parts_ran, 1, __ATOMIC_ACQ_REL), __ATOMIC_RELEASE);
+}
+static int finished(struct Parts* p) { return __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE); }
+/* The ready probe of a Parts: finish would not wait once `ready_now` is set. */
+static int ready_now;
+static int parts_ready(void* user) {
+  (void)user;
+  return __atomic_load_n(&ready_now, __ATOMIC_ACQUIRE);
+}
+
+/* Polls until done() holds, for at most 10 s: parked work that nobody takes would hang. */
+static int eventually(int (*done)(void*), void* arg) {
+  for (double end = now_ms() + 10000; now_ms() < end;) {
+    if (done(arg)) return 1;
+    usleep(100);
+  }
+  return 0;
+}
+static int stream_idle(void* s) { return cudaStreamQuery((cudaStream_t)s) == cudaSuccess; }
+static int event_done(void* e) { return cudaEventQuery((cudaEvent_t)e) == cudaSuccess; }
+
+/* A host function another thread queues while `start` runs: it comes after `finish`. */
+struct Meanwhile {
+  struct Parts parts; /* first: part_finish takes a Meanwhile as its Parts */
+  cudaStream_t stream;
+  int queued;
+  struct Parts after; /* filled by record_after, run as a plain host function */
+};
+static void record_after(void* user) { part_start(user, NULL); }
+static void* queue_meanwhile(void* arg) {
+  struct Meanwhile* m = arg;
+  while (!__atomic_load_n(&parts_ran, __ATOMIC_ACQUIRE)) usleep(50); /* start has begun */
+  OK(cudaLaunchHostFunc(m->stream, record_after, &m->after));
+  __atomic_store_n(&m->queued, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+static void start_waiting_for_meanwhile(void* user, fakegpu_stream_clock* clock) {
+  struct Meanwhile* m = user;
+  part_start(&m->parts, clock);
+  while (!__atomic_load_n(&m->queued, __ATOMIC_ACQUIRE)) usleep(50);
+}
+
+static void scenario_started(void) {
+  bridge = find_bridge();
+  if (!bridge) return;
+  cudaStream_t s;
+  OK(cudaStreamCreate(&s));
+  const pthread_t self = pthread_self();
+
+  /* 1. Idle stream: start runs before the call returns, on this thread; finish waits, parked,
+   * and the thread that synchronises runs it, with its modeled time on the stream. */
+  cudaEvent_t before, after;
+  OK(cudaEventCreate(&before));
+  OK(cudaEventCreate(&after));
+  OK(cudaEventRecord(before, s));
+  OK(cudaStreamSynchronize(s));
+  struct Parts idle = {.modeled_ms = 40};
+  parts_ran = 0;
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, NULL, &idle));
+  EXPECT(idle.started == 1 && pthread_equal(idle.start_thread, self), "start did not run at once on the calling thread");
+  usleep(20000); /* time enough for a worker that was woken to take finish */
+  EXPECT(!finished(&idle), "finish ran although nothing waited for it");
+  OK(cudaEventRecord(after, s));
+  OK(cudaStreamSynchronize(s));
+  EXPECT(idle.finished == 2, "finish ran %d-th", idle.finished);
+  float ms = elapsed(before, after);
+  EXPECT(ms > 39.9f && ms < 40.1f, "the two parts took %f modeled ms, expected 40", ms);
+  struct Parts stolen = {0};
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, NULL, &stolen));
+  OK(cudaStreamSynchronize(s));
+  EXPECT(finished(&stolen) && pthread_equal(stolen.finish_thread, self),
+         "the synchronising thread did not run the parked finish itself");
+
+  /* 2. Parked work ends for a caller that only polls: the stream, or an event behind it. Without
+   * a probe the worker takes it. */
+  struct Parts polled = {0};
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, NULL, &polled));
+  EXPECT(eventually(stream_idle, s), "cudaStreamQuery never saw parked work end");
+  EXPECT(finished(&polled) && !pthread_equal(polled.finish_thread, self), "finish did not run on the stream's worker");
+  struct Parts evented = {0};
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, NULL, &evented));
+  OK(cudaEventRecord(after, s));
+  EXPECT(eventually(event_done, after), "cudaEventQuery never saw an event behind parked work complete");
+  struct Parts kicked = {0};
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, NULL, &kicked));
+  bridge->kick_streams();
+  for (int i = 0; i < 100000 && !finished(&kicked); ++i) usleep(100);
+  EXPECT(finished(&kicked), "kick_streams did not hand parked work to the worker");
+
+  /* A probe that says finish would not wait lets the thread that queries run it; until then the
+   * query leaves it parked, for the caller's next look. */
+  struct Parts probed = {0};
+  ready_now = 0;
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, parts_ready, &probed));
+  EXPECT(cudaStreamQuery(s) == cudaErrorNotReady, "the stream looked idle with parked work");
+  usleep(20000);
+  EXPECT(!finished(&probed), "parked work ran although its probe said it would wait");
+  __atomic_store_n(&ready_now, 1, __ATOMIC_RELEASE);
+  EXPECT(cudaStreamQuery(s) == cudaSuccess, "a query did not run parked work that would not wait");
+  EXPECT(finished(&probed) && pthread_equal(probed.finish_thread, self), "the querying thread did not run it");
+
+  /* 3. Behind queued work both parts queue: neither runs before the call returns. */
+  release_waiter = 0;
+  OK(cudaLaunchHostFunc(s, hold_until_released, NULL));
+  struct Parts queued = {0};
+  parts_ran = 0;
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, NULL, &queued));
+  usleep(20000);
+  EXPECT(parts_ran == 0, "a part ran ahead of the work queued before it");
+  __atomic_store_n(&release_waiter, 1, __ATOMIC_RELEASE);
+  OK(cudaStreamSynchronize(s));
+  EXPECT(queued.started == 1 && queued.finished == 2, "queued parts ran %d-th and %d-th", queued.started, queued.finished);
+
+  /* 4. Work another thread queues while start runs comes after finish. */
+  struct Meanwhile m = {.stream = s};
+  parts_ran = 0;
+  pthread_t helper;
+  EXPECT(pthread_create(&helper, NULL, queue_meanwhile, &m) == 0, "no thread");
+  OK(bridge->start_clocked_host_func(s, start_waiting_for_meanwhile, part_finish, NULL, &m));
+  pthread_join(helper, NULL);
+  OK(cudaStreamSynchronize(s));
+  EXPECT(m.after.started == 3, "work queued while start ran did not come after finish (ran %d-th)", m.after.started);
+
+  OK(cudaEventDestroy(before));
+  OK(cudaEventDestroy(after));
+  OK(cudaStreamDestroy(s));
+}
+
 /* Events report the stream's modeled clock by default: a 64 MiB copy over an H100's PCIe
  * takes a fraction of a millisecond to a few, three copies three times that, and a host
  * function's wall time counts for nothing. Paced mode also makes modeled time pass in wall
@@ -595,10 +746,12 @@ int main(int argc, char** argv) {
     scenario_kernels();
   else if (strcmp(what, "timing") == 0)
     scenario_timing();
+  else if (strcmp(what, "started") == 0)
+    scenario_started();
   else if (strcmp(what, "unsupported") == 0)
     scenario_unsupported();
   else {
-    fprintf(stderr, "usage: %s count N|nodevice|cluster|props|memory|graph|kernels|timing|unsupported\n", argv[0]);
+    fprintf(stderr, "usage: %s count N|nodevice|cluster|props|memory|graph|kernels|timing|started|unsupported\n", argv[0]);
     return 2;
   }
   if (failures) {

@@ -81,7 +81,7 @@ TEST(OpMatch, APendingCollectiveCompletesWithItsLastRank) {
   EXPECT_FALSE(op.join(late, 8, now));
   EXPECT_TRUE(op.join(allreduce(1, 4), 9, now));
   EXPECT_EQ(op.request_ids, (std::vector<uint64_t>{8, 9, 7}));
-  EXPECT_EQ(op.calls[0], "AllReduce(count=4, float32, sum)");
+  EXPECT_EQ(describe_call(op.calls[0]), "AllReduce(count=4, float32, sum)");
   EXPECT_EQ(op.ready_us, 25) << "the operation starts when the last stream reaches it";
   EXPECT_EQ(op.readies, (std::vector<double>{25, -1, 10}));
   EXPECT_EQ(op.tracks[0], 9u);

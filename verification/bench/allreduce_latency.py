@@ -15,6 +15,8 @@ With --nccl-tests BINARY (nccl-tests' all_reduce_perf built with MPI=1, see docs
 it also prints nccl-tests' own time per operation, run under fgpu and mpirun.
 With --compare-socket it also times each case with the frames on the unix socket instead of the
 control ring (FAKEGPU_CONTROL_RING=0).
+The ranks see the caller's FAKEGPU_* settings: FAKEGPU_EAGER_COLLECTIVES=0, say, times
+collectives queued whole on their streams.
 With --check it fails when a run fails, a result is not exact (each run ends with an AllReduce of
 known values) or a median exceeds --max-median-us: a bound hundreds of times the usual figure, so
 it catches a lost wakeup or a stall, never the machine's noise.
@@ -107,9 +109,9 @@ def main():
         config = write_single_node_config(world, name="bench")
         with Coordinator(config, "unix") as coord:
             # A clean environment, but for the sanitizer runtimes' options, which ranks built with
-            # FAKEGPU_SANITIZE need.
-            sanitizer_options = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")}
-            env = rank_environment(sanitizer_options, "unix", coord.address, str(config))
+            # FAKEGPU_SANITIZE need, and the caller's FAKEGPU_* settings, to time them.
+            kept = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS") or k.startswith("FAKEGPU_")}
+            env = rank_environment(kept, "unix", coord.address, str(config))
             env["PATH"] = "/usr/bin:/bin"
             for size in map(int, a.sizes.split(",")):
                 iters = 1000 if size <= 4096 else 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)

@@ -413,10 +413,14 @@ FAKECUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t ev
       }
     }
     uint64_t generation = e->last_recorded();  // the recording current at the call, as in CUDA
-    fakegpu::cuda::submit(stream, [e, generation] {
+    auto wait = [e, generation] {
       e->wait_for(generation);
       fakegpu::cuda::running_clock()->raise_to(e->modeled_at(generation));
-    });
+    };
+    // A recording already complete cannot block: as a marker the wait then costs a drained
+    // stream no wakeup of its worker (PyTorch makes its NCCL stream wait so before each
+    // collective, which then finds the stream idle).
+    submit_impl(stream, std::move(wait), 0, e->completed(generation) ? Placement::kMarker : Placement::kQueue);
   });
 }
 

@@ -131,6 +131,11 @@ void Stream::enqueue_marker(std::function<void()> mark) {
   const int64_t not_before = host_clock().now_ns();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty() && !busy_) {
+      // Nothing ahead of it: the worker would run it at once, so run it here, sparing its wakeup.
+      run_item({std::move(mark), true, 0, kUntracked, not_before});
+      return;
+    }
     queue_.push_back({std::move(mark), true, 0, kUntracked, not_before});
     parked_ = false;
   }
@@ -243,6 +248,11 @@ void Event::complete(uint64_t generation, int64_t modeled_ns) {
 bool Event::query() {
   std::lock_guard<std::mutex> lock(mu_);
   return completed_ >= recorded_;
+}
+
+bool Event::completed(uint64_t generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ >= generation;
 }
 
 void Event::synchronize() { wait_for(last_recorded()); }

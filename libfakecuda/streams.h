@@ -83,7 +83,8 @@ class Stream {
   // Hands parked work to the worker, for a caller that will wait for it some other way.
   void kick();
   // A marker (an event completing) runs under the stream's lock once the work before it is
-  // done, so nobody can see the stream idle with the event still pending, or the reverse.
+  // done, so nobody can see the stream idle with the event still pending, or the reverse. On a
+  // drained stream it runs at once, on the calling thread. It must not block.
   void enqueue_marker(std::function<void()> mark);
   // Waits until the stream is drained, running parked work (start_or_enqueue) itself: a thread
   // that would only sleep meanwhile might as well do it. Other work stays the worker's: it may
@@ -138,6 +139,8 @@ class Event {
   // The recording completed at this modeled time.
   void complete(uint64_t generation, int64_t modeled_ns);
   bool query();
+  // Whether the given recording has completed.
+  bool completed(uint64_t generation);
   void synchronize();
   // Waits until the given recording has completed.
   void wait_for(uint64_t generation);

@@ -13,7 +13,8 @@
  *   kernels      registration, counted launches, launch checks (as nvcc's code registers them)
  *   timing       event times on an H100 in FAKEGPU_TIME_MODE (modeled, paced or wall)
  *   started      work in two parts (the bridge's start_clocked_host_func): where and when each
- *                part runs, and that nothing waits on parked work for ever
+ *                part runs, and that nothing waits on parked work for ever; events on drained
+ *                streams
  *   unsupported  an unimplemented API: 801 and a log line; runtime version 13000
  * Prints "<scenario>: OK" and exits 0, or names every failed check and exits 1. */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
@@ -550,6 +551,16 @@ static void scenario_started(void) {
   pthread_join(helper, NULL);
   OK(cudaStreamSynchronize(s));
   EXPECT(m.after.started == 3, "work queued while start ran did not come after finish (ran %d-th)", m.after.started);
+
+  /* 5. On a drained stream an event's recording, and a wait for a recording already complete,
+   * are done when the call returns: no work is left for the worker. */
+  OK(cudaEventRecord(before, s));
+  EXPECT(cudaEventQuery(before) == cudaSuccess, "an event recorded on a drained stream was still pending");
+  cudaStream_t other;
+  OK(cudaStreamCreate(&other));
+  OK(cudaStreamWaitEvent(other, before, 0));
+  EXPECT(cudaStreamQuery(other) == cudaSuccess, "a wait for a complete recording was left queued");
+  OK(cudaStreamDestroy(other));
 
   OK(cudaEventDestroy(before));
   OK(cudaEventDestroy(after));

@@ -530,6 +530,18 @@ static void scenario_started(void) {
   EXPECT(cudaStreamQuery(s) == cudaSuccess, "a query did not run parked work that would not wait");
   EXPECT(finished(&probed) && pthread_equal(probed.finish_thread, self), "the querying thread did not run it");
 
+  /* Work queued behind parked work must start without anyone looking: a collective's peers
+   * wait for it to be posted, as they would for a GPU to reach it. The worker takes both. */
+  struct Parts ahead = {0}, behind = {0};
+  ready_now = 0;
+  parts_ran = 0;
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, parts_ready, &ahead));
+  OK(bridge->start_clocked_host_func(s, part_start, part_finish, parts_ready, &behind));
+  for (int i = 0; i < 100000 && !finished(&behind); ++i) usleep(100);
+  EXPECT(finished(&ahead) == 2 && finished(&behind) == 4, "work behind parked work did not run unasked (%d %d)",
+         finished(&ahead), finished(&behind));
+  EXPECT(!pthread_equal(behind.start_thread, self), "work behind parked work started on the calling thread");
+
   /* 3. Behind queued work both parts queue: neither runs before the call returns. */
   release_waiter = 0;
   OK(cudaLaunchHostFunc(s, hold_until_released, NULL));

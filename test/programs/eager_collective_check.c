@@ -5,8 +5,9 @@
  *
  * 1. A copy and an event queued after an AllReduce on an idle stream see its result and its
  *    modeled time. Rank 0 prints that time, which must not depend on how the collective ran.
- * 2. The call returns before the peers arrive, and the collective makes progress without its
- *    caller synchronising: rank 1 finishes its AllReduce while rank 0 waits for it to say so.
+ * 2. The call returns before the peers arrive, and collectives make progress without their
+ *    caller synchronising, one queued behind another too: rank 1 finishes two AllReduces while
+ *    rank 0 waits for it to say so.
  * 3. A caller that only polls (cudaStreamQuery, cudaEventQuery, as torch's watchdog does) sees
  *    the collective end.
  * 4. Two communicators' collectives issued in opposite orders on the two ranks, each on its own
@@ -86,16 +87,19 @@ static void idle_stream(void) {
 static void progress_without_caller(const char* done_file) {
   float* send = device_floats((float)(rank + 1));
   float* recv = device_floats(0);
+  float* twice = device_floats(0);
   OK(ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, stream));
+  OK(ncclAllReduce(recv, twice, COUNT, ncclFloat, ncclSum, comm, stream)); /* queued behind the first */
   if (rank == 1) {
     OK(cudaStreamSynchronize(stream));
     touch(done_file);
     return;
   }
-  /* Rank 0 neither synchronises nor polls until rank 1 says its AllReduce is done. */
-  EXPECT(wait_for_file(done_file) == 0, "rank 1's AllReduce never finished while rank 0 left its own alone");
+  /* Rank 0 neither synchronises nor polls until rank 1 says both AllReduces are done. */
+  EXPECT(wait_for_file(done_file) == 0, "rank 1's AllReduces never finished while rank 0 left its own alone");
   OK(cudaStreamSynchronize(stream));
-  EXPECT(recv[0] == expected_sum(), "the AllReduce gave %g", recv[0]);
+  EXPECT(recv[0] == expected_sum() && twice[0] == world * expected_sum(), "the AllReduces gave %g and %g", recv[0],
+         twice[0]);
 }
 
 static void polled_to_the_end(void) {

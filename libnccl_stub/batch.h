@@ -37,10 +37,10 @@ void post_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, S
 // no modeled time). Throws the first failure, after waiting for everything posted.
 void finish_batch(const std::vector<CollectiveCall>& calls, StreamClock clock, PostedBatch& posted);
 
-// Posts every call before waiting on any, then waits for all (post_batch, then finish_batch). With staging, the calls read and
-// write the host copies in *staging instead of the device buffers. The calls become ready at
-// the clock's time and the clock waits for the last to end (nullptr: no modeled time). Throws
-// the first failure, after waiting for what was posted.
+// Posts every call before waiting on any, then waits for all (post_batch, then finish_batch).
+// With staging, the calls read and write the host copies in *staging instead of the device
+// buffers. The calls become ready at the clock's time and the clock waits for the last to end
+// (nullptr: no modeled time). Throws the first failure, after waiting for what was posted.
 void run_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock);
 
 }  // namespace fakegpu::stub

@@ -146,7 +146,8 @@ void CudaBridge::enqueue_started(cudaStream_t stream, HostFunction start, HostFu
     });
   }
   auto pair = std::make_unique<StartedPair>(StartedPair{std::move(start), std::move(finish), std::move(ready)});
-  int err = bridge_->start_clocked_host_func(stream, run_start, run_finish, started_ready, pair.get());
+  int err = bridge_->start_clocked_host_func(stream, run_start, run_finish, pair->ready ? started_ready : nullptr,
+                                             pair.get());
   if (err != 0) throw NcclError(ncclUnhandledCudaError, "cudaLaunchHostFunc failed with CUDA error " + std::to_string(err));
   pair.release();  // run_finish frees it
 }

@@ -44,8 +44,8 @@ void enqueue(cudaStream_t stream, const Batch& calls, bool* submitted) {
     staging = std::make_shared<StagingSet>(*calls);
     stage_inputs(*calls, *staging, stream);
   }
-  // The operation is over once its results are in the caller's buffers: after the copies back,
-  // where the last function keeps the host buffers.
+  // The operation is over once its results are in the caller's buffers: after the collective,
+  // or after the copies back when staging, where the last function keeps the host buffers.
   cu.enqueue(stream, [calls, staging, hold](StreamClock clock) { run_queued(*calls, staging.get(), clock); });
   *submitted = true;
   if (staging) {

@@ -85,6 +85,8 @@ class Client {
   // descriptor the first time. False when segments cannot be shared on this connection (tcp,
   // or FAKEGPU_STAGING_FORCE_SOCKET=1): the data then travels in the frames.
   bool share_segment(uint64_t segment, int fd, uint64_t size);
+  // Whether segments can be shared on this connection at all (see share_segment).
+  bool shares_segments() const { return can_share_; }
   // True once the connection to the coordinator is gone (it died, or closed on us).
   bool connection_lost() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,6 +1,8 @@
 // Queues collective calls on a CUDA stream, with the copies that staging needs around them.
 #include "enqueue.h"
 
+#include <algorithm>
+
 #include "batch.h"
 #include "cuda_bridge.h"
 #include "env.h"
@@ -9,10 +11,17 @@
 
 namespace fakegpu::stub {
 namespace {
-bool eager() {
+
+// Posting at once suits a post that is only a message: the data in shared memory, or none.
+// Where the data travels in the frames (tcp), posting it would keep the caller for as long as
+// the bytes take, so the stream's worker does it.
+bool eager(const std::vector<CollectiveCall>& calls) {
   static const bool on = env::get(env::kEagerCollectives);  // checked at init
-  return on;
+  return on && !staging_needed() &&
+         (payload_free() ||
+          std::all_of(calls.begin(), calls.end(), [](const CollectiveCall& c) { return c.comm->client->shares_segments(); }));
 }
+
 }  // namespace
 
 // Without staging the collective goes in two parts: posting it, and waiting for its end. On an
@@ -30,7 +39,7 @@ void enqueue(cudaStream_t stream, const Batch& calls, bool* submitted) {
     return enqueue_captured(stream, *calls);
   }
   auto hold = std::make_shared<InflightHold>(*calls);
-  if (!staging_needed() && eager()) {
+  if (eager(*calls)) {
     auto posted = std::make_shared<PostedBatch>();
     cu.enqueue_started(
         stream, [calls, posted](StreamClock clock) { start_queued(*calls, clock, posted.get()); },

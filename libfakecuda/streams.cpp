@@ -105,10 +105,8 @@ void Stream::start_or_enqueue(std::function<void()> start, std::function<void()>
     }
     busy_ = true;
   }
-  Item first{std::move(start), false, 0, kUntracked, not_before};
   const WallTime started = std::chrono::steady_clock::now();
-  run_item(first);
-  first.fn = nullptr;
+  run_item({std::move(start), false, 0, kUntracked, not_before});
   std::lock_guard<std::mutex> lock(mu_);
   busy_ = false;
   // Ahead of anything queued while `start` ran: that came after this call.
@@ -207,13 +205,16 @@ void Stream::synchronize() {
 
 bool Stream::idle() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (parked_ && !busy_ && !queue_.front().ready) {
-    parked_ = false;  // nothing says when it would not wait: the worker takes it
-    work_.notify_one();
-  } else if (parked_ && !busy_) {
+  if (parked_ && !busy_) {
     // Polling for parked work (NCCL's documented wait: cudaStreamQuery in a loop). Waking the
     // worker would set one more thread spinning for the core; run it here once it would not
-    // wait. The stream counts as busy meanwhile, so nobody else takes it.
+    // wait. The stream counts as busy meanwhile, so nobody else takes it. Without a probe,
+    // nothing says when it would not wait: the worker takes it.
+    if (!queue_.front().ready) {
+      lock.unlock();
+      kick();
+      return false;
+    }
     busy_ = true;
     const std::function<bool()>& probe = queue_.front().ready;  // stays put: the stream is ours
     lock.unlock();

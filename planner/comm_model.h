@@ -134,6 +134,7 @@ class CommModel {
   Pattern summarize(const Flows& flows) const;
   double p2p_latency(bool inter_node) const;
   double efficiency(int func, int algo, int proto) const;
+  double tree_ll128_share() const;
   double cap_busbw(int func, int algo, int proto, int nc) const;
   double bus_to_alg(int func, int algo) const;
   double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, const Pattern& pat) const;

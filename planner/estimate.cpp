@@ -162,6 +162,9 @@ int CommModel::op_channels(int a, int p, uint64_t bytes) const {
   return nc;
 }
 
+// What of a tree's rate LL128 keeps: NCCL's 7/9 inside one node, its payload share across nodes.
+double CommModel::tree_ll128_share() const { return nnodes() == 1 ? 7.0 / 9.0 : kLL128Payload; }
+
 // Share of a link's rate that an algorithm and protocol reach (NCCL's model refinements).
 double CommModel::efficiency(int f, int a, int p) const {
   double e = 1.0;
@@ -169,7 +172,7 @@ double CommModel::efficiency(int f, int a, int p) const {
   if (a == kTree) {
     if (f == kAllReduce) e = 0.92;
     if (p == kLL) e /= 3.8;
-    if (p == kLL128) e *= nnodes() == 1 ? 7.0 / 9.0 : kLL128Payload;
+    if (p == kLL128) e *= tree_ll128_share();
   }
   if (a == kNvls || a == kNvlsTree) e = nvls_efficiency(min_cc_);
   if (a == kPat) e = 0.75;
@@ -194,7 +197,7 @@ double CommModel::cap_busbw(int f, int a, int p, int nc) const {
   if (a != kTree || f != kAllReduce) return inf;
   const double tree = nc * kPerChMaxTreeBw[arch][idx2];  // applies before the protocol's own
   if (p == kLL) return std::min(tree / 3.8, ll_max);
-  if (p == kLL128) return std::min(tree * (nnodes() == 1 ? 7.0 / 9.0 : kLL128Payload), nc * kPerChMaxTreeLL128Bw[arch][idx2]);
+  if (p == kLL128) return std::min(tree * tree_ll128_share(), nc * kPerChMaxTreeLL128Bw[arch][idx2]);
   return tree;
 }
 

@@ -432,6 +432,7 @@ static void part_finish(void* user, fakegpu_stream_clock* clock) {
   __atomic_store_n(&p->finished, __atomic_add_fetch(&parts_ran, 1, __ATOMIC_ACQ_REL), __ATOMIC_RELEASE);
 }
 static int finished(struct Parts* p) { return __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE); }
+static int parts_done(void* p) { return finished(p) != 0; }
 /* The ready probe of a Parts: finish would not wait once `ready_now` is set. */
 static int ready_now;
 static int parts_ready(void* user) {
@@ -515,8 +516,7 @@ static void scenario_started(void) {
   struct Parts kicked = {0};
   OK(bridge->start_clocked_host_func(s, part_start, part_finish, NULL, &kicked));
   bridge->kick_streams();
-  for (int i = 0; i < 100000 && !finished(&kicked); ++i) usleep(100);
-  EXPECT(finished(&kicked), "kick_streams did not hand parked work to the worker");
+  EXPECT(eventually(parts_done, &kicked), "kick_streams did not hand parked work to the worker");
 
   /* A probe that says finish would not wait lets the thread that queries run it; until then the
    * query leaves it parked, for the caller's next look. */
@@ -537,7 +537,7 @@ static void scenario_started(void) {
   parts_ran = 0;
   OK(bridge->start_clocked_host_func(s, part_start, part_finish, parts_ready, &ahead));
   OK(bridge->start_clocked_host_func(s, part_start, part_finish, parts_ready, &behind));
-  for (int i = 0; i < 100000 && !finished(&behind); ++i) usleep(100);
+  eventually(parts_done, &behind);
   EXPECT(finished(&ahead) == 2 && finished(&behind) == 4, "work behind parked work did not run unasked (%d %d)",
          finished(&ahead), finished(&behind));
   EXPECT(!pthread_equal(behind.start_thread, self), "work behind parked work started on the calling thread");

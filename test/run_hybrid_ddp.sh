@@ -9,11 +9,7 @@ ranks=${1:?usage: $0 RANKS}
 cd "$(dirname "$0")/.."
 check=run_hybrid_ddp
 . test/require_gpu.sh
-# The PyTorch that scripts/setup installs, else the machine's.
-python=build/torch-venv/bin/python
-[ -x "$python" ] || python=python3
-"$python" -c "import torch, torch.distributed as d, sys; sys.exit(0 if torch.cuda.is_available() and d.is_nccl_available() else 1)" \
-  2> /dev/null || skip "needs torch with CUDA and NCCL (torch.cuda.is_available(), torch.distributed.is_nccl_available())"
+require_cuda_torch
 work=$(mktemp -d "${TMPDIR:-/tmp}/fakegpu-hybrid-ddp-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 ./fgpu --mode hybrid --report "$work/report.json" \

@@ -20,7 +20,8 @@ def expect(name, got, want):
 
 
 def main():
-    local = int(os.environ["LOCAL_RANK"])
+    # Modulo the device count: in hybrid mode ranks may share fewer real GPUs.
+    local = int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count()
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))  # split_group needs it
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -16,7 +16,8 @@ def expect(name, got, want):
 
 
 def main():
-    local = int(os.environ["LOCAL_RANK"])
+    # Modulo the device count: in hybrid mode ranks may share fewer real GPUs.
+    local = int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count()
     tp = int(os.environ["LOCAL_WORLD_SIZE"])
     world = int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(local)

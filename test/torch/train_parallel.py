@@ -82,7 +82,8 @@ def main():
     p.add_argument("--style", choices=("fsdp", "tp_dp"), required=True)
     p.add_argument("--out", required=True)
     a = p.parse_args()
-    local, world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    # Modulo the device count: in hybrid mode ranks may share fewer real GPUs.
+    local, world = int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count(), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(local)
     device = torch.device("cuda", local)
     model = make_model(device)

@@ -27,6 +27,7 @@ enum Reader : unsigned {
   kCoordinator = 4,  // fakegpu-coordinator, and fakegpu-model for the NCCL_* tuning variables
   kStub = 8,         // libnccl.so.2 in a rank
   kRuntime = 16,     // the fake libcudart in a rank
+  kHybridShim = 32,  // libfakegpu-hybrid-devices.so in a hybrid-mode rank
 };
 
 enum class Kind { kText, kChoice, kFlag, kInteger, kBytes, kMilliseconds };

@@ -15,7 +15,7 @@ from .configs import launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
 from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
 from .failures import failure_table
-from .launch import rank_environment, rank_launches, virtual_nodes_value
+from .launch import rank_environment, rank_launches, share_gpus, virtual_nodes_value
 from .model_cmd import cmd_model
 from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
@@ -163,10 +163,7 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
     try:
         names, nodes = node_layout(config)
         if gpus:
-            per_node = max(len(n) for n in nodes)
-            print(f"fgpu: --mode {args.mode}: up to {per_node} ranks per node compute on this machine's {gpus} "
-                  "GPU(s), each on the device its program selects; where they outnumber the GPUs, select "
-                  "LOCAL_RANK % device count", file=sys.stderr)
+            print(f"fgpu: --mode {args.mode}: {share_gpus(env, max(len(n) for n in nodes), gpus)}", file=sys.stderr)
         several = len(nodes) > 1
         if args.nproc:
             world = sum(len(n) for n in nodes)

@@ -32,6 +32,19 @@ def rank_environment(base: dict, transport: str, address: str, cluster_config: s
     return env
 
 
+def share_gpus(env: dict, per_node: int, gpus: int) -> str:
+    """Hybrid mode. Where a node's ranks outnumber the GPUs here, each rank sees the node's
+    devices, device d running on GPU d % gpus (libfakegpu-hybrid-devices.so), so that a program
+    may select LOCAL_RANK as it would on the cluster. Returns what fgpu tells the user."""
+    if per_node <= gpus:
+        return f"up to {per_node} ranks per node compute on this machine's {gpus} GPU(s), each on the device it selects"
+    env["LD_PRELOAD"] = prepend("LD_PRELOAD", str(built("libfakegpu-hybrid-devices.so")), env)
+    env["FAKEGPU_HYBRID_DEVICES"] = str(per_node)
+    return (f"{per_node} ranks per node share this machine's {gpus} GPU(s): each rank sees {per_node} devices, "
+            f"device d on GPU d % {gpus} (PyTorch ranks see the GPUs and select LOCAL_RANK % "
+            "torch.cuda.device_count())")
+
+
 def virtual_nodes_value(node_names, nodes) -> str:
     """FAKEGPU_VIRTUAL_NODES: each node's id and ranks, "node0=0-3;node1=4-7". A rank started by
     another launcher (mpirun, srun) takes its node from it when it starts (libnccl_stub's

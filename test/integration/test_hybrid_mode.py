@@ -30,13 +30,17 @@ class HybridMode(unittest.TestCase):
     def test_ranks_share_the_gpu_and_communicate_through_the_simulator(self):
         config = self.tmp / "c.yaml"
         config.write_text(TWO_BY_TWO)
-        # The rank program selects LOCAL_RANK % device count: all four ranks on the one GPU.
+        # Two ranks per node on one GPU: each rank sees two devices (fakegpu's hybrid-devices
+        # library); the rank program selects LOCAL_RANK % device count, its LOCAL_RANK, and both
+        # devices run on the one GPU.
         r = fgpu("--mode", "hybrid", "--cluster-config", config, "--report", self.tmp / "r.json", "--nproc", "4",
                  "env", "FAKEGPU_DEVICE_COUNT=1", built("nccl_check"), self.tmp / "id", "--tp", "2", "--iters", "3",
                  env=with_one_gpu(FAKEGPU_FORCE_STAGING="1", NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="ALLOC"))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(r.stdout.count(": OK ("), 4, r.stdout)
-        self.assertIn("up to 2 ranks per node compute on this machine's 1 GPU(s)", r.stderr)
+        self.assertIn("2 ranks per node share this machine's 1 GPU(s): each rank sees 2 devices, device d on GPU d % 1 "
+                      "(PyTorch ranks see the GPUs", r.stderr)
+        self.assertIn("device 1 of 2", r.stdout, "rank 1 of each node selected its LOCAL_RANK")
         self.assertIn("Staging pool: new", r.stderr, "device data is staged through host blocks")
         report = json.loads((self.tmp / "r.json").read_text())
         self.assertEqual(report["world_size"], 4)
@@ -46,17 +50,21 @@ class HybridMode(unittest.TestCase):
         self.assertEqual(report["data_plane"]["socket_bytes"], 0)
 
     def test_ranks_keep_their_own_cuda_runtime(self):
-        probe = 'echo "$LD_PRELOAD|${LD_LIBRARY_PATH:-}|$FAKEGPU_MODE"'
-        r = fgpu("--mode", "hybrid", "--nproc", "2", "sh", "-c", probe, env=with_one_gpu())
-        self.assertEqual(r.returncode, 0, r.stderr)
-        lines = [line for line in r.stdout.splitlines() if line.count("|") == 2]
-        self.assertEqual(len(lines), 2, r.stdout)
-        for line in lines:
-            preload, library_path, mode = line.split("|")
-            self.assertEqual(preload, str(built("libnccl.so.2")), "only fakegpu's NCCL is preloaded")
-            self.assertNotIn(str(built("libnccl.so.2").parent) + ":", library_path + ":",
-                             "the directory with fakegpu's libcudart stays off the search path")
-            self.assertEqual(mode, "hybrid")
+        probe = 'echo "$LD_PRELOAD|${LD_LIBRARY_PATH:-}|$FAKEGPU_MODE|${FAKEGPU_HYBRID_DEVICES:-}"'
+        for ranks, preload, devices in (("1", [built("libnccl.so.2")], ""),
+                                        ("2", [built("libfakegpu-hybrid-devices.so"), built("libnccl.so.2")], "2")):
+            r = fgpu("--mode", "hybrid", "--nproc", ranks, "sh", "-c", probe, env=with_one_gpu())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [line for line in r.stdout.splitlines() if line.count("|") == 3]
+            self.assertEqual(len(lines), int(ranks), r.stdout)
+            for line in lines:
+                seen_preload, library_path, mode, seen_devices = line.split("|")
+                # fakegpu's NCCL, and where ranks outnumber the GPUs its device sharing: not its runtime.
+                self.assertEqual(seen_preload, ":".join(map(str, preload)))
+                self.assertNotIn(str(built("libnccl.so.2").parent) + ":", library_path + ":",
+                                 "the directory with fakegpu's libcudart stays off the search path")
+                self.assertEqual(mode, "hybrid")
+                self.assertEqual(seen_devices, devices)
 
     def test_device_count_is_the_gpus_business(self):
         r = fgpu("--mode", "hybrid", "--device-count", "4", "true", env=with_one_gpu())

@@ -182,7 +182,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank %d: FAILED with %d wrong elements\n", g_rank, bad);
     return 1;
   }
-  printf("rank %d/%d: OK (%zu elements, %d iterations, tp %d x dp %d, NCCL %d)\n", g_rank, world, count, iters, tp, dp,
-         version);
+  int device = -1;
+  CHECK_CUDA(cudaGetDevice(&device));
+  printf("rank %d/%d: OK (%zu elements, %d iterations, tp %d x dp %d, NCCL %d, device %d of %d)\n", g_rank, world, count,
+         iters, tp, dp, version, device, ndev);
   return 0;
 }

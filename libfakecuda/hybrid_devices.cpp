@@ -1,6 +1,6 @@
 // libfakegpu-hybrid-devices.so: in hybrid mode, where a node's ranks outnumber this machine's
 // GPUs, each rank sees the node's devices (FAKEGPU_HYBRID_DEVICES of them) and device d runs on
-// GPU d % (GPUs here). A script that does torch.cuda.set_device(LOCAL_RANK) then runs unchanged.
+// GPU d % (GPUs here). A program that selects its LOCAL_RANK then runs unchanged.
 //
 // fgpu preloads it ahead of NVIDIA's runtime, so its definitions of the calls that name a device
 // come first; each maps the device and forwards to the runtime's own. A thread keeps the device
@@ -16,7 +16,6 @@
 #include <dlfcn.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "cuda_runtime.h"
 #include "env.h"
@@ -29,15 +28,18 @@ namespace {
 void* next_symbol(const char* name, const char* const* sonames) {
   if (void* sym = dlsym(RTLD_NEXT, name)) return sym;
   for (const char* const* s = sonames; *s; ++s)
-    if (void* handle = dlopen(*s, RTLD_LAZY | RTLD_NOLOAD))
-      if (void* sym = dlsym(handle, name)) return sym;
+    if (void* handle = dlopen(*s, RTLD_LAZY | RTLD_NOLOAD)) {
+      void* sym = dlsym(handle, name);
+      dlclose(handle);  // drops the reference NOLOAD took; whoever loaded it keeps it loaded
+      if (sym) return sym;
+    }
   return nullptr;
 }
 
 const char* const kRuntimes[] = {"libcudart.so.13", "libcudart.so.12", nullptr};
 const char* const kDrivers[] = {"libcuda.so.1", nullptr};
 
-// The runtime's own `name`, looked up once; fn is a function pointer type.
+// The runtime's own `name`, looked up once; Fn is its function pointer type.
 template <typename Fn>
 Fn runtime(const char* name, std::atomic<void*>& cache) {
   void* sym = cache.load(std::memory_order_acquire);

@@ -39,25 +39,32 @@ void* next_symbol(const char* name, const char* const* sonames) {
 const char* const kRuntimes[] = {"libcudart.so.13", "libcudart.so.12", nullptr};
 const char* const kDrivers[] = {"libcuda.so.1", nullptr};
 
-// The runtime's own `name`, looked up once; Fn is its function pointer type.
+// The runtime's (or, with kDrivers, the driver's) own `name`, looked up once; Fn is its
+// function pointer type.
 template <typename Fn>
-Fn runtime(const char* name, std::atomic<void*>& cache) {
+Fn real_symbol(const char* name, std::atomic<void*>& cache, const char* const* sonames = kRuntimes) {
   void* sym = cache.load(std::memory_order_acquire);
-  if (!sym) cache.store(sym = next_symbol(name, kRuntimes), std::memory_order_release);
+  if (!sym) cache.store(sym = next_symbol(name, sonames), std::memory_order_release);
   return reinterpret_cast<Fn>(sym);
 }
 
-// Calls the runtime's definition of the enclosing function, or fails naming it.
-#define FORWARD(fn, ...)                                                                      \
-  do {                                                                                        \
-    static std::atomic<void*> cache{nullptr};                                                 \
-    auto real = runtime<decltype(&fn)>(#fn, cache);                                           \
-    if (!real) {                                                                              \
-      fakegpu::log_once(#fn, "NVIDIA's CUDA runtime is not loaded in this process");          \
-      return cudaErrorNotSupported;                                                           \
-    }                                                                                         \
-    return real(__VA_ARGS__);                                                                 \
-  } while (0)
+// Calls the runtime's own `name`, or fails naming it.
+template <typename Fn, typename... Args>
+cudaError_t call_runtime(const char* name, std::atomic<void*>& cache, Args... args) {
+  auto real = real_symbol<Fn>(name, cache);
+  if (!real) {
+    fakegpu::log_once(name, "NVIDIA's CUDA runtime is not loaded in this process");
+    return cudaErrorNotSupported;
+  }
+  return real(args...);
+}
+
+// The runtime's definition of `fn` called with the arguments given; each use looks it up once.
+#define REAL(fn, ...)                                                                  \
+  ([&] {                                                                               \
+    static std::atomic<void*> cache{nullptr};                                          \
+    return call_runtime<decltype(&fn)>(#fn, cache, __VA_ARGS__);                       \
+  }())
 
 int shown_devices() {
   static const int count = []() -> int {
@@ -83,10 +90,8 @@ int shown_devices() {
 
 int real_devices() {
   static const int count = [] {
-    static std::atomic<void*> cache{nullptr};
     int n = 0;
-    auto real = runtime<decltype(&cudaGetDeviceCount)>("cudaGetDeviceCount", cache);
-    return real && real(&n) == cudaSuccess && n > 0 ? n : 1;
+    return REAL(cudaGetDeviceCount, &n) == cudaSuccess && n > 0 ? n : 1;
   }();
   return count;
 }
@@ -106,17 +111,17 @@ int device_of(int gpu) { return chosen >= 0 && gpu_of(chosen) == gpu ? chosen : 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
 EXPORT cudaError_t cudaGetDeviceCount(int* count) {
-  if (!sharing()) FORWARD(cudaGetDeviceCount, count);
+  if (!sharing()) return REAL(cudaGetDeviceCount, count);
   if (!count) return cudaErrorInvalidValue;
   int gpus = 0;
-  cudaError_t rc = [&]() -> cudaError_t { FORWARD(cudaGetDeviceCount, &gpus); }();
+  cudaError_t rc = REAL(cudaGetDeviceCount, &gpus);
   if (rc == cudaSuccess) *count = shown_devices();
   return rc;
 }
 
 EXPORT cudaError_t cudaSetDevice(int device) {
   if (!valid(device)) return cudaErrorInvalidDevice;
-  cudaError_t rc = [&]() -> cudaError_t { FORWARD(cudaSetDevice, gpu_of(device)); }();
+  cudaError_t rc = REAL(cudaSetDevice, gpu_of(device));
   if (rc == cudaSuccess) chosen = device;
   return rc;
 }
@@ -124,41 +129,41 @@ EXPORT cudaError_t cudaSetDevice(int device) {
 EXPORT cudaError_t cudaGetDevice(int* device) {
   if (!device) return cudaErrorInvalidValue;
   int gpu = 0;
-  cudaError_t rc = [&]() -> cudaError_t { FORWARD(cudaGetDevice, &gpu); }();
+  cudaError_t rc = REAL(cudaGetDevice, &gpu);
   if (rc == cudaSuccess) *device = device_of(gpu);
   return rc;
 }
 
 EXPORT cudaError_t cudaInitDevice(int device, unsigned int device_flags, unsigned int flags) {
   if (!valid(device)) return cudaErrorInvalidDevice;
-  FORWARD(cudaInitDevice, gpu_of(device), device_flags, flags);
+  return REAL(cudaInitDevice, gpu_of(device), device_flags, flags);
 }
 
 // CUDA 12 binaries call the _v2 name, CUDA 13 ones the plain one; each forwards to its own.
 EXPORT cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (!valid(device)) return cudaErrorInvalidDevice;
-  FORWARD(cudaGetDeviceProperties, prop, gpu_of(device));
+  return REAL(cudaGetDeviceProperties, prop, gpu_of(device));
 }
 
 EXPORT cudaError_t cudaGetDeviceProperties_v2(cudaDeviceProp* prop, int device) {
   if (!valid(device)) return cudaErrorInvalidDevice;
-  FORWARD(cudaGetDeviceProperties_v2, prop, gpu_of(device));
+  return REAL(cudaGetDeviceProperties_v2, prop, gpu_of(device));
 }
 
 EXPORT cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (!valid(device)) return cudaErrorInvalidDevice;
-  FORWARD(cudaDeviceGetAttribute, value, attr, gpu_of(device));
+  return REAL(cudaDeviceGetAttribute, value, attr, gpu_of(device));
 }
 
 EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
   if (!valid(device)) return cudaErrorInvalidDevice;
-  FORWARD(cudaDeviceGetPCIBusId, bus_id, len, gpu_of(device));
+  return REAL(cudaDeviceGetPCIBusId, bus_id, len, gpu_of(device));
 }
 
 EXPORT cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* bus_id) {
   if (!device) return cudaErrorInvalidValue;
   int gpu = 0;
-  cudaError_t rc = [&]() -> cudaError_t { FORWARD(cudaDeviceGetByPCIBusId, &gpu, bus_id); }();
+  cudaError_t rc = REAL(cudaDeviceGetByPCIBusId, &gpu, bus_id);
   if (rc == cudaSuccess) *device = device_of(gpu);
   return rc;
 }
@@ -170,62 +175,54 @@ EXPORT cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
     *can = 1;
     return cudaSuccess;
   }
-  FORWARD(cudaDeviceCanAccessPeer, can, gpu_of(device), gpu_of(peer));
+  return REAL(cudaDeviceCanAccessPeer, can, gpu_of(device), gpu_of(peer));
 }
 
 EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   if (!valid(peer)) return cudaErrorInvalidDevice;
   int gpu = 0;
   if (cudaGetDevice(&gpu) == cudaSuccess && gpu_of(gpu) == gpu_of(peer)) return cudaSuccess;
-  FORWARD(cudaDeviceEnablePeerAccess, gpu_of(peer), flags);
+  return REAL(cudaDeviceEnablePeerAccess, gpu_of(peer), flags);
 }
 
 EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer) {
   if (!valid(peer)) return cudaErrorInvalidDevice;
   int gpu = 0;
   if (cudaGetDevice(&gpu) == cudaSuccess && gpu_of(gpu) == gpu_of(peer)) return cudaSuccess;
-  FORWARD(cudaDeviceDisablePeerAccess, gpu_of(peer));
+  return REAL(cudaDeviceDisablePeerAccess, gpu_of(peer));
 }
 
 EXPORT cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t count) {
   if (!valid(dst_device) || !valid(src_device)) return cudaErrorInvalidDevice;
-  FORWARD(cudaMemcpyPeer, dst, gpu_of(dst_device), src, gpu_of(src_device), count);
+  return REAL(cudaMemcpyPeer, dst, gpu_of(dst_device), src, gpu_of(src_device), count);
 }
 
 EXPORT cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t count,
                                        cudaStream_t stream) {
   if (!valid(dst_device) || !valid(src_device)) return cudaErrorInvalidDevice;
-  FORWARD(cudaMemcpyPeerAsync, dst, gpu_of(dst_device), src, gpu_of(src_device), count, stream);
+  return REAL(cudaMemcpyPeerAsync, dst, gpu_of(dst_device), src, gpu_of(src_device), count, stream);
 }
 
 EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
-  cudaError_t rc = [&]() -> cudaError_t { FORWARD(cudaPointerGetAttributes, attributes, ptr); }();
+  cudaError_t rc = REAL(cudaPointerGetAttributes, attributes, ptr);
   if (rc == cudaSuccess && attributes && attributes->device >= 0) attributes->device = device_of(attributes->device);
   return rc;
 }
 
 EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
-  cudaError_t rc = [&]() -> cudaError_t { FORWARD(cudaStreamGetDevice, stream, device); }();
+  cudaError_t rc = REAL(cudaStreamGetDevice, stream, device);
   if (rc == cudaSuccess && device) *device = device_of(*device);
   return rc;
 }
 
-// The driver's device handle for an ordinal. PyTorch reaches these through a library linked
-// against libcuda.so.1, so preloading takes them over too.
+// The driver's device handle for an ordinal, for programs linked against libcuda.so.1.
 using CUresult = int;
 using CUdevice = int;
 constexpr CUresult kCudaErrorInvalidDevice = 101, kCudaErrorNotFound = 500;
 
-template <typename Fn>
-Fn driver(const char* name, std::atomic<void*>& cache) {
-  void* sym = cache.load(std::memory_order_acquire);
-  if (!sym) cache.store(sym = next_symbol(name, kDrivers), std::memory_order_release);
-  return reinterpret_cast<Fn>(sym);
-}
-
 EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   static std::atomic<void*> cache{nullptr};
-  auto real = driver<CUresult (*)(CUdevice*, int)>("cuDeviceGet", cache);
+  auto real = real_symbol<CUresult (*)(CUdevice*, int)>("cuDeviceGet", cache, kDrivers);
   if (!real) return kCudaErrorNotFound;
   if (!valid(ordinal)) return kCudaErrorInvalidDevice;
   return real(device, gpu_of(ordinal));
@@ -233,7 +230,7 @@ EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 
 EXPORT CUresult cuDeviceGetCount(int* count) {
   static std::atomic<void*> cache{nullptr};
-  auto real = driver<CUresult (*)(int*)>("cuDeviceGetCount", cache);
+  auto real = real_symbol<CUresult (*)(int*)>("cuDeviceGetCount", cache, kDrivers);
   if (!real) return kCudaErrorNotFound;
   CUresult rc = real(count);
   if (rc == 0 && count && sharing()) *count = shown_devices();

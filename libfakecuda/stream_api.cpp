@@ -181,10 +181,7 @@ void submit_started(cudaStream_t stream, std::function<void()> start, std::funct
                     std::function<bool()> ready) {
   Stream* s = resolve(stream);
   if (s && !capture_of(s)) return s->start_or_enqueue(std::move(start), std::move(finish), std::move(ready));
-  submit(stream, [start = std::move(start), finish = std::move(finish)] {
-    start();
-    finish();
-  });
+  submit(stream, in_sequence(std::move(start), std::move(finish)));
 }
 
 void kick_streams() {

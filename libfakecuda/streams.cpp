@@ -78,6 +78,13 @@ Stream::~Stream() {
   worker_.join();
 }
 
+std::function<void()> in_sequence(std::function<void()> first, std::function<void()> second) {
+  return [first = std::move(first), second = std::move(second)] {
+    first();
+    second();
+  };
+}
+
 void Stream::enqueue(std::function<void()> task, int64_t cost_ns, WorkKind kind) {
   const int64_t not_before = host_clock().now_ns();
   {
@@ -94,11 +101,7 @@ void Stream::start_or_enqueue(std::function<void()> start, std::function<void()>
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!queue_.empty() || busy_ || stopping_) {
-      auto both = [start = std::move(start), finish = std::move(finish)] {
-        start();
-        finish();
-      };
-      queue_.push_back({std::move(both), false, 0, kUntracked, not_before});
+      queue_.push_back({in_sequence(std::move(start), std::move(finish)), false, 0, kUntracked, not_before});
       parked_ = false;
       work_.notify_one();
       return;

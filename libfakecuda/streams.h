@@ -59,6 +59,8 @@ constexpr WorkKind kCopyWork{true, wire::ActivityKind::kCopy};
 using WallTime = std::chrono::steady_clock::time_point;
 void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cost_ns, WorkKind kind = kUntracked,
                int64_t not_before_ns = 0, WallTime paced_from = {});
+// `first` then `second`, as one piece of work (work in two parts queued whole).
+std::function<void()> in_sequence(std::function<void()> first, std::function<void()> second);
 // The clock of the work running on this thread; nullptr outside stream work.
 ModelClock* running_clock();
 

@@ -19,19 +19,8 @@ trap 'rm -rf "$work"' EXIT
 export PYTHONWARNINGS=ignore::FutureWarning TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING=false
 
 per_node=$((ranks / 2))
-config=$work/cluster.yaml
-gpus=$(printf '{profile: h100}, %.0s' $(seq "$per_node"))
-{
-  echo "version: 1"
-  echo "cluster: {name: hybrid-2x$per_node}"
-  echo "nodes:"
-  echo "  - {id: n0, ranks: [$(seq -s ', ' 0 $((per_node - 1)))], gpus: [${gpus%, }]}"
-  echo "  - {id: n1, ranks: [$(seq -s ', ' "$per_node" $((ranks - 1)))], gpus: [${gpus%, }]}"
-  echo "fabric:"
-  echo "  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}"
-  echo "  inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}"
-} > "$config"
-hybrid() { ./fgpu --mode hybrid --cluster-config "$config" --report "$work/$1.json" "${@:2}"; }
+# fgpu's own cluster of 2 nodes of H100s, per_node GPUs each.
+hybrid() { ./fgpu --mode hybrid --nodes 2 --gpus-per-node "$per_node" --gpu h100 --report "$work/$1.json" "${@:2}"; }
 torchrun=("$python" -m torch.distributed.run --nproc_per_node="$per_node")
 
 hybrid collectives --nproc "$ranks" "$python" test/torch/collectives.py > "$work/collectives.out"

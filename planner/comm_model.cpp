@@ -78,7 +78,10 @@ void CommModel::place(const Topology& topo) {
     const Node& node = topo.nodes[topo.gpus[gpus_[ranks[0]]].node];
     for (size_t i = 0; i < ranks.size(); ++i)  // every pair of the node on NVLink, or NCCL sees PCIe
       for (size_t j = i + 1; j < ranks.size(); ++j)
-        if (!topo.nvlink_between(gpus_[ranks[i]], gpus_[ranks[j]])) nvl_intra_ = false;
+        if (!topo.nvlink_between(gpus_[ranks[i]], gpus_[ranks[j]])) {
+          nvl_intra_ = false;
+          if (!topo.gpus[gpus_[ranks[i]]].profile->p2p || !topo.gpus[gpus_[ranks[j]]].profile->p2p) shm_intra_ = true;
+        }
     if (node.fabric != IntraFabric::kNvSwitch) nvswitch_ = false;
   }
 }
@@ -294,7 +297,7 @@ void CommModel::build_trees() {
 double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
                           double plugin_us) const {
   const int n = nranks(), nodes = nnodes();
-  const int intra_hw = nvl_intra_ ? kHwNvlink : kHwPci;
+  const int intra_hw = intra_class();
   const int hw = nodes == 1 ? intra_hw : kHwNet;
   const int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
   double lat = kBaseLat[a][p];
@@ -375,9 +378,10 @@ void CommModel::tune() {
 
         lat_[f][a][p] = latency(f, a, p, kHwLat, 0, topo_.plugin_latency_us);
         // The modeled time takes NCCL's per-step latencies, which match runs with one process
-        // per GPU (8 x H20: 19 us at 32 KiB; 2 x H100: 7.5 us), and a step across the network
-        // at least the network's own latency instead of what its plugin reports.
-        step_lat_[f][a][p] = latency(f, a, p, kHwLat, topo_.net_latency_us, 0);
+        // per GPU (8 x H20: 19 us at 32 KiB; 2 x H100: 7.5 us), but for PCIe (kStepLat), and a
+        // step across the network at least the network's own latency instead of what its
+        // plugin reports.
+        step_lat_[f][a][p] = latency(f, a, p, kStepLat, topo_.net_latency_us, 0);
       }
     }
   }

@@ -96,6 +96,10 @@ class CommModel {
   int channels() const { return channels_; }
   int nvls_channels() const { return nvls_channels_; }
   bool nvlink_inside_nodes() const { return nvl_intra_; }  // every pair of a node on NVLink
+  // Some pair of a node without NVLink cannot reach its peer over PCIe: it meets in host memory.
+  bool host_memory_inside_nodes() const { return shm_intra_; }
+  // The latency class of a step inside a node (HwClass).
+  int intra_class() const { return nvl_intra_ ? kHwNvlink : shm_intra_ ? kHwShm : kHwPci; }
   int node_of(int rank) const { return node_of_[rank]; }                          // comm node
   const std::vector<int>& node_ranks(int node) const { return node_ranks_[node]; }  // local order
   int gpu_of(int rank) const { return gpus_[rank]; }  // global GPU
@@ -148,6 +152,7 @@ class CommModel {
   int min_cc_ = 0, max_cc_ = 0;
   int ppn_ = 1;  // most ranks on one node
   bool nvl_intra_ = true;
+  bool shm_intra_ = false;
   bool nvswitch_ = false;
   Graph graphs_[kNumAlgos];
   int channels_ = 1;

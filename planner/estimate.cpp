@@ -339,7 +339,7 @@ CommModel::Pattern CommModel::summarize(const Flows& flows) const {
 }
 
 double CommModel::p2p_latency(bool inter_node) const {
-  return kBaseLat[kRing][kLL] + kHwLat[inter_node ? kHwNet : nvl_intra_ ? kHwNvlink : kHwPci][kRing][kSimple];
+  return kBaseLat[kRing][kLL] + kStepLat[inter_node ? kHwNet : intra_class()][kRing][kSimple];
 }
 
 // One message between two ranks: NCCL's p2p kernels spread it over the channels of that peer,
@@ -406,6 +406,7 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     // From Hopper on, runs reach the half that the flags leave (8 x H100: 28.6 us at 1 MiB,
     // 8 x H20: 20.4 us at 512 KiB). A NIC carries LL buffers whole.
     double store_eff = a == kRing && p == kLL && min_cc_ < 90 ? eff * 0.5 : eff;
+    if (shm_intra_) store_eff *= kShmRateShare;  // the node's GPU links carry data through host memory
     e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / eff) / 1e3;
     // No protocol outruns its per-channel cap. NCCL's tree correction factors move its choice
     // only: the medium sizes a tree falls short at are its start-up, which tree_fill_us models.

@@ -86,10 +86,31 @@ int arch_index(int cc) { return cc >= 100 ? kBlackwell : cc >= 90 ? kHopper : cc
 const double kBaseLat[kNumAlgos][kNumProtos] = {
     {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
 
-const double kHwLat[3][kNumAlgos][kNumProtos] = {
+// NCCL's rows for NVLink, PCI and the network; a path through host memory is PCI to it.
+const double kHwLat[kNumHwClasses][kNumAlgos][kNumProtos] = {
     {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
     {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
-    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}}};
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}},
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}}};
+
+// What a step takes, for the modeled time: NCCL's figures, but for the two PCIe cases its
+// tuner lumps together. A Simple step between peers is posted writes into the receiver's
+// memory (data, then the flag it polls locally) behind one system-wide fence: about 2 us
+// (8 x RTX 5090 with peer access: 104.5 us at 2 MiB, where NCCL's 5.7 a step gives 170).
+// Through host memory NCCL's figures hold for Simple (4 x RTX 5090 without peer access: 152.9
+// us at 2 MiB, 5.7 a step gives 163), and an LL step waits for one more read across PCIe, the
+// receiver polling host memory instead of its own: about 1 us.
+const double kStepLat[kNumHwClasses][kNumAlgos][kNumProtos] = {
+    {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+    {{1.0, 1.9, 2.0}, {1.0, 2.5, 2.0}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 2.0}},
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}},
+    {{2.0, 2.9, 4.0}, {2.0, 3.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}}};
+
+// The sender writes into host memory and the receiver reads it back across PCIe, and a GPU's
+// reads of host memory (requests that wait for their answer) run below its posted writes:
+// 4 x RTX 5090 through host memory reach 27 GB/s of bus bandwidth where 8 with peer access
+// reach 44, and 4 x RTX 4090 18 GB/s where peer access gives 22.
+const double kShmRateShare = 0.6;
 
 const double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
 const double kPerChMaxRingLL128Bw[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40, 40, 40}};

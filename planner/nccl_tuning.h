@@ -27,8 +27,14 @@ int arch_index(int cc);  // cc = major*10+minor
 extern const double kBaseLat[kNumAlgos][kNumProtos];
 constexpr int kMaxChannels = 64;  // NCCL's MAXCHANNELS
 
-enum HwClass { kHwNvlink = 0, kHwPci, kHwNet };
-extern const double kHwLat[3][kNumAlgos][kNumProtos];
+// kHwShm: GPUs of a node without peer access, whose data meets in host memory (NCCL's SHM
+// transport). NCCL's tuner counts such a path as PCI; the modeled time does not.
+enum HwClass { kHwNvlink = 0, kHwPci, kHwNet, kHwShm, kNumHwClasses };
+// Per-step latencies: NCCL's tuner table, and the one the modeled time takes (kStepLat).
+extern const double kHwLat[kNumHwClasses][kNumAlgos][kNumProtos];
+extern const double kStepLat[kNumHwClasses][kNumAlgos][kNumProtos];
+// Share of the PCIe rate that data moved through host memory reaches (NCCL's SHM transport).
+extern const double kShmRateShare;
 extern const double kLlMaxBw[4][3];
 extern const double kPerChMaxRingLL128Bw[4][3];
 extern const double kPerChMaxTreeLL128Bw[4][3];

@@ -117,6 +117,13 @@ double nccl_nvlink_bw(int cc) {
   return 20.0;
 }
 
+double nvlink_line_rate(int cc) {
+  if (cc >= 100) return 50.0;     // NVLink 5
+  if (cc == 86) return 14.0625;   // the NVLink 3 bridges of SM86 boards: 4 links, 112.5 GB/s both ways
+  if (cc >= 70) return 25.0;      // NVLink 2 to 4
+  return 20.0;                    // NVLink 1
+}
+
 double nccl_pcie_bw(int gen) {
   // NCCL credits an x16 link with width * speed / 80: Gen3 12, Gen4 24, Gen5 48 GB/s.
   if (gen <= 3) return 12.0;
@@ -147,7 +154,10 @@ Topology Topology::from_config(const ClusterConfig& config) {
       gpu.cc = gpu.profile->cc_major * 10 + gpu.profile->cc_minor;
       int nvlinks = xml ? xml->gpus[l].nvlink_count() : gpu.profile->nvlink_links;
       gpu.nvlink_gbs = std::min(nvlinks * nccl_nvlink_bw(gpu.cc), intra_cap);
-      if (!xml && node.fabric == IntraFabric::kNvLinkBridge) gpu.nvlink_gbs = intra_cap;  // the bridge's rating
+      // A bridge is rated at its links' signalling rate; NCCL credits each link what it
+      // credits any NVLink of that GPU generation.
+      if (!xml && node.fabric == IntraFabric::kNvLinkBridge)
+        gpu.nvlink_gbs = intra_cap * nccl_nvlink_bw(gpu.cc) / nvlink_line_rate(gpu.cc);
       gpu.pcie_gbs = xml ? xml->gpus[l].pcie_gbs : nccl_pcie_bw(gpu.profile->pcie_gen) * gpu.profile->pcie_width / 16.0;
       if (node.fabric == IntraFabric::kPcie) gpu.pcie_gbs = std::min(gpu.pcie_gbs, intra_cap);
       char bus[32];

@@ -90,6 +90,8 @@ struct Topology {
 
 // NCCL's per-link NVLink bandwidth for a compute capability (major*10+minor).
 double nccl_nvlink_bw(int cc);
+// An NVLink link's signalling rate per direction, GB/s, the figure link ratings add up.
+double nvlink_line_rate(int cc);
 // NCCL's PCIe x16 bandwidth for a generation.
 double nccl_pcie_bw(int gen);
 

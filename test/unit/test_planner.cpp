@@ -248,11 +248,13 @@ TEST(Planner, NvlinkBridgePairs) {
   Topology topo = Topology::from_config(parse_cluster_config(y, "t.yaml"));
   EXPECT_TRUE(topo.nvlink_between(0, 1));
   EXPECT_FALSE(topo.nvlink_between(1, 2));
+  // The bridge's rating counts 25 GB/s links; NCCL credits a Hopper link 20.6.
+  EXPECT_DOUBLE_EQ(topo.gpus[0].nvlink_gbs, 600 * 20.6 / 25);
   CommModel pair(topo, {0, 1}, TuningEnv{}), quad(topo, {0, 1, 2, 3}, TuningEnv{});
   EXPECT_TRUE(pair.nvlink_inside_nodes());
   EXPECT_FALSE(quad.nvlink_inside_nodes());
   const uint64_t S = 1 << 30;
-  // A bridged pair at 600 GB/s beats four GPUs whose ring crosses PCIe (48 GB/s).
+  // A bridged pair at 494 GB/s beats four GPUs whose ring crosses PCIe (48 GB/s).
   EXPECT_GT(pair.estimate(CollType::kAllReduce, S).busbw_gbs, 4 * quad.estimate(CollType::kAllReduce, S).busbw_gbs);
   bool crosses_pcie = false, crosses_bridge = false;
   for (const auto& l : quad.estimate(CollType::kAllReduce, S).link_bytes()) {
@@ -363,12 +365,22 @@ TEST(Planner, DescribedGpusPcieWidthAndPeerAccess) {
                                 "t.yaml");
   };
   Fixture x16(node("{memory_gib: 24, sm_count: 128, compute_capability: 8.9}"));
-  Fixture x8(node("{memory_gib: 24, sm_count: 128, compute_capability: 8.9, pcie_width: 8, p2p: false}"));
+  Fixture x8(node("{memory_gib: 24, sm_count: 128, compute_capability: 8.9, pcie_width: 8}"));
+  Fixture host(node("{memory_gib: 24, sm_count: 128, compute_capability: 8.9, p2p: false}"));
   const double wide = x16.model.estimate(CollType::kAllReduce, 1ull << 30).data_us;
-  const double narrow = x8.model.estimate(CollType::kAllReduce, 1ull << 30).data_us;
-  EXPECT_NEAR(narrow / wide, 2.0, 0.05);
+  EXPECT_NEAR(x8.model.estimate(CollType::kAllReduce, 1ull << 30).data_us / wide, 2.0, 0.05);
   EXPECT_EQ(x16.topo.path_type(0, 1), PathType::kPhb);
-  EXPECT_EQ(x8.topo.path_type(0, 1), PathType::kSys);
+  EXPECT_EQ(host.topo.path_type(0, 1), PathType::kSys);
+  // Without peer access the data goes through host memory: slower to move, and each of a
+  // ring AllReduce's 2(n-1) LL steps waits one more read across PCIe.
+  EXPECT_FALSE(x16.model.host_memory_inside_nodes());
+  EXPECT_TRUE(host.model.host_memory_inside_nodes());
+  EXPECT_NEAR(host.model.estimate(CollType::kAllReduce, 1ull << 30).data_us / wide, 1 / kShmRateShare, 0.05);
+  const Estimate p2p_small = x16.model.estimate(CollType::kAllReduce, 8), shm_small = host.model.estimate(CollType::kAllReduce, 8);
+  ASSERT_EQ(p2p_small.proto, kLL);
+  ASSERT_EQ(shm_small.proto, kLL);
+  EXPECT_NEAR(shm_small.latency_us - p2p_small.latency_us,
+              6 * (kStepLat[kHwShm][kRing][kLL] - kStepLat[kHwPci][kRing][kLL]), 1e-9);
 }
 
 // Networks beyond InfiniBand: each type's share of the line rate and the latency its NCCL

@@ -92,12 +92,17 @@ ROWS += [
 #   R7-6  GB200 NVL72 on OCI (4 GPUs a tray, 4 x 400G RoCE), NCCL 2.27.3: 2 trays of one rack, and 16
 #         trays (64 GPUs) of each of 2 and 3 racks: oracle-quickstart/oci-gpu-quickstarts,
 #         nvidia/GB200/README-GB200.md
+#   R8-1  4 x RTX 5090 without peer access (SHM through host memory), AMD Genoa host: NVIDIA/nccl-tests
+#         issue 287, comment of 2025-03-14
+#   R8-2  8 x RTX 4090 without peer access, default algorithm, -n 200: NVIDIA/nccl issue 1530, the
+#         author's comment that the pattern remains
 DGX_H100 = "configs/presets/dgx-h100-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
 NVL72 = "configs/presets/gb200-nvl72-1node.yaml"
 P5, P4DE, A3MEGA = "configs/presets/aws-p5-1node.yaml", "configs/presets/aws-p4de-1node.yaml", "configs/presets/gcp-a3-mega-1node.yaml"
 OCI16, RTX5090 = "oci-a100-16nic-1x8.yaml", "rtx5090-pcie-1x8.yaml"
+RTX5090_SHM, RTX4090_SHM = "rtx5090-shm-1x4.yaml", "rtx4090-shm-1x8.yaml"
 KIB = 1024
 WIDER = [
     ("R1-6", H20, [], "all_reduce", 32 * KIB, "time", 18.66, "8 x H20, small"),
@@ -170,6 +175,14 @@ WIDER = [
     ("R7-6", NVL72, ["--gpus-per-node", "8"], "all_reduce", 4 * GIB, "time", 9878.8, "GB200, 8 GPUs of a rack"),
     ("R7-6", NVL72, ["--nodes", "2", "--gpus-per-node", "64"], "all_reduce", 4 * GIB, "time", 11311, "2 racks x 64"),
     ("R7-6", NVL72, ["--nodes", "3", "--gpus-per-node", "64"], "all_reduce", 4 * GIB, "time", 12154, "3 racks x 64"),
+    ("R8-1", RTX5090_SHM, [], "all_reduce", 8, "time", 15.60, "4 x RTX 5090, host memory"),
+    ("R8-1", RTX5090_SHM, [], "all_reduce", KIB, "time", 15.88, ""),
+    ("R8-1", RTX5090_SHM, [], "all_reduce", 32 * KIB, "time", 31.64, ""),
+    ("R8-1", RTX5090_SHM, [], "all_reduce", 256 * KIB, "time", 45.84, ""),
+    ("R8-1", RTX5090_SHM, [], "all_reduce", 2 * MIB, "time", 152.9, ""),
+    ("R8-1", RTX5090_SHM, [], "all_reduce", 16 * MIB, "time", 935.7, ""),
+    ("R8-1", RTX5090_SHM, [], "all_reduce", 128 * MIB, "time", 7384.4, ""),
+    ("R8-2", RTX4090_SHM, [], "all_reduce", 8, "time", 43.47, "8 x RTX 4090, host memory"),
 ]
 
 

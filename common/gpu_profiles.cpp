@@ -37,7 +37,7 @@ const GpuProfile kProfiles[] = {
     {"b200", "NVIDIA B200", 183359, 148, 10, 0, 18, 50.0, 6, 1965, 4000, 8192, 126, 228, 227, 2048,
      40, 80, 1100, 2250, 4500},
     {"gb200", "NVIDIA GB200", 189471, 152, 10, 0, 18, 50.0, 6, 1965, 4000, 8192, 126, 228, 227, 2048,
-     45, 80, 1250, 2500, 5000},
+     45, 80, 1250, 2500, 5000, 16, true, /*arm_host=*/true},
     {"l40s", "NVIDIA L40S", 46068, 142, 8, 9, 0, 0.0, 4, 2520, 9001, 384, 96, 100, 99, 1536,
      1.4, 91.6, 183, 362, 733},
 };
@@ -86,7 +86,7 @@ bool same_figures(const GpuProfile& a, const GpuProfile& b) {
          a.smem_optin_kib == b.smem_optin_kib && a.max_threads_per_sm == b.max_threads_per_sm &&
          a.fp64_tflops == b.fp64_tflops && a.fp32_tflops == b.fp32_tflops && a.tf32_tflops == b.tf32_tflops &&
          a.half_tflops == b.half_tflops && a.fp8_tflops == b.fp8_tflops && a.pcie_width == b.pcie_width &&
-         a.p2p == b.p2p;
+         a.p2p == b.p2p && a.arm_host == b.arm_host;
 }
 }  // namespace
 

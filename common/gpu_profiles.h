@@ -33,6 +33,7 @@ struct GpuProfile {
   double fp8_tflops;
   int pcie_width = 16;  // lanes
   bool p2p = true;      // GPUs of a node can reach each other's memory over PCIe (consumer parts: no)
+  bool arm_host = false;  // half of a Grace superchip: NCCL sees an Arm CPU beside it, not x86
 };
 
 // A copy's rate over the GPU's PCIe link, GB/s: about 3 GB/s per Gen1-equivalent x16 lane group

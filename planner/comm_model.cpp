@@ -68,6 +68,7 @@ void CommModel::place(const Topology& topo) {
     node_ranks_[it->second].push_back(r);
     min_cc_ = std::min(min_cc_, g.cc);
     max_cc_ = std::max(max_cc_, g.cc);
+    arm_host_ |= g.profile->arm_host;
   }
   // Ranks of a node in the node's local GPU order, as NCCL orders them by bus id.
   for (auto& ranks : node_ranks_)

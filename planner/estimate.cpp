@@ -139,7 +139,7 @@ void CommModel::choose(int f, uint64_t bytes, int* algo, int* proto) const {
   *algo = -1;
   for (int a = 0; a < kNumAlgos; ++a)
     for (int p = 0; p < kNumProtos; ++p) {
-      double bw = bw_[f][a][p] * tree_correction(f, a, p, bytes);
+      double bw = bw_[f][a][p] * tree_correction(f, a, p, bytes, min_cc_ >= 100 && !arm_host_);
       if (bw <= 0) continue;
       double t = nccl_latency(f, a, p, bytes) + bytes / (1000.0 * bw);
       if (t < best) best = t, *algo = a, *proto = p;

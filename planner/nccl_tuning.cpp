@@ -120,16 +120,18 @@ const double kPerChMaxTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {3
 const double kPerChMaxNvlsTreeBw[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0, 57.7, 45.5}, {0, 96, 80}};
 
 namespace {
-const double kTreeCorrection[kNumProtos][23] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
-    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+const double kTreeCorrection[kNumProtos][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
 }  // namespace
 
-double tree_correction(int func, int algo, int proto, uint64_t bytes) {
-  int log_size = log2i(bytes >> 6);
-  if (algo != kTree || func != kAllReduce || (bytes >> 6) == 0 || log_size >= 23) return 1.0;
-  return kTreeCorrection[proto][log_size];
+double tree_correction(int func, int algo, int proto, uint64_t bytes, bool blackwell_x86) {
+  const int log_size = log2i(bytes >> 6);
+  if (func != kAllReduce || (bytes >> 6) == 0) return 1.0;
+  if (algo == kTree && log_size < 23) return kTreeCorrection[proto][log_size];
+  if (algo == kNvlsTree && blackwell_x86 && log_size < 24) return kTreeCorrection[proto][log_size];
+  return 1.0;
 }
 
 double nvls_efficiency(int cc) { return cc >= 100 ? 0.74 : cc >= 90 ? 0.85 : 0.0; }

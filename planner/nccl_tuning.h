@@ -47,8 +47,9 @@ inline int log2i(uint64_t n) {
 }
 
 // Trees fall short of the model at medium sizes: NCCL scales a tree AllReduce's bandwidth by
-// a factor indexed by log2(bytes / 64), 64 B to 256 MiB. 1 elsewhere.
-double tree_correction(int func, int algo, int proto, uint64_t bytes);
+// a factor indexed by log2(bytes / 64), 64 B to 256 MiB, and (2.30) an NVLS tree's the same
+// way on Blackwell with x86 hosts (`blackwell_x86`). 1 elsewhere.
+double tree_correction(int func, int algo, int proto, uint64_t bytes, bool blackwell_x86);
 // NVLS bandwidth efficiency (NCCL 2.30): share of the NVLink rate that switch reductions reach.
 double nvls_efficiency(int cc);
 

@@ -268,6 +268,21 @@ TEST(Planner, NvlinkBridgePairs) {
   EXPECT_EQ(xml.gpus[0].peer_links.size(), 1u);
 }
 
+// NCCL 2.30 scales a tree AllReduce's bandwidth at medium sizes, and an NVLS tree's too where
+// Blackwell GPUs sit beside x86 CPUs (B200 boards), not beside Grace (GB200).
+TEST(Planner, TreeCorrectionFactors) {
+  const uint64_t mid = 1 << 20;  // log2(mid / 64) = 14: the tree's dip
+  EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kTree, kSimple, mid, false), 0.5);
+  EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kNvlsTree, kSimple, mid, true), 0.5);
+  EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kNvlsTree, kSimple, mid, false), 1.0);
+  EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kRing, kSimple, mid, true), 1.0);
+  EXPECT_DOUBLE_EQ(tree_correction(kAllGather, kTree, kSimple, mid, true), 1.0);
+  EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kNvlsTree, kSimple, uint64_t{1} << 29, true), 0.9);  // index 23
+  EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kTree, kSimple, uint64_t{1} << 29, false), 1.0);
+  EXPECT_TRUE(find_gpu_profile("gb200")->arm_host);
+  EXPECT_FALSE(find_gpu_profile("b200")->arm_host);
+}
+
 TEST(Planner, LowLatencyProtocolForSmallMessages) {
   Fixture f(cluster("h100-sxm", 2, 8));
   for (uint64_t bytes : {8ull, 1024ull, 8192ull}) {

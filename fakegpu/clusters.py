@@ -17,7 +17,8 @@ from .paths import REPO_ROOT, SetupError
 PRESETS = REPO_ROOT / "configs" / "presets"
 
 # The server a GPU name stands for: configs/presets/<family>-1node.yaml.
-FAMILY_OF_GPU = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "hgx-h200", "h20": "h20", "gb200": "gb200-nvl72"}
+FAMILY_OF_GPU = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "hgx-h200", "h20": "h20", "b200": "dgx-b200",
+                 "gb200": "gb200-nvl72"}
 DEFAULT_GPU = "h100"
 
 

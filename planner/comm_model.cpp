@@ -334,13 +334,17 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
 // NCCL 2.28's bandwidth of one NVLS channel: the switch's reduction runs at a share of the NVLink
 // speed, less one channel's worth, and an AllReduce pipelines two operations through it; an
 // NVLS tree's network speed counts twice on two nodes (one edge, each side sends the buffer
-// once), under a cap per channel.
-double CommModel::nvls_channel_bw(int f, int a, const Graph& g) const {
+// once), under a cap per channel. `for_time`: the rate the modeled time holds an NVLS channel
+// to. On one node that is the NVLink side alone: no network limits it, and the "network" speed
+// NCCL's formula also takes there is its search's bookkeeping, held to the top of its speed
+// list (90 GB/s on Blackwell), which only the tuner's choice should see.
+double CommModel::nvls_channel_bw(int f, int a, const Graph& g, bool for_time) const {
   if (g.channels < 2) return 0;
   const int nodes = nnodes();
   const double ppn = static_cast<double>(nranks()) / nodes;
   double intra = g.bw_intra * nvls_efficiency(min_cc_) * (g.channels - 1) / g.channels;
   intra *= f == kAllReduce ? 2.0 : (ppn - 1) / ppn;
+  if (for_time && nodes == 1) return intra;
   double bw = std::min(intra, g.bw_inter * (a == kNvlsTree && nodes <= 2 ? 2 : 1));
   if (a == kNvlsTree) bw = std::min(bw, kPerChMaxNvlsTreeBw[arch_index(min_cc_)][nodes <= 2 ? nodes - 1 : 2]);
   return bw;

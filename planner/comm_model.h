@@ -127,7 +127,7 @@ class CommModel {
   void build_trees();
   void tune();
   void choose(int func, uint64_t bytes, int* algo, int* proto) const;
-  double nvls_channel_bw(int func, int algo, const Graph& g) const;
+  double nvls_channel_bw(int func, int algo, const Graph& g, bool for_time = false) const;
   double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
                  double plugin_us) const;
   // NCCL's latency as its tuner sees it, or (for_time) with measured per-step latencies.

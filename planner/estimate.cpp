@@ -193,7 +193,7 @@ double CommModel::cap_busbw(int f, int a, int p, int nc) const {
   }
   // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so
   // the switch's rounds never outrun the channels that feed them.
-  if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a]);
+  if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a], /*for_time=*/true);
   if (a != kTree || f != kAllReduce) return inf;
   const double tree = nc * kPerChMaxTreeBw[arch][idx2];  // applies before the protocol's own
   if (p == kLL) return std::min(tree / 3.8, ll_max);
@@ -407,7 +407,9 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     // 8 x H20: 20.4 us at 512 KiB). A NIC carries LL buffers whole.
     double store_eff = a == kRing && p == kLL && min_cc_ < 90 ? eff * 0.5 : eff;
     if (shm_intra_) store_eff *= kShmRateShare;  // the node's GPU links carry data through host memory
-    e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / eff) / 1e3;
+    // NVLS's efficiency is the switch's reduction over NVLink; an NVLS tree's NICs carry plain data.
+    const double net_eff = a == kNvls || a == kNvlsTree ? 1.0 : eff;
+    e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / net_eff) / 1e3;
     // No protocol outruns its per-channel cap. NCCL's tree correction factors move its choice
     // only: the medium sizes a tree falls short at are its start-up, which tree_fill_us models.
     if (f >= 0) e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));

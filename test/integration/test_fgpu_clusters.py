@@ -11,7 +11,8 @@ from pathlib import Path
 from rank_jobs import CONFIGS, built, fgpu
 
 PRESETS = CONFIGS / "presets"
-FAMILIES = {"h100": "dgx-h100", "a100": "dgx-a100", "h200": "hgx-h200", "h20": "h20", "gb200": "gb200-nvl72",
+FAMILIES = {"h100": "dgx-h100", "a100": "dgx-a100", "h200": "hgx-h200", "h20": "h20", "b200": "dgx-b200",
+            "gb200": "gb200-nvl72",
             "aws-p5": "aws-p5", "aws-p4de": "aws-p4de", "gcp-a3-mega": "gcp-a3-mega"}
 
 
@@ -57,7 +58,7 @@ class ClustersFromFlags(unittest.TestCase):
         for flags, message in [
             (["--cluster-config", CONFIGS / "cluster_valid.yaml", "--nodes", "2"], "give one or the other"),
             (["--nproc", "3", "--nodes", "2"], "--nproc 3 does not match --nodes 2 x 8 GPUs"),
-            (["--nproc", "4", "--gpu", "tpu"], "--gpu tpu: no preset server for it; use one of a100, gb200, h100"),
+            (["--nproc", "4", "--gpu", "tpu"], "--gpu tpu: no preset server for it; use one of a100, b200, gb200, h100"),
             (["--nproc", "4", "--gpus-per-node", "9"], "--gpus-per-node 9: a dgx-h100 node has 8 GPUs"),
             (["--nproc", "4", "--nodes", "0"], "--nodes 0: must be at least 1"),
         ]:

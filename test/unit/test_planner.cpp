@@ -270,6 +270,24 @@ TEST(Planner, NvlinkBridgePairs) {
 
 // NCCL 2.30 scales a tree AllReduce's bandwidth at medium sizes, and an NVLS tree's too where
 // Blackwell GPUs sit beside x86 CPUs (B200 boards), not beside Grace (GB200).
+// NVLS in the modeled time: on one node its channels are held to their NVLink side only (8 x
+// B200: NCCL's tuner formula says 8 channels x 90 GB/s, runs reach about 840 GB/s of bus
+// bandwidth), and across nodes an NVLS tree's NICs move data at their own rate, not at the
+// switch reduction's share of NVLink.
+TEST(Planner, NvlsHeldToNvlinkOnOneNodeAndNicsAcross) {
+  const uint64_t S = uint64_t{16} << 30;
+  Topology one = Topology::from_config(cluster("b200", 1, 8));
+  const Estimate node = CommModel(one, all_ranks(8), TuningEnv{}).estimate(CollType::kAllReduce, S);
+  ASSERT_EQ(node.algo, kNvls);
+  EXPECT_GT(node.busbw_gbs, 8 * 90.0 * 1.05);
+  EXPECT_LT(node.busbw_gbs, 900);
+  Topology two = Topology::from_config(cluster("b200", 2, 8));
+  const Estimate across = CommModel(two, all_ranks(16), TuningEnv{}).estimate(CollType::kAllReduce, S);
+  ASSERT_EQ(across.algo, kNvlsTree);
+  const double nics = 8 * two.nics[0].gbytes;  // one node's NICs, after the network's efficiency
+  EXPECT_NEAR(across.algbw_gbs / nics, 1.0, 0.05);
+}
+
 TEST(Planner, TreeCorrectionFactors) {
   const uint64_t mid = 1 << 20;  // log2(mid / 64) = 14: the tree's dip
   EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kTree, kSimple, mid, false), 0.5);

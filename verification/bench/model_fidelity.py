@@ -96,6 +96,11 @@ ROWS += [
 #         issue 287, comment of 2025-03-14
 #   R8-2  8 x RTX 4090 without peer access, default algorithm, -n 200: NVIDIA/nccl issue 1530, the
 #         author's comment that the pattern remains
+#   R9-1  8 x B200 (Xeon host), NCCL 2.29.2, one process for 8 GPUs (sizes from 64 MiB: the smaller
+#         ones carry that process's launch cost): mit-orcd/orcd-benchmarks,
+#         b200-ubuntu/out-nccl-1node/nccl-1node-node5700-20260810-143247.out
+#   R9-2  2 x GCP A4 (8 x B200, 8 x 400G RoCE, gIB plugin), one process per GPU: yangwhale/gpu-tpu-pedia,
+#         gpu/deepep README, cross-node NCCL test section
 DGX_H100 = "configs/presets/dgx-h100-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
@@ -103,6 +108,7 @@ NVL72 = "configs/presets/gb200-nvl72-1node.yaml"
 P5, P4DE, A3MEGA = "configs/presets/aws-p5-1node.yaml", "configs/presets/aws-p4de-1node.yaml", "configs/presets/gcp-a3-mega-1node.yaml"
 OCI16, RTX5090 = "oci-a100-16nic-1x8.yaml", "rtx5090-pcie-1x8.yaml"
 RTX5090_SHM, RTX4090_SHM = "rtx5090-shm-1x4.yaml", "rtx4090-shm-1x8.yaml"
+DGX_B200, GCP_A4 = "configs/presets/dgx-b200-1node.yaml", "gcp-a4-1x8.yaml"
 KIB = 1024
 WIDER = [
     ("R1-6", H20, [], "all_reduce", 32 * KIB, "time", 18.66, "8 x H20, small"),
@@ -183,6 +189,16 @@ WIDER = [
     ("R8-1", RTX5090_SHM, [], "all_reduce", 16 * MIB, "time", 935.7, ""),
     ("R8-1", RTX5090_SHM, [], "all_reduce", 128 * MIB, "time", 7384.4, ""),
     ("R8-2", RTX4090_SHM, [], "all_reduce", 8, "time", 43.47, "8 x RTX 4090, host memory"),
+    ("R9-1", DGX_B200, [], "all_reduce", 64 * MIB, "time", 278.6, "8 x B200"),
+    ("R9-1", DGX_B200, [], "all_reduce", 256 * MIB, "time", 710.5, ""),
+    ("R9-1", DGX_B200, [], "all_reduce", GIB, "time", 2578.8, ""),
+    ("R9-1", DGX_B200, [], "all_reduce", 4 * GIB, "time", 9011.3, ""),
+    ("R9-1", DGX_B200, [], "all_reduce", 16 * GIB, "time", 35735, ""),
+    ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 16 * MIB, "time", 193.2, "2 x 8 B200, RoCE"),
+    ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 64 * MIB, "time", 483.3, ""),
+    ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 256 * MIB, "time", 1114.8, ""),
+    ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", GIB, "time", 3328.7, ""),
+    ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 16 * GIB, "time", 47062, ""),
 ]
 
 

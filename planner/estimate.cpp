@@ -413,6 +413,14 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     // No protocol outruns its per-channel cap. NCCL's tree correction factors move its choice
     // only: the medium sizes a tree falls short at are its start-up, which tree_fill_us models.
     if (f >= 0) e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));
+    // A channel is one thread block. NCCL's tuner counts every channel, but small operations
+    // run on few (its nc rule), and one block moves LL lines no faster than LL128's per-channel
+    // cap allows, scaled by the data each line carries.
+    if (a == kRing && p == kLL) {
+      const int arch = arch_index(min_cc_), idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
+      const double per_channel = kPerChMaxRingLL128Bw[arch][idx2] * kLLPayload / kLL128Payload;
+      e.data_us = std::max(e.data_us, bytes / (e.channels * per_channel * bus_to_alg(f, a) * 1e3));
+    }
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat);
     e.time_us = e.latency_us + e.data_us + e.fill_us;

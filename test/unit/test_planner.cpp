@@ -288,6 +288,24 @@ TEST(Planner, NvlsHeldToNvlinkOnOneNodeAndNicsAcross) {
   EXPECT_NEAR(across.algbw_gbs / nics, 1.0, 0.05);
 }
 
+// A small ring LL AllReduce runs on the few channels NCCL's nc rule gives it (8 ranks x 32 KiB:
+// one), and one channel moves LL lines no faster than LL128's per-channel cap scaled by the
+// data in a line: on Hopper 36.7 GB/s x (8/16) / (120/128).
+TEST(Planner, SmallLowLatencyOperationsRunAtTheirChannelsRate) {
+  Topology topo = Topology::from_config(cluster("h100-sxm", 1, 8));
+  CommModel model(topo, all_ranks(8), TuningEnv{});
+  const Estimate e = model.estimate(CollType::kAllReduce, 32 * 1024);
+  ASSERT_EQ(e.algo, kRing);
+  ASSERT_EQ(e.proto, kLL);
+  ASSERT_EQ(e.channels, 1);
+  const double per_channel = 36.7 * 0.5 / (120.0 / 128);
+  EXPECT_NEAR(e.data_us, 32 * 1024 / (per_channel * 8.0 / 14 * 1e3), 1e-6);
+  // On 8 channels NCCL's cap for the whole ring (llMaxBw, 141 GB/s on one Hopper node) binds.
+  const Estimate wide = model.estimate(CollType::kAllReduce, 256 * 1024);
+  ASSERT_EQ(wide.channels, 8);
+  EXPECT_NEAR(wide.data_us, 256 * 1024 / (141.0 * 8.0 / 14 * 1e3), 1e-6);
+}
+
 TEST(Planner, TreeCorrectionFactors) {
   const uint64_t mid = 1 << 20;  // log2(mid / 64) = 14: the tree's dip
   EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kTree, kSimple, mid, false), 0.5);

@@ -101,6 +101,9 @@ ROWS += [
 #         b200-ubuntu/out-nccl-1node/nccl-1node-node5700-20260810-143247.out
 #   R9-2  2 x GCP A4 (8 x B200, 8 x 400G RoCE, gIB plugin), one process per GPU: yangwhale/gpu-tpu-pedia,
 #         gpu/deepep README, cross-node NCCL test section
+#   R10-1 8 x A100-SXM4-80GB (host "thanos"), NCCL from pip's nvidia-nccl-cu12, mpirun -np 8, one process
+#         per GPU: a public write-up (in Chinese) on building OpenMPI 5.0.5 and nccl-tests, whose only
+#         reference is medium.com/@ed.sealing/multi-node-gh200-nccl-testing-dc2fc64d97a0
 DGX_H100 = "configs/presets/dgx-h100-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
@@ -199,6 +202,15 @@ WIDER = [
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 256 * MIB, "time", 1114.8, ""),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", GIB, "time", 3328.7, ""),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 16 * GIB, "time", 47062, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", 8, "time", 20.26, "8 x A100, one process per GPU"),
+    ("R10-1", DGX_A100, [], "all_reduce", KIB, "time", 24.43, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", 32 * KIB, "time", 30.25, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", 256 * KIB, "time", 27.65, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", MIB, "time", 37.89, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", 2 * MIB, "time", 55.39, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", 16 * MIB, "time", 213.3, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", 64 * MIB, "time", 615.7, ""),
+    ("R10-1", DGX_A100, [], "all_reduce", GIB, "time", 8244.5, ""),
 ]
 
 

@@ -15,13 +15,16 @@ With --nccl-tests BINARY (nccl-tests' all_reduce_perf built with MPI=1, see docs
 it also prints nccl-tests' own time per operation, run under fgpu and mpirun.
 With --compare-socket it also times each case with the frames on the unix socket instead of the
 control ring (FAKEGPU_CONTROL_RING=0).
+With --floor it also times, for each rank count, processes that sum one double through shared
+memory alone, with no coordinator (verification/bench/shm_allreduce_floor.c, built with cc): the
+floor for a small AllReduce on this machine.
 The ranks see the caller's FAKEGPU_* settings: FAKEGPU_EAGER_COLLECTIVES=0, say, times
 collectives queued whole on their streams.
 With --check it fails when a run fails, a result is not exact (each run ends with an AllReduce of
 known values) or a median exceeds --max-median-us: a bound hundreds of times the usual figure, so
 it catches a lost wakeup or a stall, never the machine's noise.
 Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...] [--compare-mpi]
-       [--nccl-tests BINARY] [--compare-socket] [--check [--max-median-us US]]
+       [--nccl-tests BINARY] [--compare-socket] [--floor] [--check [--max-median-us US]]
 """
 
 import argparse
@@ -49,6 +52,21 @@ def mpi_binary():
     src = Path(__file__).with_name("mpi_allreduce.c")
     subprocess.run(["mpicc", "-O2", "-o", str(out), str(src)], check=True)
     return out
+
+
+def floor_binary():
+    """Builds the shared-memory floor next to the other build outputs; None without a C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return None
+    out = built("fakegpu-coordinator").parent / "shm_allreduce_floor"
+    subprocess.run([cc, "-O2", "-o", str(out), str(Path(__file__).with_name("shm_allreduce_floor.c"))], check=True)
+    return out
+
+
+def floor_median_us(binary, world, iters):
+    r = subprocess.run([str(binary), str(world), str(iters)], capture_output=True, text=True, timeout=600)
+    return float(r.stdout.split()[1]) if r.returncode == 0 else None
 
 
 def mpi_median_us(binary, world, size, iters, mode):
@@ -94,6 +112,8 @@ def main():
     p.add_argument("--nccl-tests", metavar="BINARY", help="nccl-tests' all_reduce_perf, built with MPI=1")
     p.add_argument("--compare-socket", action="store_true",
                    help="also time each size with the frames on the unix socket (FAKEGPU_CONTROL_RING=0)")
+    p.add_argument("--floor", action="store_true",
+                   help="also time a shared-memory AllReduce among processes with no coordinator")
     p.add_argument("--check", action="store_true", help="fail on a median above --max-median-us")
     p.add_argument("--max-median-us", type=float, default=20000.0)
     a = p.parse_args()
@@ -105,7 +125,15 @@ def main():
           f"{'x_bound':>8} {'stream_us':>10} {'barrier_us':>10}" + (f" {'socket_us':>10}" if a.compare_socket else "") +
           (f" {'mpi_us':>10} {'mpi_bar_us':>10} {'x_mpi':>6} {'x_mpi_bar':>9}" if mpi else "") +
           (f" {'nccl_tests_us':>13}" if a.nccl_tests else ""))
+    floor = floor_binary() if a.floor else None
+    if a.floor and not floor:
+        print("no C compiler: shared-memory floor skipped")
     for world in map(int, a.ranks.split(",")):
+        if floor:
+            floor_us = floor_median_us(floor, world, 20000)
+            print(f"{world:>5} ranks: shared-memory floor (no coordinator) " +
+                  (f"{floor_us:.1f} us" if floor_us else "failed"))
+            failed |= floor_us is None
         config = write_single_node_config(world, name="bench")
         with Coordinator(config, "unix") as coord:
             # A clean environment, but for the sanitizer runtimes' options, which ranks built with

@@ -18,18 +18,21 @@ control ring (FAKEGPU_CONTROL_RING=0).
 With --floor it also times, for each rank count, processes that sum one double through shared
 memory alone, with no coordinator (verification/bench/shm_allreduce_floor.c, built with cc): the
 floor for a small AllReduce on this machine.
+With --repeat N every case runs N times, each time fakegpu then OpenMPI, and a last line per case
+gives the median of the N ratios to OpenMPI: on a busy machine one run's ratio can move by half.
 The ranks see the caller's FAKEGPU_* settings: FAKEGPU_EAGER_COLLECTIVES=0, say, times
 collectives queued whole on their streams.
 With --check it fails when a run fails, a result is not exact (each run ends with an AllReduce of
 known values) or a median exceeds --max-median-us: a bound hundreds of times the usual figure, so
 it catches a lost wakeup or a stall, never the machine's noise.
 Usage: verification/bench/allreduce_latency.py [--ranks 2,4,8] [--sizes 4,65536,...] [--compare-mpi]
-       [--nccl-tests BINARY] [--compare-socket] [--floor] [--check [--max-median-us US]]
+       [--nccl-tests BINARY] [--compare-socket] [--floor] [--repeat N] [--check [--max-median-us US]]
 """
 
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,6 +117,7 @@ def main():
                    help="also time each size with the frames on the unix socket (FAKEGPU_CONTROL_RING=0)")
     p.add_argument("--floor", action="store_true",
                    help="also time a shared-memory AllReduce among processes with no coordinator")
+    p.add_argument("--repeat", type=int, default=1, help="run every case this many times, alternating with OpenMPI")
     p.add_argument("--check", action="store_true", help="fail on a median above --max-median-us")
     p.add_argument("--max-median-us", type=float, default=20000.0)
     a = p.parse_args()
@@ -135,13 +139,14 @@ def main():
                   (f"{floor_us:.1f} us" if floor_us else "failed"))
             failed |= floor_us is None
         config = write_single_node_config(world, name="bench")
+        ratios = {}  # size -> [(stream / OpenMPI, after a barrier / OpenMPI) per run]
         with Coordinator(config, "unix") as coord:
             # A clean environment, but for the sanitizer runtimes' options, which ranks built with
             # FAKEGPU_SANITIZE need, and the caller's FAKEGPU_* settings, to time them.
             kept = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS") or k.startswith("FAKEGPU_")}
             env = rank_environment(kept, "unix", coord.address, str(config))
             env["PATH"] = "/usr/bin:/bin"
-            for size in map(int, a.sizes.split(",")):
+            for size, _ in ((s, r) for s in map(int, a.sizes.split(",")) for r in range(max(1, a.repeat))):
                 iters = 1000 if size <= 4096 else 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)
                 results = {mode: fakegpu_median(env, world, size, iters, mode) for mode in MODES}
                 if not all(results.values()):
@@ -167,12 +172,17 @@ def main():
                     if loop_us and barrier_us:
                         line += (f" {loop_us:>10.1f} {barrier_us:>10.1f} {medians['stream'] / loop_us:>6.2f} "
                                  f"{medians['barrier'] / barrier_us:>9.2f}")
+                        ratios.setdefault(size, []).append((medians['stream'] / loop_us, medians['barrier'] / barrier_us))
                     else:
                         line += "     failed"
                 if a.nccl_tests:
                     nt_us = nccl_tests_us(a.nccl_tests, config, world, size, iters)
                     line += f" {nt_us:>13.1f}" if nt_us else "        failed"
                 print(line)
+        for size, runs in ratios.items():
+            if len(runs) > 1:
+                print(f"{world:>5} {size:>10} median of {len(runs)} runs: x_mpi {statistics.median(r[0] for r in runs):.2f}, "
+                      f"x_mpi_bar {statistics.median(r[1] for r in runs):.2f}")
     return 1 if failed else 0
 
 

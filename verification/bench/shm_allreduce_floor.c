@@ -4,7 +4,8 @@
  * round, while the others poll (yielding the core) until it does. Two sets of slots alternate,
  * so a round's slots are never rewritten before everyone has read its sum.
  * Usage: shm_allreduce_floor RANKS ITERS. Prints: ranks, median us per call (the first rank's).
- * Exits 3 when a sum is wrong. */
+ * Exits 3 when a sum is wrong, 4 when a round waits more than 10 s (a rank died): a rank that
+ * fails says so in shared memory, so the others stop polling for it. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +24,11 @@ struct round {
   double value[MAX_RANKS];
 };
 
+struct shared {
+  struct round rounds[2];
+  _Alignas(64) atomic_int failed;  /* a rank's exit code once it has given up */
+};
+
 static double now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -34,9 +40,14 @@ static int cmp(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+static void give_up(struct shared* s, int code) {
+  atomic_store(&s->failed, code);
+  _exit(code);
+}
+
 /* One AllReduce: round i uses slot set i % 2, for the (i / 2 + 1)-th time. */
-static double allreduce(struct round* rounds, int ranks, int rank, long i, double value) {
-  struct round* r = &rounds[i % 2];
+static double allreduce(struct shared* s, int ranks, int rank, long i, double value) {
+  struct round* r = &s->rounds[i % 2];
   const unsigned generation = (unsigned)(i / 2) + 1;
   r->value[rank] = value;
   if (atomic_fetch_add(&r->arrived, 1) == (unsigned)ranks - 1) {
@@ -46,7 +57,12 @@ static double allreduce(struct round* rounds, int ranks, int rank, long i, doubl
     atomic_store(&r->arrived, 0);
     atomic_store(&r->done, generation);
   } else {
-    while (atomic_load(&r->done) != generation) sched_yield();
+    const double deadline = now_us() + 10e6;
+    while (atomic_load(&r->done) != generation) {
+      if (atomic_load(&s->failed)) _exit(atomic_load(&s->failed));
+      if (now_us() > deadline) give_up(s, 4);
+      sched_yield();
+    }
   }
   return r->sum;
 }
@@ -56,16 +72,16 @@ int main(int argc, char** argv) {
   const int ranks = atoi(argv[1]);
   const long iters = atol(argv[2]);
   if (ranks < 1 || ranks > MAX_RANKS || iters < 1) return 2;
-  struct round* rounds = mmap(NULL, 2 * sizeof(struct round), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (rounds == MAP_FAILED) return 1;
+  struct shared* s = mmap(NULL, sizeof(struct shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (s == MAP_FAILED) return 1;
   for (int rank = 0; rank < ranks; ++rank) {
     if (fork() != 0) continue;
     double* t = malloc(sizeof(double) * iters);
     const double expected = ranks * (ranks + 1) / 2.0;
     for (long i = -100; i < iters; ++i) {
       const double start = now_us();
-      const double sum = allreduce(rounds, ranks, rank, i + 100, rank + 1);
-      if (sum != expected) _exit(3);
+      const double sum = allreduce(s, ranks, rank, i + 100, rank + 1);
+      if (sum != expected) give_up(s, 3);
       if (i >= 0) t[i] = now_us() - start;
     }
     qsort(t, iters, sizeof(double), cmp);

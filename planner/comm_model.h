@@ -139,7 +139,7 @@ class CommModel {
   double p2p_latency(bool inter_node) const;
   double efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;
-  double cap_busbw(int func, int algo, int proto, int nc) const;
+  double cap_busbw(int func, int algo, int proto, int nc, bool for_time = false) const;
   double bus_to_alg(int func, int algo) const;
   double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, const Pattern& pat) const;
   double tree_fill_us(int proto, int nc, uint64_t bytes, const Pattern& pat) const;

@@ -181,19 +181,24 @@ double CommModel::efficiency(int f, int a, int p) const {
 
 // Per-channel limits of the protocols (what one SM can push), as NCCL bus bandwidth: with
 // efficiency() this is NCCL's chain of model refinements, bus = min(raw * efficiency, cap).
-double CommModel::cap_busbw(int f, int a, int p, int nc) const {
+// `for_time` adds the limits the modeled time knows and NCCL's tuner does not: a ring LL
+// channel is one thread block, which moves LL lines no faster than LL128's per-channel cap
+// scaled by the data each line carries (small operations run on few channels, NCCL's nc rule),
+// and NVLS on one node is held to its NVLink side (nvls_channel_bw).
+double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   const int arch = arch_index(min_cc_);
   const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
   const double ll_max = kLlMaxBw[nnodes() == 1 ? arch : 0][idx2];
   const double inf = std::numeric_limits<double>::infinity();
   if (a == kRing) {
-    if (p == kLL) return ll_max;
+    if (p == kLL)
+      return for_time ? std::min(ll_max, nc * kPerChMaxRingLL128Bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
     if (p == kLL128) return nc * kPerChMaxRingLL128Bw[arch][idx2];
     return inf;
   }
   // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so
   // the switch's rounds never outrun the channels that feed them.
-  if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a], /*for_time=*/true);
+  if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a], for_time);
   if (a != kTree || f != kAllReduce) return inf;
   const double tree = nc * kPerChMaxTreeBw[arch][idx2];  // applies before the protocol's own
   if (p == kLL) return std::min(tree / 3.8, ll_max);
@@ -412,14 +417,9 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / net_eff) / 1e3;
     // No protocol outruns its per-channel cap. NCCL's tree correction factors move its choice
     // only: the medium sizes a tree falls short at are its start-up, which tree_fill_us models.
-    if (f >= 0) e.data_us = std::max(e.data_us, bytes / (cap_busbw(f, a, p, e.channels) * bus_to_alg(f, a) * 1e3));
-    // A channel is one thread block. NCCL's tuner counts every channel, but small operations
-    // run on few (its nc rule), and one block moves LL lines no faster than LL128's per-channel
-    // cap allows, scaled by the data each line carries.
-    if (a == kRing && p == kLL) {
-      const int arch = arch_index(min_cc_), idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
-      const double per_channel = kPerChMaxRingLL128Bw[arch][idx2] * kLLPayload / kLL128Payload;
-      e.data_us = std::max(e.data_us, bytes / (e.channels * per_channel * bus_to_alg(f, a) * 1e3));
+    if (f >= 0) {
+      const double cap = cap_busbw(f, a, p, e.channels, /*for_time=*/true);
+      e.data_us = std::max(e.data_us, bytes / (cap * bus_to_alg(f, a) * 1e3));
     }
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat);

@@ -146,7 +146,7 @@ def main():
             kept = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS") or k.startswith("FAKEGPU_")}
             env = rank_environment(kept, "unix", coord.address, str(config))
             env["PATH"] = "/usr/bin:/bin"
-            for size, _ in ((s, r) for s in map(int, a.sizes.split(",")) for r in range(max(1, a.repeat))):
+            for size in [s for s in map(int, a.sizes.split(",")) for _ in range(max(1, a.repeat))]:
                 iters = 1000 if size <= 4096 else 200 if size <= 65536 else (20 if size <= 16 << 20 else 5)
                 results = {mode: fakegpu_median(env, world, size, iters, mode) for mode in MODES}
                 if not all(results.values()):

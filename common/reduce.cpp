@@ -183,4 +183,24 @@ void post_divide(DataType dtype, void* acc, size_t count, int nranks) {
   });
 }
 
+void reduce_contributions(DataType dtype, RedOp op, const uint8_t* const* ins, const uint64_t* scalars, int n,
+                          size_t count, uint8_t* out, uint8_t* scratch) {
+  const ReductionPlan plan = plan_reduction(dtype, op);
+  const size_t bytes = count * dtype_size(static_cast<int>(dtype));
+  const uint64_t avg = plan.premultiply && op == RedOp::kAvg ? average_scalar(dtype, n) : 0;
+  auto scalar_of = [&](int r) { return op == RedOp::kAvg ? avg : scalars[r]; };
+  std::memcpy(out, ins[0], bytes);
+  if (plan.premultiply) premultiply(dtype, out, count, scalar_of(0));
+  for (int r = 1; r < n; ++r) {
+    const uint8_t* src = ins[r];
+    if (plan.premultiply) {
+      std::memcpy(scratch, src, bytes);  // never scale the contribution itself
+      premultiply(dtype, scratch, count, scalar_of(r));
+      src = scratch;
+    }
+    reduce_into(dtype, plan.fold, out, src, count);
+  }
+  if (plan.post_divide) post_divide(dtype, out, count, n);
+}
+
 }  // namespace fakegpu

@@ -47,4 +47,12 @@ void reduce_into(DataType dtype, RedOp fold, void* acc, const void* src, size_t 
 // acc[i] /= nranks (integer division for integer types).
 void post_divide(DataType dtype, void* acc, size_t count, int nranks);
 
+// out = the n contributions ins[0..n) of `count` elements reduced in rank order (0, 1, 2, ...),
+// each first scaled when the plan premultiplies (by 1/n for avg, by scalars[r] for PreMulSum;
+// scalars may be null otherwise), the sum divided by n when the plan post-divides. The one
+// definition the coordinator and ranks exchanging among themselves share, so a result is the
+// same bits whichever path it took. scratch holds `count` elements; out overlaps no input.
+void reduce_contributions(DataType dtype, RedOp op, const uint8_t* const* ins, const uint64_t* scalars, int n,
+                          size_t count, uint8_t* out, uint8_t* scratch);
+
 }  // namespace fakegpu

@@ -18,7 +18,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 8;
+constexpr uint32_t kProtocolVersion = 9;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -49,8 +49,9 @@ enum class MsgType : uint16_t {
   kOpenControlRing = 21,
   kPayloadChunk = 22,
   kRankActivity = 23,
+  kPeerMailbox = 24,
 };
-constexpr MsgType kLastMsgType = MsgType::kRankActivity;
+constexpr MsgType kLastMsgType = MsgType::kPeerMailbox;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -361,6 +362,9 @@ enum CollectiveFlags : uint8_t {
   // FAKEGPU_PAYLOAD=none: a timing-only run. Buffers are neither sent nor touched; the
   // operation is matched, checked and modeled as usual.
   kNoPayload = 1,
+  // The ranks exchange the data among themselves through their communicator's peer mailbox
+  // (peer_exchange.h); the coordinator matches, checks and models the operation, and moves nothing.
+  kPeerExchange = 2,
 };
 
 // The result for one rank; the receive buffer contents follow as bulk data.
@@ -369,11 +373,18 @@ struct CollectiveDone {
   uint64_t seq = 0;
   double modeled_us = 0;  // how long the operation takes on the modeled cluster; 0 if unmodeled
   double start_us = -1;   // when it starts on the modeled clock; -1 if unmodeled
+  // What an operation of this shape costs on its communicator with no other traffic (-1 if
+  // unmodeled), and whether it is latency-bound: then it never waits for other traffic, and
+  // one of its shape exchanged among the ranks ends at its start plus this (peer_exchange.h).
+  double uncontended_us = -1;
+  uint8_t latency_bound = 0;
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("seq", m.seq);
     v("modeled_us", m.modeled_us);
     v("start_us", m.start_us);
+    v("uncontended_us", m.uncontended_us);
+    v("latency_bound", m.latency_bound);
   }
 };
 
@@ -488,9 +499,30 @@ struct StatusReply {
 struct OpenControlRing {
   static constexpr MsgType kType = MsgType::kOpenControlRing;
   uint64_t capacity = 0;  // bytes in each of the two rings
+  // The rank can exchange small collectives with its peers through shared memory (its buffers
+  // are host memory and FAKEGPU_PEER_EXCHANGE is on): its communicators may get a PeerMailbox.
+  uint8_t peer_exchange = 0;
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("capacity", m.capacity);
+    v("peer_exchange", m.peer_exchange);
+  }
+};
+
+// Coordinator to rank, unasked, ahead of a communicator's CommInitDone or CommSplitDone: the
+// communicator's peer mailbox (peer_exchange.h), whose descriptor went ahead on the socket with
+// one byte, as a rank's descriptors do the other way. Only to ranks on a control ring that
+// offered peer_exchange, and only when every member of the communicator did.
+struct PeerMailbox {
+  static constexpr MsgType kType = MsgType::kPeerMailbox;
+  uint64_t comm_id = 0;
+  int32_t nranks = 0;
+  uint64_t bytes = 0;  // of the mapping
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("comm_id", m.comm_id);
+    v("nranks", m.nranks);
+    v("bytes", m.bytes);
   }
 };
 

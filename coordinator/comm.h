@@ -97,7 +97,10 @@ struct Comm {
   uint64_t collectives = 0;
   std::shared_ptr<const planner::CommModel> model;  // found or built at its first collective
   bool unmodeled = false;                     // some rank's GPU is unknown
-  double clock_us = 0;                        // modeled time at which its last operation ends
+  // Modeled time at which its last operation ends. Each rank knows the ends of the operations it
+  // took part in, so the latest of what its ranks know is this (see peer_exchange.h).
+  double clock_us = 0;
+  bool peer_mailbox = false;  // its members were given a peer mailbox
 };
 
 }  // namespace fakegpu::coord

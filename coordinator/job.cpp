@@ -87,6 +87,10 @@ void Job::on_oversized_frame(ClientId id, const wire::FrameHeader& header, std::
   reply_error(id, header.request_id, Status::kSystemError, too_big(header.body_bytes, what));
 }
 
+SharedFd::~SharedFd() {
+  if (fd >= 0) ::close(fd);
+}
+
 uint64_t OutFrame::bulk_bytes() const {
   uint64_t n = 0;
   for (const Bulk& b : bulk) n += b.size;
@@ -132,6 +136,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
   } owned{fd};
   try {
     if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
+    if (header.type != wire::MsgType::kCollective && header.type != wire::MsgType::kRankActivity) ++awaited_frames_;
     if (header.type != wire::MsgType::kCollective && (header.bulk_bytes() != 0 || payload))
       throw wire::WireError(fmt::format("{} frame carries unexpected bulk data", wire::msg_type_name(header.type)));
     auto fields = [&](auto tag) { return wire::decode_fields<decltype(tag)>(body.data(), header.fields_bytes); };
@@ -164,6 +169,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       }
       case wire::MsgType::kCollective: {
         auto msg = fields(wire::Collective{});
+        if (!(msg.flags & wire::kPeerExchange)) ++awaited_frames_;
         size_t bulk_offset = 0;
         if (!payload && header.bulk_bytes() != 0) {
           bulk_offset = header.fields_bytes;

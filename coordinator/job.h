@@ -38,12 +38,24 @@ struct Bulk {
   size_t size = 0;
 };
 
+// A file descriptor that goes to clients ahead of a frame, closed once no frame holds it.
+struct SharedFd {
+  explicit SharedFd(int fd) : fd(fd) {}
+  ~SharedFd();
+  SharedFd(const SharedFd&) = delete;
+  SharedFd& operator=(const SharedFd&) = delete;
+  const int fd;
+};
+
 struct OutFrame {
   wire::MsgType type{};
   uint64_t request_id = 0;
   std::vector<uint8_t> fields;
   std::vector<Bulk> bulk;  // written back to back: a gather's reply points into every rank's data
   uint64_t chunk_bytes = 0;  // the client's Hello::chunk_bytes: more bulk than this goes in pieces
+  // Sent on the socket (SCM_RIGHTS, with one byte) just before the frame goes into the client's
+  // control ring; only clients on a control ring are sent one (wire::PeerMailbox).
+  std::shared_ptr<const SharedFd> descriptor;
   uint64_t bulk_bytes() const;
 };
 
@@ -82,7 +94,11 @@ class Job {
   // Until a client has said a valid Hello it may only send small frames.
   bool greeted(ClientId client) const;
   // The transport moved this client's frames onto a control ring in shared memory.
-  void on_control_ring(ClientId) { ++stats_.data.control_ring_clients; }
+  // peer_exchange: it offered to exchange small collectives with its peers (OpenControlRing).
+  void on_control_ring(ClientId client, bool peer_exchange) {
+    ++stats_.data.control_ring_clients;
+    clients_[client].peer_exchange = peer_exchange;
+  }
   // PayloadChunk frames that came in, or went out, for the report.
   void count_payload_chunks(uint64_t in, uint64_t out) {
     stats_.data.payload_chunks_in += in;
@@ -94,6 +110,10 @@ class Job {
   static constexpr uint64_t kAsyncDataBytes = uint64_t{1} << 20;
 
   uint64_t completed_operations() const { return completed_ops_; }
+  // Frames taken so far whose sender waits for the answer: all but RankActivity and the
+  // collectives ranks exchange among themselves. The server polls for frames only while these
+  // keep coming.
+  uint64_t awaited_frames() const { return awaited_frames_; }
   size_t ranks_seen() const;
   double modeled_makespan_us() const { return timeline_.makespan_us(); }
   nlohmann::json report() const;
@@ -118,6 +138,7 @@ class Job {
     bool greeted = false;
     bool observer = false;  // a status query, not a rank: left out of the report
     bool disconnected = false;
+    bool peer_exchange = false;  // on a control ring, and offered to exchange with its peers
     wire::Hello hello;
     int global_rank = -1;  // learned from the environment or the first world-spanning comm
     uint64_t comm_inits = 0;
@@ -174,6 +195,9 @@ class Job {
   void complete_init(const wire::CommKey& key, const PendingInit& pending);
   void complete_split(Comm& parent, uint64_t split_index, const Rendezvous& pending);
   void complete_shrink(Comm& parent, uint64_t shrink_index, const Rendezvous& pending);
+  // Gives a new communicator a peer mailbox (peer_exchange.h) when every member offered to use
+  // one; sent ahead of the replies that complete the communicator.
+  void offer_peer_mailbox(Comm& comm);
   // Fails the splits and shrinks of the comm that wait for `rank`, which is gone.
   void fail_regrouping(Comm& comm, int rank, const std::string& why);
   // Fails a pending init, split or shrink: every rank that arrived gets `why`.
@@ -297,6 +321,7 @@ class Job {
   static constexpr size_t kMaxRetiredComms = 256;
   CommRegistry comms_{std::max<size_t>(kMaxRetiredComms, 2 * size_t(cluster_.world_size()))};
   uint64_t completed_ops_ = 0;
+  uint64_t awaited_frames_ = 0;
   JobStats stats_;
   LinkTimeline timeline_;
   Trace trace_;

@@ -50,16 +50,31 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
   // Collectives of a communicator run one after another. Sends and receives run as soon as
   // both ends' streams reach them, so those of one NCCL group run side by side, sharing links;
   // without ready times (NVIDIA's runtime keeps no modeled clock) they queue like collectives.
-  double p2p_clock = ready_us;
-  const bool side_by_side = call.coll == CollType::kSend && ready_us >= 0;
-  LinkTimeline::Span span = timeline_.place(side_by_side ? &p2p_clock : &comm.clock_us, e, ready_us);
-  comm.clock_us = std::max(comm.clock_us, span.end_us);
+  // A latency-bound collective (its data phase no longer than its fixed cost) threads its few
+  // packets through other traffic instead of waiting for it. Its time is then a function of
+  // what its ranks know between them (their streams' times, and the ends of the communicator's
+  // operations each took part in), which lets ranks exchanging it among themselves
+  // (peer_exchange.h) compute it as done here.
+  const bool collective = call.coll != CollType::kSend;
+  done.uncontended_us = e.time_us;
+  done.latency_bound = collective && e.data_us <= e.latency_us;
+  LinkTimeline::Span span;
+  if (done.latency_bound && ready_us >= 0) {
+    span = timeline_.place_unhindered(std::max(comm.clock_us, ready_us), e);
+    done.modeled_us = e.time_us;  // exactly: a rank adds it to the start it computed
+  } else {
+    double clock = collective || ready_us < 0 ? comm.clock_us : ready_us;
+    span = timeline_.place(&clock, e, ready_us);
+    done.modeled_us = span.end_us - span.start_us;
+  }
+  done.start_us = span.start_us;
+  // The sum each rank computes from the reply, so the clocks ranks keep and this one agree to
+  // the bit.
+  comm.clock_us = std::max(comm.clock_us, done.start_us + done.modeled_us);
   trace_.record({comm.id, call.coll, bytes, span.start_us, span.end_us, e.algo, e.proto, e.channels, e.per_byte_links},
                 std::move(tracks));
   // Sends of one size differ by path, so each path gets its own row.
   stats_.count_priced({comm.id, call.coll, bytes, call.coll == CollType::kSend ? p2p_path(topology_, e) : ""}, e);
-  done.start_us = span.start_us;
-  done.modeled_us = span.end_us - span.start_us;
   return done;
 }
 

@@ -10,6 +10,7 @@
 #include "coll_shape.h"
 #include "job.h"
 #include "kernels.h"
+#include "peer_exchange.h"
 #include "reduce.h"
 
 namespace fakegpu::coord {
@@ -25,7 +26,9 @@ class RefError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-bool payload_free(const wire::Collective& c) { return c.flags & wire::kNoPayload; }
+// No buffers travel: a timing-only run, or ranks that exchange the data among themselves.
+bool payload_free(const wire::Collective& c) { return c.flags & (wire::kNoPayload | wire::kPeerExchange); }
+bool peer_exchanged(const wire::Collective& c) { return c.flags & wire::kPeerExchange; }
 
 }  // namespace
 
@@ -82,6 +85,16 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
       std::max(shape.send_elems, shape.recv_elems) > UINT64_MAX / elem)
     throw wire::WireError(fmt::format("{} from rank {} overflows", describe_call(msg), msg.rank));
   const uint64_t send_bytes = shape.send_elems * elem, recv_bytes = shape.recv_elems * elem;
+  if (peer_exchanged(msg) && (!comm->peer_mailbox || msg.coll != CollType::kAllReduce ||
+                              send_bytes > PeerExchange::kSlotBytes)) {
+    reply_error(id, request_id, Status::kInvalidUsage,
+                fmt::format("{}: rank {} exchanged it through a peer mailbox, which communicator {} {}",
+                            describe_call(msg), msg.rank, comm->id,
+                            comm->peer_mailbox
+                                ? fmt::format("keeps for AllReduces of at most {} bytes", PeerExchange::kSlotBytes)
+                                : std::string("does not have")));
+    return;
+  }
   const uint64_t bulk = data ? data->size() - bulk_offset : 0;
   const uint64_t expected = msg.send.shared() || payload_free(msg) ? 0 : send_bytes;
   if (bulk != expected)
@@ -91,7 +104,9 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
   Client& client = clients_[id];
   RankData rank;
   rank.scalar = msg.scalar;
-  if (payload_free(msg)) {
+  if (peer_exchanged(msg)) {
+    // the ranks move the data: it is matched and modeled here
+  } else if (payload_free(msg)) {
     stats_.data.skipped_bytes += send_bytes + recv_bytes;  // no buffers: the operation is only matched and modeled
   } else {
     try {
@@ -175,7 +190,12 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
   const wire::CollectiveDone done = count_completed(c, bytes, comm, op.ready_us, std::move(tracks));
   for (int r = 0; r < nranks; ++r) count_rank_part(comm.members[r].client, bytes, op.readies[r], done);
   if (payload_free(c)) {
-    for (int r = 0; r < nranks; ++r) reply(comm.members[r].client, op.request_ids[r], done);
+    if (peer_exchanged(c)) {  // its ranks have their results and computed its time: no answer
+      ++stats_.data.peer_exchange_ops;
+      stats_.data.peer_exchange_bytes += bytes;
+    } else {
+      for (int r = 0; r < nranks; ++r) reply(comm.members[r].client, op.request_ids[r], done);
+    }
     op.ranks.clear();
     return;
   }

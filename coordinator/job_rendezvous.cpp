@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "job.h"
+#include "peer_exchange.h"
 
 namespace fakegpu::coord {
 
@@ -95,6 +97,7 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
     }
     comm.members.push_back(m);
   }
+  offer_peer_mailbox(comm);
   for (int r = 0; r < pending.nranks(); ++r) {
     const Rendezvous::Arrival& a = pending.arrival(r);
     reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank});
@@ -144,6 +147,7 @@ void Job::complete_split(Comm& parent, uint64_t split_index, const Rendezvous& p
     child.name = fmt::format("{}/split{}.colour{}", parent.name.empty() ? std::to_string(parent.id) : parent.name,
                              split_index, color);
     for (int pr : ranks) child.members.push_back(parent.members[pr]);
+    offer_peer_mailbox(child);
     for (int cr = 0; cr < static_cast<int>(ranks.size()); ++cr) {
       const Rendezvous::Arrival& a = pending.arrival(ranks[cr]);
       reply(a.client, a.request_id,
@@ -209,10 +213,38 @@ void Job::complete_shrink(Comm& parent, uint64_t shrink_index, const Rendezvous&
   for (int r = 0; r < pending.nranks(); ++r)
     if (!pending.is_excluded(r)) kept.push_back(r);
   for (int r : kept) child.members.push_back(parent.members[r]);
+  offer_peer_mailbox(child);
   for (int cr = 0; cr < static_cast<int>(kept.size()); ++cr) {
     const Rendezvous::Arrival& a = pending.arrival(kept[cr]);
     reply(a.client, a.request_id,
           wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank});
+  }
+}
+
+void Job::offer_peer_mailbox(Comm& comm) {
+  const int n = static_cast<int>(comm.members.size());
+  if (n < 2 || n > PeerExchange::kMaxRanks) return;
+  for (const Member& m : comm.members) {
+    auto it = clients_.find(m.client);
+    if (it == clients_.end() || !it->second.peer_exchange || it->second.disconnected) return;
+  }
+  std::shared_ptr<const SharedFd> fd;
+  try {
+    fd = std::make_shared<const SharedFd>(PeerExchange::create(n));
+  } catch (const PeerExchangeError& e) {
+    fmt::print(stderr, "fakegpu-coordinator: communicator {} gets no peer mailbox: {}\n", comm.id, e.what());
+    return;
+  }
+  comm.peer_mailbox = true;
+  ++stats_.data.peer_mailboxes;
+  std::set<ClientId> told;
+  for (const Member& m : comm.members) {
+    if (!told.insert(m.client).second) continue;  // one process holding several of its ranks
+    OutFrame frame;
+    frame.type = wire::MsgType::kPeerMailbox;
+    frame.fields = wire::encode_fields(wire::PeerMailbox{comm.id, n, PeerExchange::bytes_for(n)});
+    frame.descriptor = fd;
+    out_.send(m.client, std::move(frame));
   }
 }
 

@@ -93,6 +93,9 @@ void JobStats::write(nlohmann::json& j) const {
                      {"payload_free_bytes", data.skipped_bytes},
                      {"segments_mapped", data.segments_mapped},
                      {"control_ring_clients", data.control_ring_clients},
+                     {"peer_mailboxes", data.peer_mailboxes},
+                     {"peer_exchange_ops", data.peer_exchange_ops},
+                     {"peer_exchange_bytes", data.peer_exchange_bytes},
                      {"payload_chunks_in", data.payload_chunks_in},
                      {"payload_chunks_out", data.payload_chunks_out}};
   json errors = json::array();

@@ -38,6 +38,9 @@ class JobStats {
     uint64_t skipped_bytes = 0;  // of payload-free operations (FAKEGPU_PAYLOAD=none)
     uint64_t segments_mapped = 0;
     uint64_t control_ring_clients = 0;
+    uint64_t peer_mailboxes = 0;       // communicators given one
+    uint64_t peer_exchange_ops = 0;    // collectives whose ranks moved the data themselves
+    uint64_t peer_exchange_bytes = 0;  // their sizes
     uint64_t payload_chunks_in = 0, payload_chunks_out = 0;
   };
   DataPlane data;

@@ -37,34 +37,26 @@ void reduce_region(const wire::Collective& call, const std::vector<KernelRank>& 
                    uint64_t elems, const std::vector<uint8_t*>& outs, Executor& executor) {
   const auto dtype = static_cast<DataType>(call.dtype);
   const auto op = static_cast<RedOp>(call.op);
-  const ReductionPlan plan = plan_reduction(dtype, op);
   const size_t elem = dtype_size(call.dtype);
   const size_t chunk_elems = kChunkBytes / elem;
   const int nranks = static_cast<int>(ranks.size());
-  const uint64_t avg = plan.premultiply && op == RedOp::kAvg ? average_scalar(dtype, nranks) : 0;
-  auto scalar_of = [&](int r) { return op == RedOp::kAvg ? avg : ranks[r].scalar; };
 
   executor.parallel_for((elems + chunk_elems - 1) / chunk_elems, [&](size_t task) {
     // Per-thread scratch, allocated once for the thread's lifetime.
     thread_local std::vector<uint8_t> acc_buf(kChunkBytes), tmp_buf(kChunkBytes);
+    thread_local std::vector<const uint8_t*> ins;
+    thread_local std::vector<uint64_t> scalars;
     const uint64_t first = task * chunk_elems;
     const size_t n = std::min<uint64_t>(chunk_elems, elems - first);
-    const size_t bytes = n * elem;
     const size_t in_at = (from + first) * elem;
-    uint8_t* acc = acc_buf.data();
-    std::memcpy(acc, ranks[0].in + in_at, bytes);
-    if (plan.premultiply) premultiply(dtype, acc, n, scalar_of(0));
-    for (int r = 1; r < nranks; ++r) {
-      const uint8_t* src = ranks[r].in + in_at;
-      if (plan.premultiply) {
-        std::memcpy(tmp_buf.data(), src, bytes);  // never scale the rank's own buffer
-        premultiply(dtype, tmp_buf.data(), n, scalar_of(r));
-        src = tmp_buf.data();
-      }
-      reduce_into(dtype, plan.fold, acc, src, n);
+    ins.resize(nranks);
+    scalars.resize(nranks);
+    for (int r = 0; r < nranks; ++r) {
+      ins[r] = ranks[r].in + in_at;
+      scalars[r] = ranks[r].scalar;
     }
-    if (plan.post_divide) post_divide(dtype, acc, n, nranks);
-    for (uint8_t* out : outs) std::memcpy(out + first * elem, acc, bytes);
+    reduce_contributions(dtype, op, ins.data(), scalars.data(), nranks, n, acc_buf.data(), tmp_buf.data());
+    for (uint8_t* out : outs) std::memcpy(out + first * elem, acc_buf.data(), n * elem);
   });
 }
 

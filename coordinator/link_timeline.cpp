@@ -51,6 +51,18 @@ LinkTimeline::Span LinkTimeline::place(double* comm_clock_us, const planner::Est
   return span;
 }
 
+LinkTimeline::Span LinkTimeline::place_unhindered(double start_us, const planner::Estimate& e) {
+  const Span span{start_us, start_us + e.time_us};
+  if (e.per_byte_links && !e.per_byte_links->empty()) {
+    Plan& plan = plans_[intern(e)];
+    plan.data_end_us = std::max(plan.data_end_us, start_us + e.latency_us + e.data_us);
+    plan.bytes += static_cast<double>(e.bytes);
+    plan.data_us += e.data_us;
+  }
+  makespan_us_ = std::max(makespan_us_, span.end_us);
+  return span;
+}
+
 nlohmann::json LinkTimeline::report() const {
   std::vector<double> bytes(topo_.links.size(), 0.0), busy(topo_.links.size(), 0.0);
   for (const Plan& plan : plans_)

@@ -31,6 +31,9 @@ class LinkTimeline {
   // reached it. The estimate's link plan must outlive the timeline (the job keeps every
   // communicator's model).
   Span place(double* comm_clock_us, const planner::Estimate& e, double ready_us = 0);
+  // Places an operation that waits for no other traffic, from start_us for e.time_us; its data
+  // still counts on its links, and later operations sharing them wait for its data phase.
+  Span place_unhindered(double start_us, const planner::Estimate& e);
 
   double makespan_us() const { return makespan_us_; }
   // Per link that carried data: bytes, busy time, utilisation over the makespan.

@@ -135,10 +135,13 @@ std::string report_markdown(const json& r) {
   const json& plane = r["data_plane"];
   md += fmt::format(
       "## Data plane\n\n{} in place in shared memory, {} over the socket, {} not moved (FAKEGPU_PAYLOAD=none), {} "
-      "segments mapped, {} clients on a control ring; {} payload chunks in, {} out.\n\n",
+      "segments mapped, {} clients on a control ring; {} payload chunks in, {} out. {} collectives ({}) exchanged "
+      "among their ranks through the peer mailboxes of {} communicators.\n\n",
       bytes_text(plane["shared_memory_bytes"].get<double>()), bytes_text(plane["socket_bytes"].get<double>()),
       bytes_text(plane["payload_free_bytes"].get<double>()), plane["segments_mapped"].dump(),
-      plane["control_ring_clients"].dump(), plane["payload_chunks_in"].dump(), plane["payload_chunks_out"].dump());
+      plane["control_ring_clients"].dump(), plane["payload_chunks_in"].dump(), plane["payload_chunks_out"].dump(),
+      plane["peer_exchange_ops"].dump(), bytes_text(plane["peer_exchange_bytes"].get<double>()),
+      plane["peer_mailboxes"].dump());
   const json& diag = r["diagnoses"];
   md += "## Diagnoses\n\n";
   if (diag["mismatches"].empty() && diag["deadlocks"].empty() && diag["timeouts"].get<uint64_t>() == 0)

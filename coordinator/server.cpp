@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "control_ring.h"
+#include "descriptor_passing.h"
 #include "frame_reader.h"
 #include "payload_stream.h"
 
@@ -191,7 +192,7 @@ class SocketSession : public Server::Session {
       ring_ = std::move(mapping);
       from_rank_ = ring_.to_coord();
       to_rank_ = ring_.to_rank();
-      job_.on_control_ring(id_);
+      job_.on_control_ring(id_, msg.peer_exchange != 0);
       on_ring_opened_(shared_from_this());
     } catch (const std::exception& e) {
       if (fd >= 0) ::close(fd);
@@ -208,6 +209,11 @@ class SocketSession : public Server::Session {
     try {
       while (!ring_queue_.empty()) {
         Queued& q = ring_queue_.front();
+        // A descriptor goes ahead on the socket, so it is there when the rank reads the frame.
+        if (out_sent_ == 0 && q.frame.descriptor) {
+          send_descriptor(q.frame.descriptor->fd);
+          q.frame.descriptor.reset();
+        }
         size_t skip = out_sent_;
         bool full = false;
         auto put = [&](const uint8_t* data, size_t size) {
@@ -236,6 +242,13 @@ class SocketSession : public Server::Session {
     if (moved) wake_rank(ring_.area());
     if (closing_ && ring_queue_.empty() && !writing_) close_now();
     return moved > 0;
+  }
+
+  // The rank reads its socket only for these bytes, so the socket never fills up with them; a
+  // failure is the connection's.
+  void send_descriptor(int fd) {
+    if (!fakegpu::send_descriptor(socket_.native_handle(), fd, MSG_DONTWAIT))
+      throw RingError(fmt::format("cannot send a descriptor on the socket: {}", std::strerror(errno)));
   }
 
   // Reads whatever has arrived and hands over every complete frame. Reads go through a buffer,
@@ -318,26 +331,7 @@ class SocketSession : public Server::Session {
 
   // One recvmsg; descriptors sent alongside (SCM_RIGHTS, with ShareSegment) go to fds_.
   ssize_t receive_from_socket(uint8_t* dst, size_t len) {
-    iovec iov{dst, len};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n;
-    do {
-      n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    } while (n < 0 && errno == EINTR);
-    if (n > 0)
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-          for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            fds_.push_back(fd);
-          }
-    return n;
+    return receive_with_descriptors(socket_.native_handle(), dst, len, &fds_);
   }
 
   bool receive_from_ring(uint8_t* dst, size_t len, bool direct) {
@@ -530,8 +524,14 @@ void Server::accept_loop(Acceptor& acceptor) {
 // epoll_wait system call, and on a busy host every microsecond a turn costs is taken from the
 // ranks it waits for. Nothing on a socket is that urgent while the rings are open: their
 // frames' descriptors are read as each frame is, and new connections can wait.
+// Only frames a rank waits on keep it polling (Job::awaited_frames). Collectives the ranks
+// exchange among themselves wait for nobody here, and on a host with fewer cores than
+// processes each turn this loop takes is one the ranks lose; so while only those come, it
+// sleeps, waking for a doorbell (which a rank rings for a frame it waits on) or every
+// kLazyLook to take what has gathered in the rings.
 void Server::run() {
   constexpr auto kSocketLook = std::chrono::microseconds(50);
+  constexpr auto kLazyLook = std::chrono::microseconds(200);
   auto last_work = std::chrono::steady_clock::now();
   auto last_look = last_work - kSocketLook;
   while (!io_.stopped()) {
@@ -541,8 +541,9 @@ void Server::run() {
       worked = io_.poll() > 0;
       last_look = now;
     }
+    const uint64_t awaited = job_.awaited_frames();
     if (service_rings() || worked) {
-      last_work = std::chrono::steady_clock::now();
+      if (job_.awaited_frames() != awaited) last_work = std::chrono::steady_clock::now();
       continue;
     }
     if (!ring_sessions_.empty() && now - last_work < kRingSpin) {
@@ -550,9 +551,9 @@ void Server::run() {
       continue;
     }
     set_asleep(true);
-    if (!service_rings()) io_.run_one();
+    if (!service_rings()) ring_sessions_.empty() ? io_.run_one() : io_.run_one_for(kLazyLook);
     set_asleep(false);
-    last_work = std::chrono::steady_clock::now();
+    if (job_.awaited_frames() != awaited) last_work = std::chrono::steady_clock::now();
   }
 }
 

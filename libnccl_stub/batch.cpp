@@ -9,6 +9,7 @@
 #include "activity_forward.h"
 #include "cuda_bridge.h"
 #include "env.h"
+#include "peer_path.h"
 #include "reduce.h"
 
 namespace fakegpu::stub {
@@ -27,6 +28,7 @@ void PostedBatch::note(ncclResult_t code, const std::string& error) {
 }
 
 bool PostedBatch::ready() const {
+  if (exchange) return exchanged_ready(*this);
   return std::all_of(requests.begin(), requests.end(), [](const std::shared_ptr<Request>& r) { return r->ready(); });
 }
 
@@ -37,6 +39,8 @@ void post_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, S
   const CudaBridge& cu = cuda();
   uint64_t track = 0;
   posted->ready_us = cu.modeled_now(clock, &track);  // where the stream is on the modeled clock
+  // A lone small AllReduce of ranks on one host: they exchange the data among themselves.
+  if (!staging && calls.size() == 1 && post_exchanged(calls.front(), posted->ready_us, track, posted)) return;
   try {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];
@@ -87,16 +91,21 @@ void finish_batch(const std::vector<CollectiveCall>& calls, StreamClock clock, P
   // Calls of one batch run side by side: the stream waits for the one that ends last.
   const double ready_us = posted.ready_us;
   double end_us = ready_us;
-  for (auto& request : posted.requests) {
-    try {
-      auto done = request->reply<wire::CollectiveDone>();
-      end_us = std::max(end_us, (done.start_us >= 0 ? done.start_us : ready_us) + done.modeled_us);
-    } catch (const NcclError& e) {
-      posted.note(e.code(), e.what());
+  if (posted.exchange) {
+    end_us = std::max(end_us, finish_exchanged(calls.front(), posted));
+  } else {
+    for (size_t i = 0; i < posted.requests.size(); ++i) {
+      try {
+        auto done = posted.requests[i]->reply<wire::CollectiveDone>();
+        learn_from_reply(calls[i].comm, calls[i].desc, done);
+        end_us = std::max(end_us, (done.start_us >= 0 ? done.start_us : ready_us) + done.modeled_us);
+      } catch (const NcclError& e) {
+        posted.note(e.code(), e.what());
+      }
     }
+    posted.requests.clear();
+    if (posted.first_code != ncclSuccess) throw NcclError(posted.first_code, posted.first_error);
   }
-  posted.requests.clear();
-  if (posted.first_code != ncclSuccess) throw NcclError(posted.first_code, posted.first_error);
   cuda().collective_done(clock, ready_us, end_us);
   forward_activity(*calls.front().comm->client, kActivityBatch);
 }

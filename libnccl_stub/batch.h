@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ struct PostedBatch {
   std::vector<std::shared_ptr<Request>> requests;
   ncclResult_t first_code = ncclSuccess;
   std::string first_error;
+  // Set when the batch's one call went through its communicator's peer mailbox (peer_path.h).
+  struct Exchange {
+    ncclComm* comm = nullptr;
+    uint64_t seq = 0;
+    double time_us = 0;  // its uncontended time
+  };
+  std::optional<Exchange> exchange;
   void note(ncclResult_t code, const std::string& error);  // keeps the first
   // Whether every reply is in, so finish_batch would not wait (reads what has arrived).
   bool ready() const;

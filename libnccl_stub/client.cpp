@@ -8,11 +8,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <thread>
 
+#include "descriptor_passing.h"
 #include "env.h"
 #include "identity.h"
+#include "peer_path.h"
 #include "wire_codes.h"
 
 namespace fakegpu::stub {
@@ -49,6 +52,16 @@ void attach_descriptor(msghdr& msg, char* control, int fd) {
 void Request::wait() { owner_->wait_for(*this); }
 
 bool Request::ready() { return owner_->poll(*this); }
+
+void Request::abandon() {
+  std::lock_guard<std::mutex> lock(owner_->mu_);
+  owner_->pending_.erase(id_);
+}
+
+bool Request::failed() {
+  std::lock_guard<std::mutex> lock(owner_->mu_);
+  return done_ && status_ != ncclSuccess;
+}
 
 void Request::check() const {
   std::lock_guard<std::mutex> lock(owner_->mu_);
@@ -132,8 +145,8 @@ void Client::open_control_ring() {
   } catch (const RingError&) {
     return;  // no shared memory here: the socket serves
   }
-  auto req = submit_raw(wire::MsgType::kOpenControlRing, wire::encode_fields(wire::OpenControlRing{kRingBytes}),
-                        nullptr, 0, nullptr, 0, mapping.fd());
+  const wire::OpenControlRing open{kRingBytes, static_cast<uint8_t>(peer_exchange_offered())};
+  auto req = submit_raw(wire::MsgType::kOpenControlRing, wire::encode_fields(open), nullptr, 0, nullptr, 0, mapping.fd());
   req->wait();
   try {
     req->check();
@@ -150,7 +163,8 @@ void Client::open_control_ring() {
 }
 
 std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
-                                            size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd) {
+                                            size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd,
+                                            bool wake) {
   auto req = std::make_shared<Request>();
   req->owner_ = this;
   req->bulk_dst_ = reply_dst;
@@ -160,9 +174,10 @@ std::shared_ptr<Request> Client::submit_raw(wire::MsgType type, std::vector<uint
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
     id = next_request_++;
+    req->id_ = id;
     pending_[id] = req;
   }
-  write_frame(type, id, fields, bulk, bulk_bytes, fd);
+  write_frame(type, id, fields, bulk, bulk_bytes, fd, wake);
   return req;
 }
 
@@ -173,7 +188,7 @@ void Client::post_raw(wire::MsgType type, const std::vector<uint8_t>& fields) {
     if (!broken_.empty()) throw NcclError(ncclSystemError, broken_);
     id = next_request_++;  // answered only by an error, which nobody waits for
   }
-  write_frame(type, id, fields, nullptr, 0, -1);
+  write_frame(type, id, fields, nullptr, 0, -1, /*wake=*/false);
 }
 
 bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {
@@ -202,17 +217,17 @@ bool Client::share_segment(uint64_t segment, int fd, uint64_t size) {
 }
 
 void Client::write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
-                         size_t bulk_bytes, int fd) {
+                         size_t bulk_bytes, int fd, bool wake) {
   auto* data = static_cast<const uint8_t*>(bulk);
   uint64_t offset = 0;
   for (; bulk_bytes - offset > chunk_bytes_; offset += chunk_bytes_)
     write_one(wire::MsgType::kPayloadChunk, id, wire::encode_fields(wire::PayloadChunk{offset, bulk_bytes}),
               data + offset, chunk_bytes_, -1);
-  write_one(type, id, fields, bulk_bytes ? data + offset : nullptr, bulk_bytes - offset, fd);
+  write_one(type, id, fields, bulk_bytes ? data + offset : nullptr, bulk_bytes - offset, fd, wake);
 }
 
 void Client::write_one(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
-                       size_t bulk_bytes, int fd) {
+                       size_t bulk_bytes, int fd, bool wake) {
   uint8_t header[wire::kHeaderBytes];
   wire::encode_header({type, id, static_cast<uint32_t>(fields.size()), fields.size() + bulk_bytes}, header);
   if (ring_) {
@@ -221,9 +236,9 @@ void Client::write_one(wire::MsgType type, uint64_t id, const std::vector<uint8_
       // A descriptor goes ahead on the socket, with one byte; the coordinator collects it from
       // there when it reads this frame from the ring.
       if (fd >= 0) send_descriptor(fd);
-      ring_write(header, sizeof header);
-      ring_write(fields.data(), fields.size());
-      ring_write(bulk, bulk_bytes);
+      ring_write(header, sizeof header, wake);
+      ring_write(fields.data(), fields.size(), wake);
+      ring_write(bulk, bulk_bytes, wake);
     } catch (const std::exception& e) {
       std::string why = "lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + e.what();
       fail_all(why);
@@ -261,27 +276,18 @@ void Client::write_one(wire::MsgType type, uint64_t id, const std::vector<uint8_
 }
 
 void Client::send_descriptor(int fd) {
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  attach_descriptor(msg, control, fd);
-  ssize_t n;
-  do {
-    n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) throw wire::WireError(std::string("cannot send a descriptor: ") + std::strerror(errno));
+  if (!fakegpu::send_descriptor(fd_, fd))
+    throw wire::WireError(std::string("cannot send a descriptor: ") + std::strerror(errno));
 }
 
-void Client::ring_write(const void* src, size_t n) {
+void Client::ring_write(const void* src, size_t n, bool wake) {
   auto* p = static_cast<const uint8_t*>(src);
   while (n > 0) {
     size_t put = to_coord_.write(p, n);
     p += put;
     n -= put;
-    if (put) ring_doorbell();
+    // A full ring wakes the coordinator whatever the frame: this rank waits for the room.
+    if (put && (wake || n)) ring_doorbell();
     if (n) ring_wait([&] { return to_coord_.writable() > 0; });
   }
 }
@@ -313,9 +319,10 @@ void Client::ring_wait(Ready ready) {
     futex_wait(&area->rank_bell, bell, std::chrono::milliseconds(100));
     if (ready()) return;
     // Woken or timed out with nothing to do: the coordinator may have gone. After the ring
-    // opened it writes nothing on the socket, so anything to read there is its closing.
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) throw wire::WireError("the coordinator closed the connection");
+    // opened it writes on the socket only the bytes that carry descriptors, taken with their
+    // frames; the end of the stream is its closing.
+    char byte;
+    if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) throw wire::WireError("the coordinator closed the connection");
   }
 }
 
@@ -416,6 +423,7 @@ void Client::read_frame() {
     std::vector<uint8_t> fields(header.fields_bytes);
     read_exact(fields.data(), fields.size());
     if (header.type == wire::MsgType::kPayloadChunk) return read_chunk(header, fields);
+    if (header.type == wire::MsgType::kPeerMailbox) return receive_peer_mailbox(fields);
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = pending_.find(header.request_id);
@@ -449,6 +457,53 @@ void Client::read_frame() {
     std::string why = "lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": " + e.what();
     fail_all(why);
     if (req) finish(*req, ncclSystemError, why);  // already taken off pending_ when the connection broke
+  }
+}
+
+bool Client::coordinator_gone() {
+  if (connection_lost()) return true;
+  char byte;
+  if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0) return false;
+  fail_all("lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": it closed the connection");
+  return true;
+}
+
+std::shared_ptr<PeerExchange> Client::peer_mailbox(uint64_t comm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peer_mailboxes_.find(comm_id);
+  return it == peer_mailboxes_.end() ? nullptr : it->second;
+}
+
+void Client::forget_peer_mailbox(uint64_t comm_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_mailboxes_.erase(comm_id);
+}
+
+// The descriptor went ahead of the frame on the socket, with one byte. A mailbox that cannot
+// be taken is a lost connection: the coordinator expects this rank to use it.
+void Client::receive_peer_mailbox(const std::vector<uint8_t>& fields) {
+  auto msg = wire::decode_fields<wire::PeerMailbox>(fields.data(), fields.size());
+  std::deque<int> fds;
+  char byte;
+  ssize_t n = -1;
+  pollfd p{fd_, POLLIN, 0};  // it was sent before the frame: it is there, or about to be
+  while (n < 0 && ::poll(&p, 1, 10000) > 0) {
+    n = receive_with_descriptors(fd_, &byte, 1, &fds);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;
+  }
+  for (size_t i = 1; i < fds.size(); ++i) ::close(fds[i]);
+  if (n != 1 || fds.empty()) {
+    if (!fds.empty()) ::close(fds[0]);
+    throw wire::WireError("the descriptor of communicator " + std::to_string(msg.comm_id) +
+                          "'s peer mailbox did not arrive on the socket");
+  }
+  const int fd = fds[0];
+  try {
+    auto mailbox = std::shared_ptr<PeerExchange>(PeerExchange::map(fd, msg.nranks, msg.bytes));
+    std::lock_guard<std::mutex> lock(mu_);
+    peer_mailboxes_[msg.comm_id] = std::move(mailbox);
+  } catch (const PeerExchangeError& e) {
+    throw wire::WireError("communicator " + std::to_string(msg.comm_id) + ": " + e.what());
   }
 }
 

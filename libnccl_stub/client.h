@@ -17,6 +17,7 @@
 
 #include "control_ring.h"
 #include "endpoint.h"
+#include "peer_exchange.h"
 #include "errors.h"
 #include "wire.h"
 
@@ -33,6 +34,10 @@ class Request {
   void wait();
   // Whether the reply is in, reading what has arrived if no other thread is reading.
   bool ready();
+  // Whether the reply is in and is an error.
+  bool failed();
+  // Gives up on the reply: one that still comes is read and dropped.
+  void abandon();
   // Decodes the reply as Msg; throws NcclError carrying the coordinator's error instead.
   template <typename Msg>
   Msg reply() {
@@ -49,6 +54,7 @@ class Request {
   void check() const;
 
   Client* owner_ = nullptr;
+  uint64_t id_ = 0;
   bool done_ = false;  // guarded by the owner's mutex
   ncclResult_t status_ = ncclSuccess;
   std::string error_;
@@ -75,7 +81,15 @@ class Client {
     return submit_raw(Msg::kType, wire::encode_fields(msg), bulk, bulk_bytes, reply_dst, reply_capacity);
   }
 
-  // Sends a message that has no reply (RankActivity).
+  // The same for a message whose reply nobody waits for soon (a collective its ranks exchange
+  // among themselves): a sleeping coordinator is not woken for it, and takes it within a
+  // millisecond all the same.
+  template <typename Msg>
+  std::shared_ptr<Request> submit_unhurried(const Msg& msg) {
+    return submit_raw(Msg::kType, wire::encode_fields(msg), nullptr, 0, nullptr, 0, -1, /*wake=*/false);
+  }
+
+  // Sends a message that has no reply (RankActivity), without waking a sleeping coordinator.
   template <typename Msg>
   void post(const Msg& msg) {
     post_raw(Msg::kType, wire::encode_fields(msg));
@@ -87,11 +101,21 @@ class Client {
   bool share_segment(uint64_t segment, int fd, uint64_t size);
   // Whether segments can be shared on this connection at all (see share_segment).
   bool shares_segments() const { return can_share_; }
+  // The peer mailbox the coordinator gave communicator comm_id (wire::PeerMailbox), or null.
+  // It comes ahead of the reply that completes the communicator.
+  std::shared_ptr<PeerExchange> peer_mailbox(uint64_t comm_id);
+  void forget_peer_mailbox(uint64_t comm_id);
   // True once the connection to the coordinator is gone (it died, or closed on us).
   bool connection_lost() {
     std::lock_guard<std::mutex> lock(mu_);
     return !broken_.empty();
   }
+  // How long a wait polls before it sleeps: kRingSpin, or 0 for a rank whose yields would not
+  // reach its peers (see ring_spin in client.cpp).
+  std::chrono::microseconds spin() const { return spin_; }
+  // Looks whether the coordinator has closed the connection, without waiting; when it has,
+  // every request fails and this returns true. For waits that do not read the connection.
+  bool coordinator_gone();
 
   ~Client();
 
@@ -106,25 +130,29 @@ class Client {
   void connect_with_retry();
   void handshake();
   std::shared_ptr<Request> submit_raw(wire::MsgType type, std::vector<uint8_t> fields, const void* bulk,
-                                      size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd = -1);
+                                      size_t bulk_bytes, void* reply_dst, size_t reply_capacity, int fd = -1,
+                                      bool wake = true);
   void post_raw(wire::MsgType type, const std::vector<uint8_t>& fields);
   // Offers the coordinator a control ring; on refusal the connection stays on the socket.
   void open_control_ring();
   std::mutex share_mu_;  // one thread at a time sends a ShareSegment frame
   // Writes a message, its bulk data in pieces of at most chunk_bytes_ (wire::PayloadChunk); fd,
-  // when not -1, travels with it as SCM_RIGHTS ancillary data.
+  // when not -1, travels with it as SCM_RIGHTS ancillary data. wake: ring the doorbell of a
+  // coordinator asleep on its control ring.
   void write_frame(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
-                   size_t bulk_bytes, int fd);
+                   size_t bulk_bytes, int fd, bool wake = true);
   // Writes one frame, holding the send lock only for it, so other threads' frames may go
   // between the pieces of a large message.
   void write_one(wire::MsgType type, uint64_t id, const std::vector<uint8_t>& fields, const void* bulk,
-                 size_t bulk_bytes, int fd);
+                 size_t bulk_bytes, int fd, bool wake = true);
   // Reads the bulk of a PayloadChunk frame into the request it belongs to.
   void read_chunk(const wire::FrameHeader& header, const std::vector<uint8_t>& fields);
+  // Takes the descriptor of a PeerMailbox frame from the socket and maps it.
+  void receive_peer_mailbox(const std::vector<uint8_t>& fields);
   // Reads and drops bytes that no request can take.
   void discard(uint64_t bytes);
   void read_exact(void* dst, size_t n);
-  void ring_write(const void* src, size_t n);
+  void ring_write(const void* src, size_t n, bool wake = true);
   // Sends fd over the socket with a single byte, ahead of the ring frame that names it.
   void send_descriptor(int fd);
   // Sends the coordinator a byte on the socket if it said it sleeps.
@@ -148,6 +176,7 @@ class Client {
   uint64_t next_request_ = 1;
   std::string broken_;  // why the connection is gone, once it is
   std::set<uint64_t> shared_segments_;
+  std::map<uint64_t, std::shared_ptr<PeerExchange>> peer_mailboxes_;  // by communicator
   bool can_share_ = false;
   uint64_t chunk_bytes_ = wire::kDefaultChunkBytes;  // FAKEGPU_STAGING_CHUNK_BYTES
   std::chrono::microseconds spin_{};                  // how long ring_wait spins before sleeping

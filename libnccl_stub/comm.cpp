@@ -8,6 +8,7 @@
 #include "cuda_bridge.h"
 #include "env.h"
 #include "identity.h"
+#include "peer_path.h"
 
 namespace fakegpu::stub {
 namespace {
@@ -75,6 +76,7 @@ ncclResult_t poll_comm(ncclComm* comm) {
       comm->global_rank = done.global_rank;
     }
     comm->async_error = ncclSuccess;
+    adopt_peer_mailbox(comm);
     describe_comm(comm, comm->pending_kind == ncclComm::Pending::kInit ? "ncclCommInitRank" : "ncclCommSplit");
   } catch (const NcclError& e) {
     comm->async_error = e.code();
@@ -216,6 +218,7 @@ void destroy_comm(ncclComm* comm, bool abort) {
     wait_idle(comm);
   }
   if (comm->id == 0) return;  // never joined: nothing to tell the coordinator
+  comm->client->forget_peer_mailbox(comm->id);
   // With the coordinator gone there is nobody to tell; the local state is freed all the same.
   if (comm->client->connection_lost()) return;
   forward_activity(*comm->client, 0);  // the streams' log so far, while the job is surely still up

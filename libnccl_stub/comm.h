@@ -27,6 +27,16 @@ struct Registration {
   size_t size = 0;
 };
 
+// What a rank needs to exchange small collectives with its peers itself (peer_path.h), learnt
+// from the coordinator's replies, which every member reads alike.
+struct PeerBook {
+  std::mutex mu;
+  std::shared_ptr<PeerExchange> mailbox;  // given by the coordinator; null: never exchange
+  double clock_us = 0;  // when the comm's last operation this rank took part in ends
+  // Uncontended time of each latency-bound AllReduce size seen: bytes -> us.
+  std::map<uint64_t, double> latency_bound_us;
+};
+
 struct CommOptions {
   bool blocking = true;
   std::string name;
@@ -66,6 +76,7 @@ struct ncclComm {
   std::string async_message;  // why async_error is set, for later calls on the comm
   int inflight = 0;           // operations queued on streams and not finished yet
   std::condition_variable idle;
+  fakegpu::stub::PeerBook peers;
 };
 
 namespace fakegpu::stub {

@@ -32,6 +32,23 @@ class CollectivesSweep(unittest.TestCase):
                 self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)
                 # Each rank process exchanged its frames through a control ring.
                 self.assertEqual(report["data_plane"]["control_ring_clients"], world)
+                # Small AllReduces of a size already seen ran among the ranks themselves, exact
+                # like the rest ("sweep OK").
+                if world > 1:
+                    self.assertGreater(report["data_plane"]["peer_exchange_ops"], 0)
+
+    def test_peer_exchange_changes_neither_results_nor_modeled_times(self):
+        reports = {}
+        for setting in ("1", "0"):
+            results, reports[setting] = sweep(4, extra_env={"FAKEGPU_PEER_EXCHANGE": setting})
+            for rank, r in enumerate(results):
+                self.assertEqual(r.returncode, 0, f"rank {rank}, FAKEGPU_PEER_EXCHANGE={setting}:\n{r.stderr}")
+                self.assertIn("sweep OK", r.stdout)
+        self.assertGreater(reports["1"]["data_plane"]["peer_exchange_ops"], 0)
+        self.assertEqual(reports["0"]["data_plane"]["peer_exchange_ops"], 0)
+        self.assertEqual(reports["0"]["data_plane"]["peer_mailboxes"], 0)
+        self.assertEqual(reports["1"]["totals"]["modeled_makespan_us"], reports["0"]["totals"]["modeled_makespan_us"])
+        self.assertEqual(reports["1"]["operations"], reports["0"]["operations"])
 
     def test_trace_links_every_send_to_its_recv(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-sweep-"))

@@ -1,5 +1,7 @@
 """Failure rows that need a process to die: a rank killed with SIGKILL, and the coordinator
-killed under waiting ranks. Either way the others get an error promptly, never a hang."""
+killed under waiting ranks. Either way the others get an error promptly, never a hang. And a
+mismatch among ranks that exchange a small AllReduce among themselves, which the coordinator
+still diagnoses."""
 
 import json
 import os
@@ -72,7 +74,19 @@ def split_after_failure_body(nccl, comm, rank, world):
         return {"split": str(e)}
 
 
-BODIES = {"killed_rank": killed_rank_body, "coordinator_killed": coordinator_killed_body,
+def exchanged_mismatch_body(nccl, comm, rank, world):
+    buf, _ = nccl.device_array(I32, [rank] * 8)
+    for count in (4, 8):  # both sizes seen once: from now on the ranks exchange them themselves
+        nccl.all_reduce(buf, buf, count, "int32", "sum", comm)
+    try:
+        nccl.all_reduce(buf, buf, 8 if rank == 0 else 4, "int32", "sum", comm)
+        return {"error": None}
+    except NcclError as e:
+        return {"error": str(e)}
+
+
+BODIES = {"exchanged_mismatch": exchanged_mismatch_body, "killed_rank": killed_rank_body,
+          "coordinator_killed": coordinator_killed_body,
           "split_after_failure": split_after_failure_body}
 
 
@@ -124,6 +138,15 @@ class FailureMatrix(unittest.TestCase):
             self.assertIsNotNone(error)
             self.assertIn("fakegpu coordinator", error)
             self.assertLess(results[rank]["at"] - killed_at[0], PROMPT_S if rank < 2 else 5)
+
+    def test_a_mismatch_among_exchanging_ranks_is_diagnosed(self):
+        procs, results, report = run("exchanged_mismatch", 3)
+        for rank in range(3):
+            self.assertEqual(procs[rank].returncode, 0, procs[rank].stderr)
+            self.assertIn("SIZE_OR_SYNTAX_MISMATCH", results[rank]["error"] or "no error")
+            self.assertIn("rank 0 called AllReduce", results[rank]["error"])
+        self.assertGreater(report["data_plane"]["peer_mailboxes"], 0)
+        self.assertEqual(report["diagnoses"]["mismatches"], {"SIZE_OR_SYNTAX_MISMATCH": 1})
 
     def test_a_split_of_a_failed_communicator_says_why(self):
         _, results, _ = run("split_after_failure", 2)

@@ -36,13 +36,13 @@ void append_frame(std::vector<uint8_t>& stream, const OutFrame& frame) {
 OutFrame hello_frame(uint64_t request_id) {
   wire::Hello hello;
   hello.hostname = "host";
-  return {MsgType::kHello, request_id, wire::encode_fields(hello), {}, 0};
+  return {MsgType::kHello, request_id, wire::encode_fields(hello), {}, 0, nullptr};
 }
 
 OutFrame collective_frame(uint64_t request_id, size_t bulk_bytes) {
   wire::Collective c;
   c.count = bulk_bytes;
-  OutFrame f{MsgType::kCollective, request_id, wire::encode_fields(c), {}, 0};
+  OutFrame f{MsgType::kCollective, request_id, wire::encode_fields(c), {}, 0, nullptr};
   if (bulk_bytes) {
     auto data = std::make_shared<const std::vector<uint8_t>>(counting_bytes(bulk_bytes, 3));
     f.bulk.push_back({data, 0, bulk_bytes});

@@ -48,6 +48,30 @@ TEST(LinkTimeline, CommunicatorsOnDisjointLinksOverlap) {
   EXPECT_DOUBLE_EQ(timeline.makespan_us(), std::max(ea.time_us, eb.time_us));
 }
 
+// A latency-bound operation threads its packets through another's traffic: it takes its own
+// time, yet its data still counts, and a later operation on the links waits for its data phase.
+TEST(LinkTimeline, AnUnhinderedOperationTakesItsOwnTimeAndStillCounts) {
+  Topology topo = Topology::from_config(two_nodes());
+  CommModel world(topo, {0, 1, 2, 3, 4, 5, 6, 7}, TuningEnv{});
+  CommModel dp(topo, {0, 4}, TuningEnv{});
+  LinkTimeline timeline(topo);
+  double world_clock = 0, dp_clock = 0;
+  const auto big = world.estimate(CollType::kAllReduce, 256 << 20);
+  const auto small = dp.estimate(CollType::kAllReduce, 8);
+  ASSERT_LE(small.data_us, small.latency_us) << "8 bytes should be latency-bound";
+  timeline.place(&world_clock, big);
+  const auto s = timeline.place_unhindered(10, small);
+  EXPECT_DOUBLE_EQ(s.start_us, 10);
+  EXPECT_DOUBLE_EQ(s.end_us, 10 + small.time_us) << "it does not wait for the big operation's data phase";
+  const auto later = timeline.place(&dp_clock, dp.estimate(CollType::kAllReduce, 64 << 20));
+  EXPECT_GT(later.end_us, big.time_us) << "a bandwidth-bound operation on the same links still waits";
+  LinkTimeline alone(topo);
+  alone.place_unhindered(0, small);
+  double bytes = 0;
+  for (const auto& l : alone.report()) bytes += l["bytes"].get<double>();
+  EXPECT_GE(bytes, 8) << "its data is on the links' accounts";
+}
+
 TEST(LinkTimeline, OperationsOfOneCommunicatorRunInOrder) {
   Topology topo = Topology::from_config(two_nodes());
   CommModel tp(topo, {0, 1, 2, 3}, TuningEnv{});

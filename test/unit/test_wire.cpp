@@ -40,17 +40,18 @@ MEMBERS(CommDestroy, a, b)
 MEMBERS(BufferRef, a, b)
 MEMBERS(ShareSegment, a, b)
 MEMBERS(Collective, a, b, c, d, e, f, g, h, i, j, k, l, n, o)
-MEMBERS(CollectiveDone, a, b, c)
+MEMBERS(CollectiveDone, a, b, c, d, e)
 MEMBERS(CommInfo, a, b, c)
 MEMBERS(InfoLine, a, b)
 MEMBERS(CommInfoReply, a, b, c, d, e, f, g)
 MEMBERS(SimOp, a, b, c, d, e)
 MEMBERS(Simulate, a)
 MEMBERS(SimulateDone, a)
-MEMBERS(OpenControlRing, a)
+MEMBERS(OpenControlRing, a, b)
 MEMBERS(PayloadChunk, a, b)
 MEMBERS(ActivitySlice, a, b, c, d, e)
 MEMBERS(RankActivity, a, b)
+MEMBERS(PeerMailbox, a, b, c)
 #undef MEMBERS
 // Messages without fields.
 static std::tuple<> members(const Ack&) { return {}; }
@@ -187,7 +188,7 @@ void expect_full_round_trip(MsgType type) {
     case MsgType::kCommDestroy: return expect_every_field_travels(CommDestroy{kBig, 3});
     case MsgType::kAck: return expect_every_field_travels(Ack{});
     case MsgType::kCollective: return expect_every_field_travels(full_collective());
-    case MsgType::kCollectiveDone: return expect_every_field_travels(CollectiveDone{kBig, 12.5, 300.25});
+    case MsgType::kCollectiveDone: return expect_every_field_travels(CollectiveDone{kBig, 12.5, 300.25, 7.75, 1});
     case MsgType::kShareSegment: return expect_every_field_travels(ShareSegment{kBig, kBig + 1});
     case MsgType::kCommShrink: return expect_every_field_travels(CommShrink{kBig, 2, kBig + 1, 1, {3, -7}});
     case MsgType::kCommRevoke: return expect_every_field_travels(CommRevoke{kBig, 1});
@@ -197,9 +198,10 @@ void expect_full_round_trip(MsgType type) {
     case MsgType::kSimulateDone: return expect_every_field_travels(SimulateDone{12.75});
     case MsgType::kStatusQuery: return expect_every_field_travels(StatusQuery{});
     case MsgType::kStatusReply: return expect_every_field_travels(StatusReply{});
-    case MsgType::kOpenControlRing: return expect_every_field_travels(OpenControlRing{kBig});
+    case MsgType::kOpenControlRing: return expect_every_field_travels(OpenControlRing{kBig, 1});
     case MsgType::kPayloadChunk: return expect_every_field_travels(PayloadChunk{kBig, kBig + 1});
     case MsgType::kRankActivity: return expect_every_field_travels(full_rank_activity());
+    case MsgType::kPeerMailbox: return expect_every_field_travels(PeerMailbox{kBig, 16, kBig + 1});
   }
   ADD_FAILURE() << "no test message for type " << static_cast<int>(type);
 }

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Runs many small AllReduces through one coordinator and prints its resident memory as it goes.
+"""Runs many small AllReduces through one coordinator and prints its own resident memory as it goes.
 
 The target is flat memory: over the second half of a long run (once the timeline trace's
 bounded buffer is full) growth stays under 5%. --check holds the trace to 1,000 operations, so
 it is full at once, and fails unless growth over the second half stays under 3% (memory is not
 judged under AddressSanitizer, whose quarantine keeps freed memory).
-Usage: verification/bench/coordinator_soak.py [--ops 1000000] [--ranks 2] [--check]
+The ranks send every AllReduce's data through the coordinator (FAKEGPU_PEER_EXCHANGE=0), the
+path where it moves data and answers; with --peer-exchange they exchange it among themselves,
+and the coordinator only matches and models each one, unanswered, some ten times faster.
+Usage: verification/bench/coordinator_soak.py [--ops 1000000] [--ranks 2] [--peer-exchange] [--check]
 """
 
 import argparse
@@ -27,8 +30,11 @@ from fakegpu.paths import built  # noqa: E402
 
 
 def rss_kib(pid):
+    """The coordinator's own memory: anonymous resident pages. Shared memory it maps (the ranks'
+    control rings, their device memory) is bounded by its size and touched page by page as the
+    rings fill, so counting it would show a deeper backlog on a busy host as growth."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith("RssAnon:"):
             return int(line.split()[1])
     return 0
 
@@ -37,6 +43,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ops", type=int, default=1_000_000)
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--peer-exchange", action="store_true", help="let the ranks exchange the data among themselves")
     p.add_argument("--check", action="store_true", help="fail unless memory stays flat over the second half")
     a = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="fakegpu-soak-"))  # the config and the unique id, removed at the end
@@ -58,6 +65,7 @@ def main():
         sanitizer_options = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")}
         env = rank_environment(sanitizer_options, "unix", coord.address, config)
         env["PATH"] = "/usr/bin:/bin"
+        env["FAKEGPU_PEER_EXCHANGE"] = "1" if a.peer_exchange else "0"
         idf = tmp / "id"
         start = time.monotonic()
         code = run_ranks([str(built("allreduce_bench")), str(idf), "4", str(a.ops)], [list(range(a.ranks))], env)
@@ -71,7 +79,7 @@ def main():
     warm = samples[min(10, len(samples) - 1)]  # after a second: connections, comm and buffers exist
     half = samples[len(samples) // 2]
     print(f"{a.ops} allreduces on {a.ranks} ranks in {elapsed:.1f} s ({elapsed / a.ops * 1e6:.1f} us each)")
-    print(f"coordinator RSS: start {samples[0]} KiB, after warm-up {warm} KiB, half-way {half} KiB, "
+    print(f"coordinator anonymous RSS: start {samples[0]} KiB, after warm-up {warm} KiB, half-way {half} KiB, "
           f"end {samples[-1]} KiB, peak {max(samples)} KiB")
     # The timeline trace keeps its first 100,000 operations (a few MB), so memory rises until
     # they are in; a leak shows as growth after that, over the second half of a long run.

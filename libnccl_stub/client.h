@@ -83,7 +83,7 @@ class Client {
 
   // The same for a message whose reply nobody waits for soon (a collective its ranks exchange
   // among themselves): a sleeping coordinator is not woken for it, and takes it within a
-  // millisecond all the same.
+  // fraction of a millisecond all the same (Server::run).
   template <typename Msg>
   std::shared_ptr<Request> submit_unhurried(const Msg& msg) {
     return submit_raw(Msg::kType, wire::encode_fields(msg), nullptr, 0, nullptr, 0, -1, /*wake=*/false);

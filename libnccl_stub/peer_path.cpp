@@ -70,7 +70,7 @@ bool post_exchanged(const CollectiveCall& call, double ready_us, uint64_t track,
   desc.track = track;
   desc.flags |= wire::kPeerExchange;
   if (call.device_scalar) std::memcpy(&desc.scalar, call.device_scalar, dtype_size(desc.dtype));
-  posted->exchange = PostedBatch::Exchange{comm, desc.seq, time_us};
+  posted->exchange = PostedBatch::Exchange{comm, mailbox, desc.seq, time_us};
   // The coordinator hears of the call first: should a peer never come, it is the one that
   // diagnoses it and releases this rank.
   try {
@@ -96,7 +96,7 @@ bool post_exchanged(const CollectiveCall& call, double ready_us, uint64_t track,
 bool exchanged_ready(const PostedBatch& posted) {
   if (posted.first_code != ncclSuccess || posted.requests.empty()) return true;
   const PostedBatch::Exchange& ex = *posted.exchange;
-  if (ex.comm->peers.mailbox->state(ex.seq) != PeerExchange::State::kPending) return true;
+  if (ex.mailbox->state(ex.seq) != PeerExchange::State::kPending) return true;
   Request& request = *posted.requests.front();
   return request.ready() && request.failed();
 }
@@ -107,7 +107,7 @@ double finish_exchanged(const CollectiveCall& call, PostedBatch& posted) {
   ncclComm* comm = ex.comm;
   std::shared_ptr<Request> request = posted.requests.front();
   posted.requests.clear();
-  PeerExchange& mailbox = *comm->peers.mailbox;
+  PeerExchange& mailbox = *ex.mailbox;
   // Poll, handing the core on, while the peers are likely to come soon (as the control ring
   // does, and not at all where yielding would not reach them); then sleep in short slices,
   // woken by the last rank. Either way the coordinator's error (a mismatch, a departed or
@@ -137,7 +137,12 @@ double finish_exchanged(const CollectiveCall& call, PostedBatch& posted) {
                                              std::to_string(kDiagnosisWait.count()) + " s");
     }
   } catch (const NcclError&) {
+    // A round some rank never came to keeps its count of arrivals: this rank uses the mailbox
+    // no more. Its peers get the same error (the coordinator fails the call for every rank) and
+    // drop it too, so the communicator goes on, if it can, through the coordinator.
     mailbox.give_up(ex.seq);
+    std::lock_guard<std::mutex> lock(comm->peers.mu);
+    comm->peers.mailbox.reset();
     throw;
   }
   double start_us;

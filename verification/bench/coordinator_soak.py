@@ -3,8 +3,8 @@
 
 The target is flat memory: over the second half of a long run (once the timeline trace's
 bounded buffer is full) growth stays under 5%. --check holds the trace to 1,000 operations, so
-it is full at once, and fails unless growth over the second half stays under 3% (memory is not
-judged under AddressSanitizer, whose quarantine keeps freed memory).
+it is full at once, and fails when memory grows over the second half by more than 3% and more
+than 512 KiB (memory is not judged under AddressSanitizer, whose quarantine keeps freed memory).
 The ranks send every AllReduce's data through the coordinator (FAKEGPU_PEER_EXCHANGE=0), the
 path where it moves data and answers; with --peer-exchange they exchange it among themselves,
 and the coordinator only matches and models each one, unanswered, some ten times faster.
@@ -89,11 +89,16 @@ def main():
         if len(samples) < 20:
             print(f"soak check failed: {len(samples)} samples (one per 0.1 s) are too few to judge; run more --ops")
             return 1
-        if second_half > 3 and not asan:
-            print(f"soak check failed: memory grew {second_half:.1f}% over the second half (limit 3%)")
+        # Both limits: the coordinator's own heap is about a megabyte with the trace held to
+        # 1,000 operations, and the allocator moves it by a few hundred KiB on a busy host; a
+        # leak of two bytes per operation crosses 512 KiB within the second half of 600,000.
+        grown_kib = samples[-1] - half
+        if second_half > 3 and grown_kib > 512 and not asan:
+            print(f"soak check failed: memory grew {second_half:.1f}% ({grown_kib} KiB) over the second half "
+                  f"(limits 3% and 512 KiB)")
             return 1
         print("soak check passed" + (" (memory not judged under AddressSanitizer)" if asan else
-                                     ": memory growth over the second half under 3%"))
+                                     ": memory growth over the second half under 3% or 512 KiB"))
     return 0
 
 

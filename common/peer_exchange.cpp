@@ -32,6 +32,12 @@ struct Header {
 
 std::string errno_text() { return std::strerror(errno); }
 
+bool exchangeable(uint8_t coll) {
+  using wire::CollType;
+  return coll == static_cast<uint8_t>(CollType::kAllReduce) || coll == static_cast<uint8_t>(CollType::kBroadcast) ||
+         coll == static_cast<uint8_t>(CollType::kAllGather);
+}
+
 // Round seq's use of its slots: distinct for every use of one round while seq fits 33 bits.
 uint32_t generation(uint64_t seq) { return static_cast<uint32_t>(seq / 2 + 1); }
 
@@ -44,6 +50,10 @@ struct PeerExchange::Round {
   std::atomic<uint32_t> given_up{0};  // generation of the last use a rank gave up on
   uint32_t failed = 0;
   double start_us = 0;
+  // The decided call's shape, for take().
+  uint8_t coll = 0;
+  int32_t root = -1;
+  uint64_t rank_bytes = 0;  // one rank's data
 };
 
 struct PeerExchange::Slot {
@@ -120,16 +130,20 @@ void PeerExchange::arrive(int rank, const PeerCall& call, const void* data, size
                             " bytes in a peer mailbox of " + std::to_string(nranks_) + " ranks");
   Slot& mine = slot(call.seq, rank);
   mine.call = call;
-  std::memcpy(mine.data, data, bytes);
+  if (bytes) std::memcpy(mine.data, data, bytes);
   // acq_rel: the last rank's increment sees every slot written before the others' increments.
   if (round(call.seq).arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(nranks_))
-    decide(call.seq, call, bytes, go_ahead);
+    decide(call.seq, call, go_ahead);
 }
 
-void PeerExchange::decide(uint64_t seq, const PeerCall& mine, size_t bytes, const std::function<bool()>& go_ahead) {
+void PeerExchange::decide(uint64_t seq, const PeerCall& mine, const std::function<bool()>& go_ahead) {
   Round& r = round(seq);
-  bool same = mine.coll == static_cast<uint8_t>(wire::CollType::kAllReduce) && mine.dtype < kNumDataTypes &&
-              mine.op < kNumRedOps && mine.count * dtype_size(mine.dtype) == bytes;
+  using wire::CollType;
+  const bool reduces = mine.coll == static_cast<uint8_t>(CollType::kAllReduce);
+  const bool broadcast = mine.coll == static_cast<uint8_t>(CollType::kBroadcast);
+  const uint64_t rank_bytes = mine.count * dtype_size(mine.dtype);
+  bool same = exchangeable(mine.coll) && rank_bytes > 0 && rank_bytes <= kSlotBytes && (!reduces || mine.op < kNumRedOps) &&
+              (!broadcast || (mine.root >= 0 && mine.root < nranks_));
   double start = -1;
   thread_local std::vector<const uint8_t*> ins;
   thread_local std::vector<uint64_t> scalars;
@@ -144,7 +158,7 @@ void PeerExchange::decide(uint64_t seq, const PeerCall& mine, size_t bytes, cons
     ins[k] = s.data;
     scalars[k] = c.scalar;
   }
-  if (same) {  // reduced before asking go_ahead, which may take a system call
+  if (same && reduces) {  // reduced before asking go_ahead, which may take a system call
     thread_local std::vector<uint8_t> scratch(kSlotBytes);
     reduce_contributions(static_cast<DataType>(mine.dtype), static_cast<RedOp>(mine.op), ins.data(), scalars.data(),
                          nranks_, mine.count, result(seq), scratch.data());
@@ -152,6 +166,9 @@ void PeerExchange::decide(uint64_t seq, const PeerCall& mine, size_t bytes, cons
   const bool failed = !same || r.given_up.load() == generation(seq) || (go_ahead && !go_ahead());
   r.failed = failed ? 1 : 0;
   r.start_us = start;
+  r.coll = mine.coll;
+  r.root = mine.root;
+  r.rank_bytes = rank_bytes;
   r.arrived.store(0, std::memory_order_relaxed);  // published by the store below
   r.decided.store(generation(seq));
   if (r.sleepers.load()) futex_wake_all(&r.decided);
@@ -166,7 +183,15 @@ PeerExchange::State PeerExchange::state(uint64_t seq) const {
 double PeerExchange::take(uint64_t seq, void* dst, size_t bytes) const {
   const Round& r = round(seq);
   const double start = r.start_us;
-  std::memcpy(dst, result(seq), std::min(bytes, kSlotBytes));
+  const uint64_t each = std::min<uint64_t>(r.rank_bytes, kSlotBytes);
+  auto* out = static_cast<uint8_t*>(dst);
+  if (r.coll == static_cast<uint8_t>(wire::CollType::kAllGather)) {
+    for (int k = 0; k < nranks_ && (k + 1) * each <= bytes; ++k) std::memcpy(out + k * each, slot(seq, k).data, each);
+  } else {
+    const bool broadcast = r.coll == static_cast<uint8_t>(wire::CollType::kBroadcast);
+    const int root = std::clamp(r.root, 0, nranks_ - 1);
+    std::memcpy(out, broadcast ? slot(seq, root).data : result(seq), std::min<uint64_t>(bytes, each));
+  }
   std::atomic_thread_fence(std::memory_order_acquire);
   if (r.decided.load(std::memory_order_relaxed) != generation(seq))
     throw PeerExchangeError("collective " + std::to_string(seq) +

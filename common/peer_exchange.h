@@ -1,8 +1,9 @@
-// Peer exchange: ranks of one host run a small AllReduce among themselves, through a mailbox in
-// shared memory, with no process in between. Each rank leaves its call and its data in its
-// slot and counts itself in; the last to arrive checks every call against its own, reduces the
-// data in rank order (reduce_contributions, as the coordinator does) and publishes the result,
-// while the others poll. The coordinator still gets every rank's call, flagged
+// Peer exchange: ranks of one host run a small AllReduce, Broadcast or AllGather among
+// themselves, through a mailbox in shared memory, with no process in between. Each rank leaves
+// its call and its data in its slot and counts itself in; the last to arrive checks every call
+// against its own, reduces the data of an AllReduce in rank order (reduce_contributions, as the
+// coordinator does) and publishes the round, while the others poll. Each rank then copies its
+// result: the reduction, the root's slot, or every slot in rank order. The coordinator still gets every rank's call, flagged
 // wire::kPeerExchange, and matches, checks and models it as usual without moving data: a
 // mismatch or a missing rank is diagnosed by it, as on the other path, and answered with an
 // error that releases the ranks waiting here.
@@ -67,14 +68,15 @@ class PeerExchange {
   PeerExchange& operator=(const PeerExchange&) = delete;
 
   int nranks() const { return nranks_; }
-  // Leaves this rank's call and `bytes` of data (at most kSlotBytes; an AllReduce's input) in
-  // its slot. The last rank to arrive decides the round before returning; go_ahead, when given,
+  // Leaves this rank's call and `bytes` of data (at most kSlotBytes: its AllReduce or
+  // AllGather input, the root's Broadcast input, nothing from other Broadcast ranks) in its slot. The last rank to arrive decides the round before returning; go_ahead, when given,
   // is asked then, and false fails the round (the coordinator has gone, say).
   void arrive(int rank, const PeerCall& call, const void* data, size_t bytes,
               const std::function<bool()>& go_ahead = nullptr);
   State state(uint64_t seq) const;
-  // Once state(seq) is kDone: copies the result and returns the modeled start. Throws when the
-  // round was reused meanwhile (the communicator was driven from two streams at once).
+  // Once state(seq) is kDone: copies the result (up to `bytes`; an AllGather's is nranks slots)
+  // and returns the modeled start. Throws when the round was reused meanwhile (the
+  // communicator was driven from two streams at once).
   double take(uint64_t seq, void* dst, size_t bytes) const;
   // Sleeps until the round of seq is decided, or for at most `timeout`.
   void sleep(uint64_t seq, std::chrono::microseconds timeout);
@@ -90,7 +92,7 @@ class PeerExchange {
   Round& round(uint64_t seq) const;
   Slot& slot(uint64_t seq, int rank) const;
   uint8_t* result(uint64_t seq) const;
-  void decide(uint64_t seq, const PeerCall& mine, size_t bytes, const std::function<bool()>& go_ahead);
+  void decide(uint64_t seq, const PeerCall& mine, const std::function<bool()>& go_ahead);
 
   uint8_t* base_;
   uint64_t bytes_;

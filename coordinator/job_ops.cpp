@@ -85,14 +85,16 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
       std::max(shape.send_elems, shape.recv_elems) > UINT64_MAX / elem)
     throw wire::WireError(fmt::format("{} from rank {} overflows", describe_call(msg), msg.rank));
   const uint64_t send_bytes = shape.send_elems * elem, recv_bytes = shape.recv_elems * elem;
-  if (peer_exchanged(msg) && (!comm->peer_mailbox || msg.coll != CollType::kAllReduce ||
-                              send_bytes > PeerExchange::kSlotBytes)) {
+  const bool exchangeable = msg.coll == CollType::kAllReduce || msg.coll == CollType::kBroadcast ||
+                            msg.coll == CollType::kAllGather;
+  if (peer_exchanged(msg) && (!comm->peer_mailbox || !exchangeable || msg.count * elem > PeerExchange::kSlotBytes)) {
     reply_error(id, request_id, Status::kInvalidUsage,
                 fmt::format("{}: rank {} exchanged it through a peer mailbox, which communicator {} {}",
                             describe_call(msg), msg.rank, comm->id,
-                            comm->peer_mailbox
-                                ? fmt::format("keeps for AllReduces of at most {} bytes", PeerExchange::kSlotBytes)
-                                : std::string("does not have")));
+                            comm->peer_mailbox ? fmt::format("keeps for AllReduces, Broadcasts and AllGathers of "
+                                                             "at most {} bytes per rank",
+                                                             PeerExchange::kSlotBytes)
+                                               : std::string("does not have")));
     return;
   }
   const uint64_t bulk = data ? data->size() - bulk_offset : 0;

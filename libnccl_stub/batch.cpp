@@ -39,7 +39,8 @@ void post_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, S
   const CudaBridge& cu = cuda();
   uint64_t track = 0;
   posted->ready_us = cu.modeled_now(clock, &track);  // where the stream is on the modeled clock
-  // A lone small AllReduce of ranks on one host: they exchange the data among themselves.
+  // A lone small AllReduce, Broadcast or AllGather of ranks on one host: they exchange the data
+  // among themselves.
   if (!staging && calls.size() == 1 && post_exchanged(calls.front(), posted->ready_us, track, posted)) return;
   try {
     for (size_t i = 0; i < calls.size(); ++i) {

@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <map>
+#include <tuple>
 #include <vector>
 #include <memory>
 #include <mutex>
@@ -33,8 +34,8 @@ struct PeerBook {
   std::mutex mu;
   std::shared_ptr<PeerExchange> mailbox;  // given by the coordinator; null: never exchange
   double clock_us = 0;  // when the comm's last operation this rank took part in ends
-  // Uncontended time of each latency-bound AllReduce size seen: bytes -> us.
-  std::map<uint64_t, double> latency_bound_us;
+  // Uncontended time of each latency-bound shape seen: (collective, bytes per rank, root) -> us.
+  std::map<std::tuple<int, uint64_t, int>, double> latency_bound_us;
 };
 
 struct CommOptions {

@@ -17,6 +17,16 @@
 namespace fakegpu::stub {
 namespace {
 
+bool exchangeable(wire::CollType coll) {
+  return coll == wire::CollType::kAllReduce || coll == wire::CollType::kBroadcast ||
+         coll == wire::CollType::kAllGather;
+}
+
+// What a shape's time is remembered by: the same on every rank of a call.
+std::tuple<int, uint64_t, int> shape_key(const wire::Collective& c) {
+  return {static_cast<int>(c.coll), c.count * dtype_size(c.dtype), c.root};
+}
+
 // Sizes remembered per communicator; further sizes keep going through the coordinator.
 constexpr size_t kMaxSizes = 1024;
 // How long a rank waits for the coordinator to say why a round failed: it answers at once, so
@@ -43,23 +53,21 @@ void learn_from_reply(ncclComm* comm, const wire::Collective& call, const wire::
   std::lock_guard<std::mutex> lock(book.mu);
   // The sum the coordinator keeps as the comm's clock, to the bit.
   book.clock_us = std::max(book.clock_us, done.start_us + done.modeled_us);
-  if (done.latency_bound && call.coll == wire::CollType::kAllReduce && book.mailbox &&
-      book.latency_bound_us.size() < kMaxSizes)
-    book.latency_bound_us.emplace(call.count * dtype_size(call.dtype), done.uncontended_us);
+  if (done.latency_bound && exchangeable(call.coll) && book.mailbox && book.latency_bound_us.size() < kMaxSizes)
+    book.latency_bound_us.emplace(shape_key(call), done.uncontended_us);
 }
 
 bool post_exchanged(const CollectiveCall& call, double ready_us, uint64_t track, PostedBatch* posted) {
   const wire::Collective& d = call.desc;
-  if (d.coll != wire::CollType::kAllReduce || ready_us < 0 || call.send_bytes == 0 ||
-      call.send_bytes > PeerExchange::kSlotBytes)
-    return false;
+  const uint64_t rank_bytes = d.count * dtype_size(d.dtype);
+  if (!exchangeable(d.coll) || ready_us < 0 || rank_bytes == 0 || rank_bytes > PeerExchange::kSlotBytes) return false;
   ncclComm* comm = call.comm;
   std::shared_ptr<PeerExchange> mailbox;
   PeerCall mine;
   double time_us;
   {
     std::lock_guard<std::mutex> lock(comm->peers.mu);
-    auto it = comm->peers.latency_bound_us.find(call.send_bytes);
+    auto it = comm->peers.latency_bound_us.find(shape_key(d));
     if (!comm->peers.mailbox || it == comm->peers.latency_bound_us.end()) return false;
     mailbox = comm->peers.mailbox;
     time_us = it->second;
@@ -89,7 +97,10 @@ bool post_exchanged(const CollectiveCall& call, double ready_us, uint64_t track,
   mine.op = desc.op;
   // The last rank makes sure the coordinator is still there: with it gone, no call succeeds.
   Client& client = *comm->client;
-  mailbox->arrive(comm->rank, mine, call.sendbuff, call.send_bytes, [&client] { return !client.coordinator_gone(); });
+  // A Broadcast reads only the root's input.
+  const bool contributes = d.coll != wire::CollType::kBroadcast || comm->rank == d.root;
+  mailbox->arrive(comm->rank, mine, contributes ? call.sendbuff : nullptr, contributes ? rank_bytes : 0,
+                  [&client] { return !client.coordinator_gone(); });
   return true;
 }
 

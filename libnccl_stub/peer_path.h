@@ -1,9 +1,10 @@
 // The rank's side of peer exchange (common/peer_exchange.h): which collectives its ranks run
 // among themselves, running one through the communicator's mailbox, and what that needs from
-// the coordinator's replies (the communicator's collective clock, the uncontended time of each
-// latency-bound size). A collective qualifies when its communicator has a mailbox, it is an
-// AllReduce of at most PeerExchange::kSlotBytes, and an earlier reply priced its size as
-// latency-bound. Every member decides alike, from the same replies.
+// the coordinator's replies (the communicator's clock, the uncontended time of each
+// latency-bound shape). A collective qualifies when its communicator has a mailbox, it is an
+// AllReduce, Broadcast or AllGather of at most PeerExchange::kSlotBytes per rank, and an
+// earlier reply priced its shape as latency-bound. Every member decides alike, from the same
+// replies.
 #pragma once
 
 #include <cstdint>

@@ -106,6 +106,53 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{5, DataType::kInt8, RedOp::kAvg, 4096}, Case{4, DataType::kFloat16, RedOp::kPreMulSum, 9},
                       Case{16, DataType::kFloat64, RedOp::kProd, 512}, Case{6, DataType::kFloat8e4m3, RedOp::kMin, 33}));
 
+PeerCall call_of(wire::CollType coll, uint64_t seq, uint64_t count, int root = -1) {
+  PeerCall c = allreduce_call(seq, DataType::kInt32, RedOp::kSum, count);
+  c.coll = static_cast<uint8_t>(coll);
+  c.op = 0;
+  c.root = root;
+  return c;
+}
+
+// A Broadcast reads only the root's input; an AllGather hands every rank every slot in rank
+// order; rounds of the three kinds alternate over the same slots.
+TEST(PeerExchange, BroadcastAndAllGatherMoveTheRightSlots) {
+  constexpr int kRanks = 5;
+  auto boxes = mailboxes(kRanks);
+  for (uint64_t seq = 1; seq <= 6; ++seq) {
+    const bool gather = seq % 2 == 0;
+    const int root = static_cast<int>(seq % kRanks);
+    std::vector<std::vector<int32_t>> in(kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      in[r] = {r * 100 + int(seq), r * 100 + 50};
+      if (gather)
+        boxes[r]->arrive(r, call_of(wire::CollType::kAllGather, seq, 2), in[r].data(), 8);
+      else
+        boxes[r]->arrive(r, call_of(wire::CollType::kBroadcast, seq, 2, root), r == root ? in[r].data() : nullptr,
+                         r == root ? 8 : 0);
+    }
+    for (int r = 0; r < kRanks; ++r) {
+      SCOPED_TRACE("seq " + std::to_string(seq) + " rank " + std::to_string(r));
+      ASSERT_EQ(boxes[r]->state(seq), State::kDone);
+      std::vector<int32_t> got(gather ? 2 * kRanks : 2, -1);
+      boxes[r]->take(seq, got.data(), got.size() * sizeof(int32_t));
+      std::vector<int32_t> want;
+      if (gather)
+        for (int k = 0; k < kRanks; ++k) want.insert(want.end(), in[k].begin(), in[k].end());
+      else
+        want = in[root];
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+TEST(PeerExchange, ABroadcastWhoseRanksDisagreeOnTheRootFails) {
+  auto boxes = mailboxes(3);
+  const int32_t v[2] = {1, 2};
+  for (int r = 0; r < 3; ++r) boxes[r]->arrive(r, call_of(wire::CollType::kBroadcast, 1, 2, r == 1 ? 2 : 0), v, 8);
+  EXPECT_EQ(boxes[0]->state(1), State::kFailed);
+}
+
 TEST(PeerExchange, TheStartIsTheLatestReadyTimeOrClock) {
   auto boxes = mailboxes(3);
   const float one = 1;

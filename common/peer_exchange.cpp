@@ -32,12 +32,6 @@ struct Header {
 
 std::string errno_text() { return std::strerror(errno); }
 
-bool exchangeable(uint8_t coll) {
-  using wire::CollType;
-  return coll == static_cast<uint8_t>(CollType::kAllReduce) || coll == static_cast<uint8_t>(CollType::kBroadcast) ||
-         coll == static_cast<uint8_t>(CollType::kAllGather);
-}
-
 // Round seq's use of its slots: distinct for every use of one round while seq fits 33 bits.
 uint32_t generation(uint64_t seq) { return static_cast<uint32_t>(seq / 2 + 1); }
 
@@ -66,6 +60,10 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 uint64_t PeerExchange::set_bytes(int nranks) {
   static_assert(kRoundsAt + 2 * sizeof(Round) <= kSetsAt, "the rounds must fit before the slots");
   return kSlotBytes + uint64_t(nranks) * sizeof(Slot);
+}
+
+bool PeerExchange::handles(wire::CollType coll) {
+  return coll == wire::CollType::kAllReduce || coll == wire::CollType::kBroadcast || coll == wire::CollType::kAllGather;
 }
 
 uint64_t PeerExchange::bytes_for(int nranks) { return kSetsAt + 2 * set_bytes(nranks); }
@@ -142,8 +140,8 @@ void PeerExchange::decide(uint64_t seq, const PeerCall& mine, const std::functio
   const bool reduces = mine.coll == static_cast<uint8_t>(CollType::kAllReduce);
   const bool broadcast = mine.coll == static_cast<uint8_t>(CollType::kBroadcast);
   const uint64_t rank_bytes = mine.count * dtype_size(mine.dtype);
-  bool same = exchangeable(mine.coll) && rank_bytes > 0 && rank_bytes <= kSlotBytes && (!reduces || mine.op < kNumRedOps) &&
-              (!broadcast || (mine.root >= 0 && mine.root < nranks_));
+  bool same = handles(static_cast<CollType>(mine.coll)) && rank_bytes > 0 && rank_bytes <= kSlotBytes &&
+              (!reduces || mine.op < kNumRedOps) && (!broadcast || (mine.root >= 0 && mine.root < nranks_));
   double start = -1;
   thread_local std::vector<const uint8_t*> ins;
   thread_local std::vector<uint64_t> scalars;

@@ -29,6 +29,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "wire.h"
+
 namespace fakegpu {
 
 class PeerExchangeError : public std::runtime_error {
@@ -56,6 +58,8 @@ class PeerExchange {
   // kFailed: the round has no result, because the calls differ or a rank gave up on it.
   enum class State { kPending, kDone, kFailed };
 
+  // The collectives a mailbox runs: AllReduce, Broadcast and AllGather.
+  static bool handles(wire::CollType coll);
   // The bytes of an area for nranks ranks.
   static uint64_t bytes_for(int nranks);
   // A new, empty area for nranks ranks (2..kMaxRanks); returns its memfd, which the caller owns.

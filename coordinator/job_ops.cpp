@@ -85,9 +85,8 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
       std::max(shape.send_elems, shape.recv_elems) > UINT64_MAX / elem)
     throw wire::WireError(fmt::format("{} from rank {} overflows", describe_call(msg), msg.rank));
   const uint64_t send_bytes = shape.send_elems * elem, recv_bytes = shape.recv_elems * elem;
-  const bool exchangeable = msg.coll == CollType::kAllReduce || msg.coll == CollType::kBroadcast ||
-                            msg.coll == CollType::kAllGather;
-  if (peer_exchanged(msg) && (!comm->peer_mailbox || !exchangeable || msg.count * elem > PeerExchange::kSlotBytes)) {
+  if (peer_exchanged(msg) &&
+      (!comm->peer_mailbox || !PeerExchange::handles(msg.coll) || msg.count * elem > PeerExchange::kSlotBytes)) {
     reply_error(id, request_id, Status::kInvalidUsage,
                 fmt::format("{}: rank {} exchanged it through a peer mailbox, which communicator {} {}",
                             describe_call(msg), msg.rank, comm->id,

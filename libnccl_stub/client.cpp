@@ -318,11 +318,8 @@ void Client::ring_wait(Ready ready) {
     if (ready()) return;
     futex_wait(&area->rank_bell, bell, std::chrono::milliseconds(100));
     if (ready()) return;
-    // Woken or timed out with nothing to do: the coordinator may have gone. After the ring
-    // opened it writes on the socket only the bytes that carry descriptors, taken with their
-    // frames; the end of the stream is its closing.
-    char byte;
-    if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) throw wire::WireError("the coordinator closed the connection");
+    // Woken or timed out with nothing to do: the coordinator may have gone.
+    if (socket_closed()) throw wire::WireError("the coordinator closed the connection");
   }
 }
 
@@ -460,10 +457,16 @@ void Client::read_frame() {
   }
 }
 
+// After the ring opened the coordinator writes on the socket only the bytes that carry
+// descriptors, taken with their frames; the end of the stream is its closing.
+bool Client::socket_closed() {
+  char byte;
+  return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 bool Client::coordinator_gone() {
   if (connection_lost()) return true;
-  char byte;
-  if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0) return false;
+  if (!socket_closed()) return false;
   fail_all("lost connection to the fakegpu coordinator at " + describe(endpoint_) + ": it closed the connection");
   return true;
 }

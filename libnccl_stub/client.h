@@ -147,6 +147,8 @@ class Client {
                  size_t bulk_bytes, int fd, bool wake = true);
   // Reads the bulk of a PayloadChunk frame into the request it belongs to.
   void read_chunk(const wire::FrameHeader& header, const std::vector<uint8_t>& fields);
+  // Whether the coordinator's end of the socket is closed (looks without reading or waiting).
+  bool socket_closed();
   // Takes the descriptor of a PeerMailbox frame from the socket and maps it.
   void receive_peer_mailbox(const std::vector<uint8_t>& fields);
   // Reads and drops bytes that no request can take.

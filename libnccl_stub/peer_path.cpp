@@ -17,11 +17,6 @@
 namespace fakegpu::stub {
 namespace {
 
-bool exchangeable(wire::CollType coll) {
-  return coll == wire::CollType::kAllReduce || coll == wire::CollType::kBroadcast ||
-         coll == wire::CollType::kAllGather;
-}
-
 // What a shape's time is remembered by: the same on every rank of a call.
 std::tuple<int, uint64_t, int> shape_key(const wire::Collective& c) {
   return {static_cast<int>(c.coll), c.count * dtype_size(c.dtype), c.root};
@@ -53,14 +48,14 @@ void learn_from_reply(ncclComm* comm, const wire::Collective& call, const wire::
   std::lock_guard<std::mutex> lock(book.mu);
   // The sum the coordinator keeps as the comm's clock, to the bit.
   book.clock_us = std::max(book.clock_us, done.start_us + done.modeled_us);
-  if (done.latency_bound && exchangeable(call.coll) && book.mailbox && book.latency_bound_us.size() < kMaxSizes)
+  if (done.latency_bound && PeerExchange::handles(call.coll) && book.mailbox && book.latency_bound_us.size() < kMaxSizes)
     book.latency_bound_us.emplace(shape_key(call), done.uncontended_us);
 }
 
 bool post_exchanged(const CollectiveCall& call, double ready_us, uint64_t track, PostedBatch* posted) {
   const wire::Collective& d = call.desc;
   const uint64_t rank_bytes = d.count * dtype_size(d.dtype);
-  if (!exchangeable(d.coll) || ready_us < 0 || rank_bytes == 0 || rank_bytes > PeerExchange::kSlotBytes) return false;
+  if (!PeerExchange::handles(d.coll) || ready_us < 0 || rank_bytes == 0 || rank_bytes > PeerExchange::kSlotBytes) return false;
   ncclComm* comm = call.comm;
   std::shared_ptr<PeerExchange> mailbox;
   PeerCall mine;

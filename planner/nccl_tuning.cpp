@@ -127,11 +127,11 @@ const double kTreeCorrection[kNumProtos][24] = {
 }  // namespace
 
 double tree_correction(int func, int algo, int proto, uint64_t bytes, bool blackwell_x86) {
+  // Sizes the table covers: up to 256 MiB for trees, one entry more for NVLS trees.
+  const int entries = algo == kTree ? 23 : algo == kNvlsTree && blackwell_x86 ? 24 : 0;
   const int log_size = log2i(bytes >> 6);
-  if (func != kAllReduce || (bytes >> 6) == 0) return 1.0;
-  if (algo == kTree && log_size < 23) return kTreeCorrection[proto][log_size];
-  if (algo == kNvlsTree && blackwell_x86 && log_size < 24) return kTreeCorrection[proto][log_size];
-  return 1.0;
+  if (func != kAllReduce || (bytes >> 6) == 0 || log_size >= entries) return 1.0;
+  return kTreeCorrection[proto][log_size];
 }
 
 double nvls_efficiency(int cc) { return cc >= 100 ? 0.74 : cc >= 90 ? 0.85 : 0.0; }

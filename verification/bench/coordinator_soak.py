@@ -4,7 +4,8 @@
 The target is flat memory: over the second half of a long run (once the timeline trace's
 bounded buffer is full) growth stays under 5%. --check holds the trace to 1,000 operations, so
 it is full at once, and fails when memory grows over the second half by more than 3% and more
-than 512 KiB (memory is not judged under AddressSanitizer, whose quarantine keeps freed memory).
+than 512 KiB, 2 MiB with --peer-exchange (memory is not judged under AddressSanitizer, whose
+quarantine keeps freed memory).
 The ranks send every AllReduce's data through the coordinator (FAKEGPU_PEER_EXCHANGE=0), the
 path where it moves data and answers; with --peer-exchange they exchange it among themselves,
 and the coordinator only matches and models each one, unanswered, some ten times faster.
@@ -92,13 +93,18 @@ def main():
         # Both limits: the coordinator's own heap is about a megabyte with the trace held to
         # 1,000 operations, and the allocator moves it by a few hundred KiB on a busy host; a
         # leak of two bytes per operation crosses 512 KiB within the second half of 600,000.
+        # Exchanging ranks run ahead of the coordinator by as many calls as their control rings
+        # hold (some 1,700 each), matched only as it catches up: on a busy host their open state
+        # sets a higher mark, bounded by the rings; two bytes a call still cross 2 MiB within
+        # the second half of 3,000,000.
         grown_kib = samples[-1] - half
-        if second_half > 3 and grown_kib > 512 and not asan:
+        limit_kib = 2048 if a.peer_exchange else 512
+        if second_half > 3 and grown_kib > limit_kib and not asan:
             print(f"soak check failed: memory grew {second_half:.1f}% ({grown_kib} KiB) over the second half "
-                  f"(limits 3% and 512 KiB)")
+                  f"(limits 3% and {limit_kib} KiB)")
             return 1
         print("soak check passed" + (" (memory not judged under AddressSanitizer)" if asan else
-                                     ": memory growth over the second half under 3% or 512 KiB"))
+                                     f": memory growth over the second half under 3% or {limit_kib} KiB"))
     return 0
 
 

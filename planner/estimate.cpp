@@ -405,12 +405,10 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     e.channels = a < 0 ? channels_ : op_channels(a, p, bytes);
     const Pattern& pat = pattern(coll, a, root);
     double eff = f >= 0 ? efficiency(f, a, p) : 1.0;
-    // Ring LL's 16-byte stores (8 bytes of data) fill Ampere's NVLink and PCIe packets about
-    // half way on top of the flags NCCL's efficiency counts: a quarter of the link rate, the
-    // factor NCCL's tuner used for ring LL AllReduce before 2.21 (8 x A100: 36 GB/s at 1 MiB).
-    // From Hopper on, runs reach the half that the flags leave (8 x H100: 28.6 us at 1 MiB,
-    // 8 x H20: 20.4 us at 512 KiB). A NIC carries LL buffers whole.
-    double store_eff = a == kRing && p == kLL && min_cc_ < 90 ? eff * 0.5 : eff;
+    // Ring LL runs at the half of the link rate its flags leave, on every GPU generation: NCCL's
+    // tuner says so since 2.21 (before, it took a quarter for AllReduce), and runs of newer NCCL
+    // show it (8 x A100: 37.9 us at 1 MiB; 8 x H100: 28.6 us; 8 x H20: 20.4 us at 512 KiB).
+    double store_eff = eff;
     if (shm_intra_) store_eff *= kShmRateShare;  // the node's GPU links carry data through host memory
     // NVLS's efficiency is the switch's reduction over NVLink; an NVLS tree's NICs carry plain data.
     const double net_eff = a == kNvls || a == kNvlsTree ? 1.0 : eff;

@@ -7,6 +7,16 @@
 
 namespace fakegpu {
 
+void attach_descriptor(msghdr& msg, char* control, int fd) {
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int));
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+}
+
 bool send_descriptor(int socket, int fd, int flags) {
   char byte = 0;
   iovec iov{&byte, 1};
@@ -14,13 +24,7 @@ bool send_descriptor(int socket, int fd, int flags) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  attach_descriptor(msg, control, fd);
   ssize_t n;
   do {
     n = ::sendmsg(socket, &msg, MSG_NOSIGNAL | flags);

@@ -2,12 +2,16 @@
 // shared memory, and the coordinator hands ranks their communicators' peer mailboxes.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <deque>
 
 namespace fakegpu {
+
+// Makes fd travel with msg as SCM_RIGHTS ancillary data; control holds CMSG_SPACE(sizeof(int)).
+void attach_descriptor(msghdr& msg, char* control, int fd);
 
 // Sends one byte carrying fd, with extra sendmsg flags (MSG_DONTWAIT, say). Returns false,
 // errno set, when the socket did not take it.

@@ -36,17 +36,6 @@ std::chrono::microseconds ring_spin() {
   return autogroup >> enabled && enabled ? std::chrono::microseconds(0) : kRingSpin;
 }
 
-// Makes fd travel with msg as SCM_RIGHTS ancillary data; control holds CMSG_SPACE(sizeof(int)).
-void attach_descriptor(msghdr& msg, char* control, int fd) {
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int));
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-}
-
 }  // namespace
 
 void Request::wait() { owner_->wait_for(*this); }

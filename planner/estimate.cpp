@@ -165,7 +165,10 @@ int CommModel::op_channels(int a, int p, uint64_t bytes) const {
 // What of a tree's rate LL128 keeps: NCCL's 7/9 inside one node, its payload share across nodes.
 double CommModel::tree_ll128_share() const { return nnodes() == 1 ? 7.0 / 9.0 : kLL128Payload; }
 
-// Share of a link's rate that an algorithm and protocol reach (NCCL's model refinements).
+// Share of a link's rate that an algorithm and protocol reach (NCCL's model refinements). Ring LL
+// keeps the half its flags leave on every GPU generation: NCCL's tuner says so since 2.21 (before,
+// it took a quarter for AllReduce), and runs of newer NCCL show it (8 x A100: 37.9 us at 1 MiB;
+// 8 x H100: 28.6 us; 8 x H20: 20.4 us at 512 KiB).
 double CommModel::efficiency(int f, int a, int p) const {
   double e = 1.0;
   if (a == kRing) e = p == kLL ? 0.5 : p == kLL128 ? 0.92 : 1.0;
@@ -405,11 +408,8 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     e.channels = a < 0 ? channels_ : op_channels(a, p, bytes);
     const Pattern& pat = pattern(coll, a, root);
     double eff = f >= 0 ? efficiency(f, a, p) : 1.0;
-    // Ring LL runs at the half of the link rate its flags leave, on every GPU generation: NCCL's
-    // tuner says so since 2.21 (before, it took a quarter for AllReduce), and runs of newer NCCL
-    // show it (8 x A100: 37.9 us at 1 MiB; 8 x H100: 28.6 us; 8 x H20: 20.4 us at 512 KiB).
-    double store_eff = eff;
-    if (shm_intra_) store_eff *= kShmRateShare;  // the node's GPU links carry data through host memory
+    // Through host memory, the node's GPU links carry data at a share of their rate.
+    const double store_eff = shm_intra_ ? eff * kShmRateShare : eff;
     // NVLS's efficiency is the switch's reduction over NVLink; an NVLS tree's NICs carry plain data.
     const double net_eff = a == kNvls || a == kNvlsTree ? 1.0 : eff;
     e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / net_eff) / 1e3;

@@ -268,8 +268,6 @@ TEST(Planner, NvlinkBridgePairs) {
   EXPECT_EQ(xml.gpus[0].peer_links.size(), 1u);
 }
 
-// NCCL 2.30 scales a tree AllReduce's bandwidth at medium sizes, and an NVLS tree's too where
-// Blackwell GPUs sit beside x86 CPUs (B200 boards), not beside Grace (GB200).
 // NVLS in the modeled time: on one node its channels are held to their NVLink side only (8 x
 // B200: NCCL's tuner formula says 8 channels x 90 GB/s, runs reach about 840 GB/s of bus
 // bandwidth), and across nodes an NVLS tree's NICs move data at their own rate, not at the
@@ -306,6 +304,8 @@ TEST(Planner, SmallLowLatencyOperationsRunAtTheirChannelsRate) {
   EXPECT_NEAR(wide.data_us, 256 * 1024 / (141.0 * 8.0 / 14 * 1e3), 1e-6);
 }
 
+// NCCL 2.30 scales a tree AllReduce's bandwidth at medium sizes, and an NVLS tree's too where
+// Blackwell GPUs sit beside x86 CPUs (B200 boards), not beside Grace (GB200).
 TEST(Planner, TreeCorrectionFactors) {
   const uint64_t mid = 1 << 20;  // log2(mid / 64) = 14: the tree's dip
   EXPECT_DOUBLE_EQ(tree_correction(kAllReduce, kTree, kSimple, mid, false), 0.5);

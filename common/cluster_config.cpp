@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "env.h"
+
 namespace fakegpu {
 namespace {
 
@@ -111,13 +113,14 @@ class Parser {
 
     YAML::Node cluster = required(root, "cluster", "");
     expect_map(cluster, "cluster");
-    only_keys(cluster, "cluster", {"name", "default_backend"});
+    only_keys(cluster, "cluster", {"name", "default_backend", "nccl_conf"});
     cfg.name = scalar<std::string>(required(cluster, "name", "cluster"), "cluster.name", "a string");
     if (cluster["default_backend"]) {
       cfg.default_backend = scalar<std::string>(cluster["default_backend"], "cluster.default_backend", "a string");
       if (cfg.default_backend != "nccl")
         fail(cluster["default_backend"], "cluster.default_backend", "unsupported backend '" + cfg.default_backend + "' (supported: nccl)");
     }
+    if (cluster["nccl_conf"]) parse_nccl_conf(cluster["nccl_conf"], cfg);
 
     if (root["gpu_types"]) parse_gpu_types(root["gpu_types"]);
     parse_nodes(required(root, "nodes", ""), cfg);
@@ -126,6 +129,35 @@ class Parser {
   }
 
  private:
+  // The NCCL variables the cost model reads (env.def's, read by the coordinator); the values of
+  // NCCL_ALGO and NCCL_PROTO, which have a grammar of their own, are checked by the planner.
+  void parse_nccl_conf(const YAML::Node& conf, ClusterConfig& cfg) {
+    const std::string key = "cluster.nccl_conf";
+    std::vector<std::string> names;
+    for (auto d = env::begin_declarations(); d != env::end_declarations(); ++d)
+      if ((d->readers & env::kCoordinator) && std::string(d->name).rfind("NCCL_", 0) == 0) names.push_back(d->name);
+    expect_map(conf, key);
+    only_keys(conf, key, names);
+    for (const auto& kv : conf) {
+      const std::string name = kv.first.Scalar(), entry = key + "." + name;
+      const std::string value = scalar<std::string>(kv.second, entry, "a value, as the environment would spell it");
+      if (value.empty()) fail(kv.second, entry, "expected a value, as the environment would spell it");
+      for (auto d = env::begin_declarations(); d != env::end_declarations(); ++d) {
+        if (name != d->name) continue;
+        try {
+          env::parse(*d, value.c_str());
+        } catch (const env::SettingError& e) {
+          fail(kv.second, entry, e.what());
+        }
+      }
+      cfg.nccl_conf.push_back({name, value, where(kv.second)});
+    }
+  }
+
+  std::string where(const YAML::Node& at) const {
+    return source_ + ":" + std::to_string(at.Mark().line + 1) + ":" + std::to_string(at.Mark().column + 1);
+  }
+
   void parse_nodes(const YAML::Node& nodes, ClusterConfig& cfg) {
     if (!nodes.IsSequence() || nodes.size() == 0) fail(nodes, "nodes", "expected a non-empty list of nodes");
     std::set<std::string> ids;

@@ -51,10 +51,19 @@ struct LinkConfig {
   bool simple_only = false;      // the plugin restricts NCCL to its Simple protocol (EFA on p4d)
 };
 
+// One entry of cluster.nccl_conf: an NCCL setting the cluster gives every job, as a node's
+// /etc/nccl.conf or a cloud's recommended NCCL profile does. The job's own environment wins.
+struct NcclSetting {
+  std::string name;   // NCCL_ALGO, NCCL_PROTO, ...: a variable the cost model reads
+  std::string value;  // as it would be written in the environment
+  std::string where;  // "FILE:LINE:COLUMN", for a message about its value
+};
+
 struct ClusterConfig {
   int version = 1;
   std::string name;
   std::string default_backend = "nccl";
+  std::vector<NcclSetting> nccl_conf;
   std::vector<NodeConfig> nodes;
   LinkConfig intra_node;
   LinkConfig inter_node;

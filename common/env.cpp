@@ -112,6 +112,7 @@ std::optional<Value> parse_as_declared(const Declaration& d, const std::string& 
 struct Parsed {
   std::optional<Value> value;
   std::string error;
+  bool set = false;  // the environment spells a value (else the default, if any, holds)
 };
 
 // Filled on first use and never freed, so that reading a setting takes no lock: gethostname(),
@@ -133,13 +134,17 @@ std::optional<Value> parse(const Declaration& d, const char* text) {
   throw SettingError(std::string(d.name) + "=" + spelled + ": expected " + accepted(d));
 }
 
-std::optional<Value> lookup(Id id) {
+namespace {
+
+const Parsed& parsed(Id id) {
   std::atomic<const Parsed*>& slot = g_parsed[static_cast<size_t>(id)];
   const Parsed* p = slot.load(std::memory_order_acquire);
   if (!p) {
     auto* fresh = new Parsed;
+    const char* text = std::getenv(declaration(id).name);
+    fresh->set = text && *text;
     try {
-      fresh->value = parse(declaration(id), std::getenv(declaration(id).name));
+      fresh->value = parse(declaration(id), text);
     } catch (const SettingError& e) {
       fresh->error = e.what();
     }
@@ -150,9 +155,18 @@ std::optional<Value> lookup(Id id) {
       p = first;
     }
   }
-  if (!p->error.empty()) throw SettingError(p->error);
-  return p->value;
+  return *p;
 }
+
+}  // namespace
+
+std::optional<Value> lookup(Id id) {
+  const Parsed& p = parsed(id);
+  if (!p.error.empty()) throw SettingError(p.error);
+  return p.value;
+}
+
+bool is_set(Id id) { return parsed(id).set; }
 
 void assign(Id id, const std::string& text) {
   if (text.empty())

@@ -101,6 +101,9 @@ T get(Setting<T> s) {
   return find(s).value_or(T{});
 }
 
+// Whether this process's environment sets the variable (to a non-empty value), as first read.
+bool is_set(Id id);
+
 // Sets the variable (empty text: unsets it) for this process's later reads and for the
 // processes it starts.
 void assign(Id id, const std::string& text);

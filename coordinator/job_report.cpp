@@ -84,6 +84,10 @@ nlohmann::json Job::report() const {
     nodes.push_back({{"id", n.id}, {"host", n.host}, {"ranks", n.ranks}, {"gpus", gpus}});
   }
   j["cluster"] = {{"name", cluster_.name}, {"config", server_.cluster_config_path}, {"nodes", nodes}};
+  // The NCCL settings the cluster gives every job (the environment's own override them).
+  json conf = json::object();
+  for (const auto& s : cluster_.nccl_conf) conf[s.name] = s.value;
+  j["cluster"]["nccl_conf"] = conf;
 
   stats_.write(j);
   j["totals"]["modeled_makespan_us"] = timeline_.makespan_us();

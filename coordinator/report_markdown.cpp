@@ -73,6 +73,11 @@ std::string report_markdown(const json& r) {
                     co["protocol_version"].get<int>(), co["transport"].get<std::string>(),
                     co["address"].get<std::string>(), co["started_at"].get<std::string>(),
                     co["ended_at"].get<std::string>());
+  if (const json& conf = r["cluster"].value("nccl_conf", json::object()); !conf.empty()) {
+    std::string settings;
+    for (const auto& [name, value] : conf.items()) settings += (settings.empty() ? "" : ", ") + name + "=" + value.get<std::string>();
+    md += "NCCL settings the cluster gives every job (the job's environment overrides them): " + settings + ".\n\n";
+  }
   const json& t = r["totals"];
   md += fmt::format("{} collective calls of {} in all, modeled {:.1f} us of communication over a {:.1f} us timeline.\n\n",
                     t["collective_calls"].get<uint64_t>(), bytes_text(t["bytes"].get<double>()),

@@ -32,6 +32,7 @@ class NodeTemplate:
     fabric: str          # the preset's fabric: block, verbatim
     nics: int            # NICs in one server
     nic_gbps: float      # line rate of one NIC
+    nccl_conf: str = ""  # the preset's cluster.nccl_conf mapping, verbatim ("" without one)
 
     def nics_for(self, gpus_used: int):
         """The NICs a node using its first `gpus_used` GPUs has on their rails, as cluster YAML
@@ -66,8 +67,10 @@ def template(gpu: str) -> NodeTemplate:
     gpus = len(re.findall(r"\{profile: [\w.-]+\}", text))
     nics = int(m.group(1)) if (m := re.search(r"nics_per_node: (\d+)", inter)) else gpus
     total_gbps = float(re.search(r"bandwidth_gbps: ([\d.]+)", inter).group(1))
+    conf = re.search(r"^\s+nccl_conf: (\{[^}]*\})", text, re.M)
     return NodeTemplate(family, about, re.search(r"\{profile: ([\w.-]+)\}", text).group(1), gpus,
-                        re.sub(r", nics_per_node: \d+", "", fabric), nics, total_gbps / nics)
+                        re.sub(r", nics_per_node: \d+", "", fabric), nics, total_gbps / nics,
+                        conf.group(1) if conf else "")
 
 
 def plan_nodes(server: NodeTemplate, world=None, nodes=None, gpus_per_node=None):
@@ -96,7 +99,8 @@ def cluster_yaml(server: NodeTemplate, shape) -> str:
         name = f"{server.family}-{sum(shape)}gpu"
     lines = [f"# {sum(shape)} GPUs on {len(shape)} {server.family} node{'s' if len(shape) > 1 else ''}, "
              "built by fgpu from its one-node preset:\n" + server.about.rstrip("\n"),
-             "version: 1", f"cluster: {{name: {name}, default_backend: nccl}}", "nodes:"]
+             "version: 1", f"cluster: {{name: {name}, default_backend: nccl"
+             + (f", nccl_conf: {server.nccl_conf}" if server.nccl_conf else "") + "}", "nodes:"]
     rank = 0
     for index, used in enumerate(shape):
         ranks = ", ".join(str(r) for r in range(rank, rank + used))

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     }
     auto cluster = shape_cluster(fakegpu::load_cluster_config(config_path), nodes, per_node, ranks);
     auto topo = planner::Topology::from_config(cluster);
-    auto env = planner::tuning_from_env();
+    auto env = planner::tuning_from_env(cluster.nccl_conf);
     if (!algo.empty()) env.set_algo(algo);
     if (!proto.empty()) env.set_proto(proto);
     std::vector<int> gpus;

@@ -3,19 +3,55 @@
 #include "env.h"
 
 namespace fakegpu::planner {
+namespace {
 
-TuningEnv tuning_from_env() {
-  TuningEnv tuning;
+// The cluster's entry for a variable the environment leaves unset, else null.
+const NcclSetting* from_cluster(env::Id id, const std::vector<NcclSetting>& conf) {
+  if (env::is_set(id)) return nullptr;
+  for (const NcclSetting& s : conf)
+    if (s.name == env::declaration(id).name) return &s;
+  return nullptr;
+}
+
+[[noreturn]] void bad_entry(const NcclSetting& s, const std::string& what) {
+  throw ConfigError(s.where + ": cluster.nccl_conf." + s.name + ": " + what);
+}
+
+template <typename T>
+T value_of(env::Setting<T> setting, const std::vector<NcclSetting>& conf) {
+  const NcclSetting* s = from_cluster(setting.id, conf);
+  if (!s) return env::get(setting);
   try {
-    if (std::string algo = env::get(env::kNcclAlgo); !algo.empty()) tuning.set_algo(algo);
-    if (std::string proto = env::get(env::kNcclProto); !proto.empty()) tuning.set_proto(proto);
+    return std::get<T>(env::parse(env::declaration(setting.id), s->value.c_str()).value());
+  } catch (const env::SettingError& e) {
+    bad_entry(*s, e.what());
+  }
+}
+
+// NCCL_ALGO and NCCL_PROTO: NCCL's list grammar, which TuningEnv parses.
+void apply_list(TuningEnv& tuning, env::Setting<std::string> setting, void (TuningEnv::*set)(const std::string&),
+                const std::vector<NcclSetting>& conf) {
+  const NcclSetting* s = from_cluster(setting.id, conf);
+  const std::string text = s ? s->value : env::get(setting);
+  if (text.empty()) return;
+  try {
+    (tuning.*set)(text);
   } catch (const TuningError& e) {
+    if (s) bad_entry(*s, e.what());
     throw env::SettingError(e.what());  // a malformed setting, like any other
   }
-  tuning.min_channels = static_cast<int>(env::get(env::kNcclMinChannels));
-  tuning.max_channels = static_cast<int>(env::get(env::kNcclMaxChannels));
-  tuning.nvls_enable = static_cast<int>(env::get(env::kNcclNvlsEnable));
-  tuning.collnet_enable = env::get(env::kNcclCollnetEnable);
+}
+
+}  // namespace
+
+TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
+  TuningEnv tuning;
+  apply_list(tuning, env::kNcclAlgo, &TuningEnv::set_algo, conf);
+  apply_list(tuning, env::kNcclProto, &TuningEnv::set_proto, conf);
+  tuning.min_channels = static_cast<int>(value_of(env::kNcclMinChannels, conf));
+  tuning.max_channels = static_cast<int>(value_of(env::kNcclMaxChannels, conf));
+  tuning.nvls_enable = static_cast<int>(value_of(env::kNcclNvlsEnable, conf));
+  tuning.collnet_enable = value_of(env::kNcclCollnetEnable, conf);
   return tuning;
 }
 

@@ -1,12 +1,17 @@
-// The NCCL_* tuning overrides of this process's environment, for the cost model. Kept out of
-// the planner library, which reads no environment: the coordinator and fakegpu-model call it.
+// The NCCL_* tuning settings of a job, for the cost model: this process's environment, else the
+// cluster's nccl_conf (what its nodes give every job, as /etc/nccl.conf does). Kept out of the
+// planner library, which reads no environment: the coordinator and fakegpu-model call it.
 #pragma once
 
+#include <vector>
+
+#include "cluster_config.h"
 #include "nccl_tuning.h"
 
 namespace fakegpu::planner {
 
-// Throws env::SettingError naming the variable when one is malformed.
-TuningEnv tuning_from_env();
+// Throws env::SettingError naming the variable when the environment's value is malformed, and
+// ConfigError naming the file, line and key when the cluster's is.
+TuningEnv tuning_from_env(const std::vector<NcclSetting>& cluster_conf = {});
 
 }  // namespace fakegpu::planner

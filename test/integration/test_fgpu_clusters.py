@@ -2,6 +2,7 @@
 model's side-by-side comparison and SVG plot."""
 
 import json
+import os
 import shutil
 import tempfile
 import unittest
@@ -53,6 +54,13 @@ class ClustersFromFlags(unittest.TestCase):
         cluster = json.loads((self.tmp / "r.json").read_text())["cluster"]
         self.assertEqual([(n["id"], n["ranks"], n["gpus"]) for n in cluster["nodes"]],
                          [("node0", [0, 1], ["a100-80gb"] * 2), ("node1", [2, 3], ["a100-80gb"] * 2)])
+        self.assertEqual(cluster["nccl_conf"], {})
+
+    def test_the_report_names_the_nccl_settings_the_cluster_gives(self):
+        r = self.run_ranks("--nproc", "2", "--gpu", "gcp-a3-mega")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cluster = json.loads((self.tmp / "r.json").read_text())["cluster"]
+        self.assertEqual(cluster["nccl_conf"], {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
 
     def test_bad_combinations_are_named(self):
         for flags, message in [
@@ -102,6 +110,19 @@ class ModelOnClusters(unittest.TestCase):
             path.write_text(text)
             r = fgpu("validate", path)
             self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_clusters_nccl_conf_holds_unless_the_job_sets_its_own(self):
+        # The A3 Mega presets carry Google's TCPXO profile (Ring and Tree, Simple only, no NVLS),
+        # and so does a cluster fgpu builds from them; a job's own NCCL_PROTO still wins.
+        def choices(env=None):
+            r = fgpu("model", "--gpu", "gcp-a3-mega", "--nodes", "2", "-b", "1K", "-e", "1G", "-f", "1024", "--json",
+                     env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return {(row["algorithm"], row["protocol"]) for row in json.loads(r.stdout)["results"]}
+        self.assertEqual(choices(), {("Tree", "Simple")})
+        self.assertIn(("Tree", "LL"), choices({**os.environ, "NCCL_PROTO": "LL,Simple"}))
+        dgx = model_json("--gpu", "h100", "--nodes", "2")
+        self.assertIn("NVLSTree", {row["algorithm"] for row in dgx["results"]}, "a cluster without nccl_conf: NCCL's own choice")
 
     def test_clusters_side_by_side(self):
         r = fgpu("model", "--cluster-config", "dgx-h100-2node", "--cluster-config", PRESETS / "dgx-a100-2node.yaml",

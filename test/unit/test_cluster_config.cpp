@@ -127,6 +127,20 @@ INSTANTIATE_TEST_SUITE_P(
                     "fabric.inter_node.plugin_latency_us: must be >= 0"},
         InvalidCase{"simple_only_not_bool", seed_with("oversubscription: 1.5", "simple_only: maybe"),
                     "fabric.inter_node.simple_only: expected true or false"},
+        InvalidCase{"nccl_conf_not_a_mapping", seed_with("default_backend: nccl}", "default_backend: nccl, nccl_conf: [ring]}"),
+                    "cluster.nccl_conf: expected a mapping"},
+        InvalidCase{"nccl_conf_unknown_variable",
+                    seed_with("default_backend: nccl}", "default_backend: nccl, nccl_conf: {NCCL_ALOG: ring}}"),
+                    "cluster.nccl_conf.NCCL_ALOG: unknown key (allowed: NCCL_ALGO, NCCL_PROTO"},
+        InvalidCase{"nccl_conf_variable_it_does_not_model",
+                    seed_with("default_backend: nccl}", "default_backend: nccl, nccl_conf: {NCCL_SOCKET_IFNAME: eth0}}"),
+                    "cluster.nccl_conf.NCCL_SOCKET_IFNAME: unknown key"},
+        InvalidCase{"nccl_conf_value_out_of_range",
+                    seed_with("default_backend: nccl}", "default_backend: nccl, nccl_conf: {NCCL_NVLS_ENABLE: 5}}"),
+                    "cluster.yaml:2:83: cluster.nccl_conf.NCCL_NVLS_ENABLE: NCCL_NVLS_ENABLE=5: expected"},
+        InvalidCase{"nccl_conf_empty_value",
+                    seed_with("default_backend: nccl}", "default_backend: nccl, nccl_conf: {NCCL_PROTO: \"\"}}"),
+                    "cluster.nccl_conf.NCCL_PROTO: expected a value"},
         InvalidCase{"gpu_type_shadows_profile", with_gpu_type("h100: {memory_gib: 24, sm_count: 128, compute_capability: 8.9}"),
                     "gpu_types.h100: a built-in profile has this name"},
         InvalidCase{"gpu_type_missing_memory", with_gpu_type("rtx: {sm_count: 128, compute_capability: 8.9}"),
@@ -144,6 +158,19 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"gpu_type_unknown_base", with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, base: l40}"),
                     "gpu_types.rtx.base: unknown GPU profile 'l40'"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ClusterConfig, NcclConfKeepsEachSettingWithItsPlace) {
+  ClusterConfig c = parse_cluster_config(
+      seed_with("default_backend: nccl}", "default_backend: nccl,\n          nccl_conf: {NCCL_ALGO: \"Ring,Tree\", NCCL_NVLS_ENABLE: 0}}"),
+      "cluster.yaml");
+  ASSERT_EQ(c.nccl_conf.size(), 2u);
+  EXPECT_EQ(c.nccl_conf[0].name, "NCCL_ALGO");
+  EXPECT_EQ(c.nccl_conf[0].value, "Ring,Tree");
+  EXPECT_EQ(c.nccl_conf[0].where, "cluster.yaml:3:34");
+  EXPECT_EQ(c.nccl_conf[1].name, "NCCL_NVLS_ENABLE");
+  EXPECT_EQ(c.nccl_conf[1].value, "0");
+  EXPECT_TRUE(parse_cluster_config(kSeedConfig, "seed.yaml").nccl_conf.empty());
+}
 
 TEST(ClusterConfig, MissingFileIsAClearError) {
   try {

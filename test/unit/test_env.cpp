@@ -162,6 +162,34 @@ TEST(Env, TheCoordinatorReadsItsSettingsThroughIt) {
   }
 }
 
+TEST(Env, TheClusterNcclConfHoldsWhereTheEnvironmentIsSilent) {
+  const std::vector<NcclSetting> conf = {{"NCCL_PROTO", "Simple", "c.yaml:2:10"}, {"NCCL_NVLS_ENABLE", "0", "c.yaml:2:30"},
+                                         {"NCCL_MAX_NCHANNELS", "4", "c.yaml:2:50"}};
+  planner::TuningEnv t = planner::tuning_from_env(conf);
+  EXPECT_TRUE(t.proto_forced);
+  EXPECT_EQ(t.proto_enabled[planner::kAllReduce][planner::kLL], 0);
+  EXPECT_EQ(t.proto_enabled[planner::kAllReduce][planner::kSimple], 1);
+  EXPECT_EQ(t.nvls_enable, 0);
+  EXPECT_EQ(t.max_channels, 4);
+  EXPECT_FALSE(t.algo_forced);  // the cluster leaves NCCL_ALGO alone
+  {
+    Assigned proto(env::kNcclProto, "LL");  // the job's own setting wins
+    Assigned nvls(env::kNcclNvlsEnable, "1");
+    t = planner::tuning_from_env(conf);
+    EXPECT_EQ(t.proto_enabled[planner::kAllReduce][planner::kLL], 1);
+    EXPECT_EQ(t.proto_enabled[planner::kAllReduce][planner::kSimple], 0);
+    EXPECT_EQ(t.nvls_enable, 1);
+    EXPECT_EQ(t.max_channels, 4);
+  }
+  try {
+    planner::tuning_from_env({{"NCCL_ALGO", "ring,warp", "c.yaml:4:21"}});
+    ADD_FAILURE() << "NCCL_ALGO=ring,warp was taken from the cluster";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml:4:21: cluster.nccl_conf.NCCL_ALGO: NCCL_ALGO=ring,warp"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Env, DocsTableIsGenerated) {
   const std::string path = std::string(FAKEGPU_SOURCE_DIR) + "/docs/usage.md";
   std::ifstream in(path);

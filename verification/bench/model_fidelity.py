@@ -72,7 +72,9 @@ ROWS += [
 #   R2-6  2 x AWS p5.48xlarge, 32 x 100G EFA: aws-samples/awsome-distributed-training,
 #         micro-benchmarks/nccl-tests/README.md, "2x p5.48xlarge"
 #   R2-7  2 x AWS p4de.24xlarge, 4 x 100G EFA: the same README, "2x p4de.24xlarge"
-#   R2-1  2 x GCP A3 Mega, 8 x 200G TCPXO: lessizzmore/create-a3mega-ztan-fork, ztan-NCCL-test-result
+#   R2-1  2 x GCP A3 Mega, 8 x 200G TCPXO: lessizzmore/create-a3mega-ztan-fork, ztan-NCCL-test-result.
+#         The run hands its ranks their NCCL variables with `-x ${HOST_VARS}`, the idiom of Google's
+#         A3 Mega Slurm recipes, which source Google's TCPXO profile first: the preset's nccl_conf.
 #   R3-1  2 x OCI BM.GPU4.8, 16 x 100G RoCE: oracle-quickstart/oci-hpc-oke,
 #         docs/running-rdma-workloads-on-oke-h100.md
 #   R6-1  GB200 NVL72, one rack, NCCL 2.26.2: coreweave/nccl-tests README.md, "GB200 > Single Rack"

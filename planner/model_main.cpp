@@ -187,9 +187,19 @@ int main(int argc, char** argv) {
 
     nlohmann::json doc = {{"cluster", cluster.name}, {"ranks", n}, {"nodes", model.nnodes()}, {"datatype", dtype},
                           {"channels", model.channels()}, {"results", nlohmann::json::array()}};
-    if (!json_out)
+    // The NCCL settings the cluster gives every job, which the environment and --algo/--proto override.
+    nlohmann::json conf = nlohmann::json::object();
+    std::string conf_text;
+    for (const auto& s : cluster.nccl_conf) {
+      conf[s.name] = s.value;
+      conf_text += fmt::format("{}{}={}", conf_text.empty() ? "" : ", ", s.name, s.value);
+    }
+    doc["nccl_conf"] = conf;
+    if (!json_out) {
       fmt::print("# fakegpu model: {}, {} ranks on {} node{}, {} channels\n", cluster.name, n, model.nnodes(),
                  model.nnodes() == 1 ? "" : "s", model.channels());
+      if (!conf_text.empty()) fmt::print("# the cluster's NCCL settings (nccl_conf): {}\n", conf_text);
+    }
     for (const auto& name : colls) {
       const CollInfo& info = kCollectives.at(name);
       if (!json_out) {

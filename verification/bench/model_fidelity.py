@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Cost-model fidelity: model every public NCCL measurement of the calibration set and print
-predicted, measured and error.
+predicted, measured and error, and the errors' median by message size and by scope (one node
+or across nodes).
 
 The rows restate shared/reference/calibration-measurements.md (public nccl-tests runs). The
 model is not fitted to them row by row: it uses NCCL's own constants and the link physics in
@@ -227,8 +228,8 @@ def model(config, flags, collective, size):
     path = ROOT / config if config.startswith("configs/") else CAL / config
     cmd = [str(exe), "--cluster-config", str(path), "--collective", collective, "-b", str(size), "-e",
            str(size), "--json"] + flags
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["results"][0]
+    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    return {**out["results"][0], "nodes": out["nodes"]}
 
 
 def size_text(size):
@@ -249,12 +250,14 @@ def report(title, rows, median_target, markdown=False):
         print(f"{'id':<5} {'collective':<15} {'size':>6} {'metric':<6} {'predicted':>10} {'measured':>10} {'error':>7}  "
               f"{'algo/proto':<15} note")
     errors = []
+    regimes = {}  # (sizes, scope) -> absolute errors
     last_id = None
     for rid, config, flags, coll, size, metric, measured, note in rows:
         r = model(config, flags, coll, size)
         predicted = r["time_us"] if metric == "time" else r["busbw_gbs"]
         err = (predicted - measured) / measured
         errors.append(abs(err))
+        regimes.setdefault((regime_of(size), "one node" if r["nodes"] == 1 else "across nodes"), []).append(abs(err))
         choice = r["algorithm"] + "/" + r["protocol"]
         if markdown:
             shown_id = rid if rid != last_id else ""
@@ -266,8 +269,34 @@ def report(title, rows, median_target, markdown=False):
         last_id = rid
     median, worst = statistics.median(errors), max(errors)
     summary = f"rows {len(errors)}: median |error| {median:.1%}, worst {worst:.1%} (targets: {median_target:.0%}, 25%)"
-    print(f"\n{summary}\n" if markdown else f"{summary}\n")
+    print(f"\n{summary}\n" if markdown else f"{summary}")
+    print_regimes(regimes, markdown)
     return median, worst
+
+
+SIZE_REGIMES = (("small, < 64 KiB", 64 * KIB), ("mid, 64 KiB to 64 MiB", 64 * MIB), ("large, >= 64 MiB", None))
+
+
+def regime_of(size):
+    return next(name for name, below in SIZE_REGIMES if below is None or size < below)
+
+
+def print_regimes(regimes, markdown):
+    """The rows' errors by message size and by one node or several: where the model stands."""
+    if markdown:
+        print("| sizes | scope | rows | median error | worst |")
+        print("|---|---|---|---|---|")
+    for name, _ in SIZE_REGIMES:
+        for scope in ("one node", "across nodes"):
+            errs = regimes.get((name, scope))
+            if not errs:
+                continue
+            median, worst = statistics.median(errs), max(errs)
+            if markdown:
+                print(f"| {name} | {scope} | {len(errs)} | {median:.1%} | {worst:.1%} |")
+            else:
+                print(f"  {name:<22} {scope:<13} rows {len(errs):>3}: median {median:>6.1%}, worst {worst:>6.1%}")
+    print()
 
 
 def main():

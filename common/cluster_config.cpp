@@ -51,11 +51,7 @@ class Parser {
   explicit Parser(std::string source) : source_(std::move(source)) {}
 
   [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& what) const {
-    std::ostringstream msg;
-    msg << source_;
-    if (at.IsDefined() && at.Mark().line >= 0) msg << ":" << at.Mark().line + 1 << ":" << at.Mark().column + 1;
-    msg << ": " << key << ": " << what;
-    throw ConfigError(msg.str());
+    throw ConfigError((at.IsDefined() && at.Mark().line >= 0 ? where(at) : source_) + ": " + key + ": " + what);
   }
 
   void expect_map(const YAML::Node& node, const std::string& key) const {
@@ -133,22 +129,23 @@ class Parser {
   // NCCL_ALGO and NCCL_PROTO, which have a grammar of their own, are checked by the planner.
   void parse_nccl_conf(const YAML::Node& conf, ClusterConfig& cfg) {
     const std::string key = "cluster.nccl_conf";
+    std::map<std::string, const env::Declaration*> known;
     std::vector<std::string> names;
     for (auto d = env::begin_declarations(); d != env::end_declarations(); ++d)
-      if ((d->readers & env::kCoordinator) && std::string(d->name).rfind("NCCL_", 0) == 0) names.push_back(d->name);
+      if ((d->readers & env::kCoordinator) && std::string(d->name).rfind("NCCL_", 0) == 0) {
+        known[d->name] = d;
+        names.push_back(d->name);
+      }
     expect_map(conf, key);
     only_keys(conf, key, names);
     for (const auto& kv : conf) {
       const std::string name = kv.first.Scalar(), entry = key + "." + name;
       const std::string value = scalar<std::string>(kv.second, entry, "a value, as the environment would spell it");
       if (value.empty()) fail(kv.second, entry, "expected a value, as the environment would spell it");
-      for (auto d = env::begin_declarations(); d != env::end_declarations(); ++d) {
-        if (name != d->name) continue;
-        try {
-          env::parse(*d, value.c_str());
-        } catch (const env::SettingError& e) {
-          fail(kv.second, entry, e.what());
-        }
+      try {
+        env::parse(*known.at(name), value.c_str());
+      } catch (const env::SettingError& e) {
+        fail(kv.second, entry, e.what());
       }
       cfg.nccl_conf.push_back({name, value, where(kv.second)});
     }

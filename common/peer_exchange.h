@@ -3,10 +3,10 @@
 // its call and its data in its slot and counts itself in; the last to arrive checks every call
 // against its own, reduces the data of an AllReduce in rank order (reduce_contributions, as the
 // coordinator does) and publishes the round, while the others poll. Each rank then copies its
-// result: the reduction, the root's slot, or every slot in rank order. The coordinator still gets every rank's call, flagged
-// wire::kPeerExchange, and matches, checks and models it as usual without moving data: a
-// mismatch or a missing rank is diagnosed by it, as on the other path, and answered with an
-// error that releases the ranks waiting here.
+// result: the reduction, the root's slot, or every slot in rank order. The coordinator still
+// gets every rank's call, flagged wire::kPeerExchange, and matches, checks and models it as
+// usual without moving data: a mismatch or a missing rank is diagnosed by it, as on the other
+// path, and answered with an error that releases the ranks waiting here.
 //
 // A small collective's modeled time is a pure function the ranks can compute too: it starts
 // when the last rank's stream reaches it, or when the communicator's previous operation ends,
@@ -73,8 +73,9 @@ class PeerExchange {
 
   int nranks() const { return nranks_; }
   // Leaves this rank's call and `bytes` of data (at most kSlotBytes: its AllReduce or
-  // AllGather input, the root's Broadcast input, nothing from other Broadcast ranks) in its slot. The last rank to arrive decides the round before returning; go_ahead, when given,
-  // is asked then, and false fails the round (the coordinator has gone, say).
+  // AllGather input, the root's Broadcast input, nothing from other Broadcast ranks) in its
+  // slot. The last rank to arrive decides the round before returning; go_ahead, when given, is
+  // asked then, and false fails the round (the coordinator has gone, say).
   void arrive(int rank, const PeerCall& call, const void* data, size_t bytes,
               const std::function<bool()>& go_ahead = nullptr);
   State state(uint64_t seq) const;

@@ -34,31 +34,32 @@ int LinkTimeline::intern(const planner::Estimate& e) {
 }
 
 LinkTimeline::Span LinkTimeline::place(double* comm_clock_us, const planner::Estimate& e, double ready_us) {
+  return schedule(comm_clock_us, e, ready_us, /*waits=*/true);
+}
+
+LinkTimeline::Span LinkTimeline::place_unhindered(double start_us, const planner::Estimate& e) {
+  double clock = start_us;  // the caller keeps the communicator's clock
+  return schedule(&clock, e, start_us, /*waits=*/false);
+}
+
+LinkTimeline::Span LinkTimeline::schedule(double* comm_clock_us, const planner::Estimate& e, double ready_us,
+                                          bool waits) {
   Span span;
   span.start_us = std::max(*comm_clock_us, ready_us);
   double wait = 0;
   if (e.per_byte_links && !e.per_byte_links->empty()) {
     Plan& plan = plans_[intern(e)];
     const double data_start = span.start_us + e.latency_us;
-    for (int other : plan.sharing) wait = std::max(wait, plans_[other].data_end_us - data_start);
-    plan.data_end_us = data_start + wait + e.data_us;
+    if (waits)
+      for (int other : plan.sharing) wait = std::max(wait, plans_[other].data_end_us - data_start);
+    // A plan is among those it shares links with, so an operation that waits ends its data
+    // phase after the plan's last one anyway; one that does not may end it earlier.
+    plan.data_end_us = std::max(plan.data_end_us, data_start + wait + e.data_us);
     plan.bytes += static_cast<double>(e.bytes);
     plan.data_us += e.data_us;
   }
   span.end_us = span.start_us + e.time_us + wait;
   *comm_clock_us = span.end_us;
-  makespan_us_ = std::max(makespan_us_, span.end_us);
-  return span;
-}
-
-LinkTimeline::Span LinkTimeline::place_unhindered(double start_us, const planner::Estimate& e) {
-  const Span span{start_us, start_us + e.time_us};
-  if (e.per_byte_links && !e.per_byte_links->empty()) {
-    Plan& plan = plans_[intern(e)];
-    plan.data_end_us = std::max(plan.data_end_us, start_us + e.latency_us + e.data_us);
-    plan.bytes += static_cast<double>(e.bytes);
-    plan.data_us += e.data_us;
-  }
   makespan_us_ = std::max(makespan_us_, span.end_us);
   return span;
 }

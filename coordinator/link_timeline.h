@@ -52,6 +52,9 @@ class LinkTimeline {
     double data_us = 0;
   };
   int intern(const planner::Estimate& e);
+  // place() and place_unhindered(): waits says whether the operation's data phase waits for
+  // the operations already on its links.
+  Span schedule(double* comm_clock_us, const planner::Estimate& e, double ready_us, bool waits);
 
   const planner::Topology& topo_;
   std::vector<Plan> plans_;

@@ -28,7 +28,6 @@ struct PostedBatch {
   std::string first_error;
   // Set when the batch's one call went through its communicator's peer mailbox (peer_path.h).
   struct Exchange {
-    ncclComm* comm = nullptr;
     std::shared_ptr<PeerExchange> mailbox;
     uint64_t seq = 0;
     double time_us = 0;  // its uncontended time

@@ -73,7 +73,7 @@ bool post_exchanged(const CollectiveCall& call, double ready_us, uint64_t track,
   desc.track = track;
   desc.flags |= wire::kPeerExchange;
   if (call.device_scalar) std::memcpy(&desc.scalar, call.device_scalar, dtype_size(desc.dtype));
-  posted->exchange = PostedBatch::Exchange{comm, mailbox, desc.seq, time_us};
+  posted->exchange = PostedBatch::Exchange{mailbox, desc.seq, time_us};
   // The coordinator hears of the call first: should a peer never come, it is the one that
   // diagnoses it and releases this rank.
   try {
@@ -110,7 +110,7 @@ bool exchanged_ready(const PostedBatch& posted) {
 double finish_exchanged(const CollectiveCall& call, PostedBatch& posted) {
   if (posted.first_code != ncclSuccess) throw NcclError(posted.first_code, posted.first_error);
   const PostedBatch::Exchange ex = *posted.exchange;
-  ncclComm* comm = ex.comm;
+  ncclComm* comm = call.comm;
   std::shared_ptr<Request> request = posted.requests.front();
   posted.requests.clear();
   PeerExchange& mailbox = *ex.mailbox;

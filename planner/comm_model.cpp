@@ -69,6 +69,7 @@ void CommModel::place(const Topology& topo) {
     min_cc_ = std::min(min_cc_, g.cc);
     max_cc_ = std::max(max_cc_, g.cc);
     arm_host_ |= g.profile->arm_host;
+    min_clock_mhz_ = std::min(min_clock_mhz_, g.profile->clock_mhz);
   }
   // Ranks of a node in the node's local GPU order, as NCCL orders them by bus id.
   for (auto& ranks : node_ranks_)
@@ -356,6 +357,7 @@ void CommModel::tune() {
   if (n <= 1) return;
   const double ppn = static_cast<double>(n) / nodes;
 
+  const StepLatencies step_lat = step_latencies(min_clock_mhz_);
   for (int f = 0; f < kNumFuncs; ++f) {
     for (int a = 0; a < kNumAlgos; ++a) {
       if ((f == kBroadcast || f == kReduce) && a != kRing) continue;
@@ -382,11 +384,11 @@ void CommModel::tune() {
         bw_[f][a][p] = bus * bus_to_alg(f, a);
 
         lat_[f][a][p] = latency(f, a, p, kHwLat, 0, topo_.plugin_latency_us);
-        // The modeled time takes NCCL's per-step latencies, which match runs with one process
-        // per GPU (8 x H20: 19 us at 32 KiB; 2 x H100: 7.5 us), but for PCIe (kStepLat), and a
-        // step across the network at least the network's own latency instead of what its
-        // plugin reports.
-        step_lat_[f][a][p] = latency(f, a, p, kStepLat, topo_.net_latency_us, 0);
+        // The modeled time takes NCCL's per-step latencies, which match Hopper's runs with one
+        // process per GPU (8 x H20: 19 us at 32 KiB; 2 x H100: 7.5 us), but for PCIe and for
+        // LL steps of lower-clocked GPUs over NVLink (step_latencies), and a step across the
+        // network at least the network's own latency instead of what its plugin reports.
+        step_lat_[f][a][p] = latency(f, a, p, step_lat.at, topo_.net_latency_us, 0);
       }
     }
   }

@@ -153,6 +153,7 @@ class CommModel {
   int ppn_ = 1;  // most ranks on one node
   bool nvl_intra_ = true;
   bool shm_intra_ = false;
+  int min_clock_mhz_ = 1 << 30;  // the slowest GPU's SM clock
   bool arm_host_ = false;  // some GPU sits beside an Arm CPU (Grace): NCCL's x86-only rules are off
   bool nvswitch_ = false;
   Graph graphs_[kNumAlgos];

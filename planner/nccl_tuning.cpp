@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -105,6 +106,22 @@ const double kStepLat[kNumHwClasses][kNumAlgos][kNumProtos] = {
     {{1.0, 1.9, 2.0}, {1.0, 2.5, 2.0}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 2.0}},
     {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}},
     {{2.0, 2.9, 4.0}, {2.0, 3.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}}};
+
+// An LL or LL128 step over NVLink is a loop of the GPU's own: the sender stores lines that carry
+// their flags, the receiver spins on its memory until they land, so its time counts in SM
+// cycles. kStepLat's figures are Hopper's and Blackwell's (both near 1980 MHz); a GPU clocked
+// lower takes its steps that much longer (8 x A100 at 1410 MHz: 20 us for 8 B and 24 for 1
+// KiB, where 8 x H100 take 13 and 16). A Simple step waits on fences across the links, not on
+// the SM's loop, and keeps its figure; so do PCIe and network steps, which the bus sets.
+StepLatencies step_latencies(int clock_mhz) {
+  constexpr double kReferenceClockMhz = 1980;
+  StepLatencies out;
+  std::copy(&kStepLat[0][0][0], &kStepLat[0][0][0] + sizeof(out.at) / sizeof(double), &out.at[0][0][0]);
+  if (clock_mhz > 0)
+    for (auto& algo : out.at[kHwNvlink])
+      for (int p : {kLL, kLL128}) algo[p] *= kReferenceClockMhz / clock_mhz;
+  return out;
+}
 
 // The sender writes into host memory and the receiver reads it back across PCIe, and a GPU's
 // reads of host memory (requests that wait for their answer) run below its posted writes:

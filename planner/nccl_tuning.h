@@ -33,6 +33,11 @@ enum HwClass { kHwNvlink = 0, kHwPci, kHwNet, kHwShm, kNumHwClasses };
 // Per-step latencies: NCCL's tuner table, and the one the modeled time takes (kStepLat).
 extern const double kHwLat[kNumHwClasses][kNumAlgos][kNumProtos];
 extern const double kStepLat[kNumHwClasses][kNumAlgos][kNumProtos];
+// kStepLat for GPUs whose SM clock is `clock_mhz` (the slowest GPU of the communicator).
+struct StepLatencies {
+  double at[kNumHwClasses][kNumAlgos][kNumProtos];
+};
+StepLatencies step_latencies(int clock_mhz);
 // Share of the PCIe rate that data moved through host memory reaches (NCCL's SHM transport).
 extern const double kShmRateShare;
 extern const double kLlMaxBw[4][3];

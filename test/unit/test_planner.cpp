@@ -304,6 +304,27 @@ TEST(Planner, SmallLowLatencyOperationsRunAtTheirChannelsRate) {
   EXPECT_NEAR(wide.data_us, 256 * 1024 / (141.0 * 8.0 / 14 * 1e3), 1e-6);
 }
 
+// An LL step over NVLink is the GPUs' own loop: a GPU clocked lower (A100, 1410 MHz) takes each
+// step that much longer than Hopper (1980 MHz); Simple steps and other links keep their figures.
+TEST(Planner, LowLatencyStepsOverNvlinkCountTheGpusClock) {
+  const StepLatencies hopper = step_latencies(1980), ampere = step_latencies(1410);
+  const double slower = 1980.0 / 1410;
+  EXPECT_DOUBLE_EQ(hopper.at[kHwNvlink][kRing][kLL], kStepLat[kHwNvlink][kRing][kLL]);
+  EXPECT_DOUBLE_EQ(ampere.at[kHwNvlink][kRing][kLL], kStepLat[kHwNvlink][kRing][kLL] * slower);
+  EXPECT_DOUBLE_EQ(ampere.at[kHwNvlink][kTree][kLL128], kStepLat[kHwNvlink][kTree][kLL128] * slower);
+  EXPECT_DOUBLE_EQ(ampere.at[kHwNvlink][kRing][kSimple], kStepLat[kHwNvlink][kRing][kSimple]);
+  EXPECT_DOUBLE_EQ(ampere.at[kHwPci][kRing][kLL], kStepLat[kHwPci][kRing][kLL]);
+  EXPECT_DOUBLE_EQ(ampere.at[kHwNet][kTree][kLL], kStepLat[kHwNet][kTree][kLL]);
+
+  // 8 GPUs, 8 bytes: a ring LL AllReduce of 14 steps on either generation.
+  const Estimate h100 = Fixture(cluster("h100-sxm", 1, 8)).model.estimate(CollType::kAllReduce, 8);
+  const Estimate a100 = Fixture(cluster("a100-80gb", 1, 8)).model.estimate(CollType::kAllReduce, 8);
+  ASSERT_EQ(h100.algo, kRing);
+  ASSERT_EQ(a100.algo, kRing);
+  ASSERT_EQ(a100.proto, kLL);
+  EXPECT_NEAR(a100.latency_us - h100.latency_us, 14 * kStepLat[kHwNvlink][kRing][kLL] * (slower - 1), 1e-9);
+}
+
 // NCCL 2.30 scales a tree AllReduce's bandwidth at medium sizes, and an NVLS tree's too where
 // Blackwell GPUs sit beside x86 CPUs (B200 boards), not beside Grace (GB200).
 TEST(Planner, TreeCorrectionFactors) {

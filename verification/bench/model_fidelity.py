@@ -110,7 +110,11 @@ ROWS += [
 #   R10-1 8 x A100-SXM4-80GB (host "thanos"), NCCL from pip's nvidia-nccl-cu12, mpirun -np 8, one process
 #         per GPU: a public write-up (in Chinese) on building OpenMPI 5.0.5 and nccl-tests, whose only
 #         reference is medium.com/@ed.sealing/multi-node-gh200-nccl-testing-dc2fc64d97a0
-DGX_H100 = "configs/presets/dgx-h100-1node.yaml"
+#   R11-1 8 x H200 (Azure ND H200 v5), NCCL 2.20.5, NVLS forced, one process for 8 GPUs (sizes from 64
+#         MiB): Azure/AI-benchmarking-guide, Azure_Results/ND_H200_v5_results.md
+#   R11-2 4 x GB200 of one tray (Azure ND GB200 v6), NCCL 2.25.1, Ring forced, one process for 4 GPUs
+#         (sizes from 64 MiB): Azure/AI-benchmarking-guide, Azure_Results/ND_GB200_v6_results.md
+DGX_H100, H200 = "configs/presets/dgx-h100-1node.yaml", "configs/presets/hgx-h200-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
 NVL72 = "configs/presets/gb200-nvl72-1node.yaml"
@@ -220,6 +224,15 @@ WIDER = [
     ("R10-1", DGX_A100, [], "all_reduce", 16 * MIB, "time", 213.3, ""),
     ("R10-1", DGX_A100, [], "all_reduce", 64 * MIB, "time", 615.7, ""),
     ("R10-1", DGX_A100, [], "all_reduce", GIB, "time", 8244.5, ""),
+    ("R11-1", H200, NVLS, "all_reduce", 64 * MIB, "busbw", 368.11, "8 x H200, NVLS forced"),
+    ("R11-1", H200, NVLS, "all_reduce", 256 * MIB, "busbw", 432.24, ""),
+    ("R11-1", H200, NVLS, "all_reduce", GIB, "busbw", 467.58, ""),
+    ("R11-1", H200, NVLS, "all_reduce", 8 * GIB, "busbw", 479.98, ""),
+    ("R11-2", NVL72, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", 64 * MIB, "busbw", 550.73,
+     "4 x GB200 of a tray, Ring forced"),
+    ("R11-2", NVL72, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", 256 * MIB, "busbw", 593.53, ""),
+    ("R11-2", NVL72, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", GIB, "busbw", 646.87, ""),
+    ("R11-2", NVL72, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", 8 * GIB, "busbw", 679.61, ""),
 ]
 
 

@@ -70,7 +70,7 @@ def template(gpu: str) -> NodeTemplate:
     conf = re.search(r"^\s+nccl_conf: (\{[^}]*\})", text, re.M)
     return NodeTemplate(family, about, re.search(r"\{profile: ([\w.-]+)\}", text).group(1), gpus,
                         re.sub(r", nics_per_node: \d+", "", fabric), nics, total_gbps / nics,
-                        conf.group(1) if conf else "")
+                        " ".join(conf.group(1).split()) if conf else "")  # one line, however the preset wraps it
 
 
 def plan_nodes(server: NodeTemplate, world=None, nodes=None, gpus_per_node=None):

@@ -109,6 +109,9 @@ class CommModel {
   const Graph& graph(int algo) const { return graphs_[algo]; }
   bool algo_available(int func, int algo, int proto) const { return bw_[func][algo][proto] > 0; }
   static double bus_factor(wire::CollType coll, int nranks);
+  double simple_step() const;  // bytes of a Simple step (NCCL_BUFFSIZE / 8)
+  // Bytes an NVLS or NVLS tree round moves per channel and head for a buffer of `bytes`.
+  double nvls_chunk(int algo, uint64_t bytes) const;
 
  private:
   struct Pattern {

@@ -37,7 +37,9 @@ constexpr double kLLPayload = 0.5;
 constexpr double kLL128Payload = 120.0 / 128;
 double payload_share(int proto) { return proto == kLL ? kLLPayload : proto == kLL128 ? kLL128Payload : 1.0; }
 
-constexpr double kSimpleStep = 512.0 * 1024;   // NCCL buffer 4 MiB over 8 steps
+constexpr double kDefaultBuffsize = 4.0 * 1024 * 1024;  // NCCL's Simple buffer, NCCL_BUFFSIZE
+constexpr int kNcclSteps = 8;                               // a buffer holds this many steps
+constexpr double kDefaultNvlsChunk = 128 * 1024;            // NCCL_NVLS_CHUNKSIZE
 constexpr double kLL128Step = 120.0 * 640 * 8 * kLL128Payload;  // data part of an LL128 step
 constexpr double kLLStep = 64.0 * 1024 * kLLPayload;            // data part of a 64 KiB LL step
 constexpr double kLL128Grain = 1920;           // LL128 chunks are whole multiples of this
@@ -218,6 +220,38 @@ double CommModel::bus_to_alg(int f, int a) const {
   return 0.5;
 }
 
+// A Simple step: an eighth of NCCL's buffer (NCCL_BUFFSIZE, 4 MiB unless set; AWS's plugin sets
+// 8 MiB on its GPU instances).
+double CommModel::simple_step() const {
+  return (env_.buffsize > 0 ? static_cast<double>(env_.buffsize) : kDefaultBuffsize) / kNcclSteps;
+}
+
+// The chunk NCCL's NVLS and NVLS tree AllReduce move per round (enqueue.cc): NCCL_NVLS_CHUNKSIZE,
+// capped for a tree by NCCL_NVLSTREE_MAX_CHUNKSIZE (64 KiB from four nodes on, unless set), and
+// shrunk while the buffer holds too few chunks for every channel and head.
+double CommModel::nvls_chunk(int a, uint64_t bytes) const {
+  const double ops = static_cast<double>(nvls_channels_) * ppn_;
+  const double nvls = env_.nvls_chunksize > 0 ? static_cast<double>(env_.nvls_chunksize) : kDefaultNvlsChunk;
+  auto shrink = [&](double chunk, double times, double to) {
+    return bytes < times * ops * chunk && chunk > to ? to : chunk;
+  };
+  if (a == kNvls) {
+    double chunk = std::min(simple_step(), nvls);
+    if (nnodes() > 1 && bw_[kAllReduce][kNvls][kSimple] < 150) chunk = std::min(chunk, 32768.0);
+    chunk = shrink(chunk, 64, 65536);
+    chunk = shrink(chunk, 8, 32768);
+    return shrink(chunk, 2, 16384);
+  }
+  const double tree_max = env_.nvls_tree_max_chunksize > 0 ? static_cast<double>(env_.nvls_tree_max_chunksize)
+                          : nnodes() >= 4                  ? 65536.0
+                                                           : nvls;
+  double chunk = std::min(nvls, tree_max);
+  chunk = shrink(chunk, 32, 262144);
+  chunk = shrink(chunk, 16, 131072);
+  chunk = shrink(chunk, 4, 65536);
+  return shrink(chunk, 1, 32768);
+}
+
 double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, double rate, const Pattern& pat) const {
   const int n = nranks();
   if (a == kNvls || a == kNvlsTree) {
@@ -225,17 +259,9 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
     // smaller messages. A chunk is reduced through the switch, returned, then multicast:
     // two rounds are exposed (more across nodes, one per tree level each way).
     if (rate <= 0) return 0;
-    double chunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE
-    double ops = static_cast<double>(nvls_channels_) * ppn_;
-    if (a == kNvls) {
-      if (bytes < 64 * ops * chunk) chunk = std::min(chunk, 65536.0);
-      if (bytes < 8 * ops * chunk) chunk = std::min(chunk, 32768.0);
-      if (bytes < 2 * ops * chunk) chunk = std::min(chunk, 16384.0);
-      return 2 * std::min<double>(bytes, ops * chunk) / rate;
-    }
-    if (nnodes() >= 4) chunk = 65536;
-    if (bytes < 4 * ops * chunk) chunk = std::min(chunk, 65536.0);
-    if (bytes < ops * chunk) chunk = std::min(chunk, 32768.0);
+    const double ops = static_cast<double>(nvls_channels_) * ppn_;
+    const double chunk = nvls_chunk(a, bytes);
+    if (a == kNvls) return 2 * std::min<double>(bytes, ops * chunk) / rate;
     // The tree's levels each pass on one chunk per channel, from the channel's head over its
     // NIC, not a chunk per GPU as the switch's rounds do.
     const double level = std::min<double>(bytes, nvls_channels_ * chunk) / rate;
@@ -243,7 +269,7 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
   }
   if (a == kTree) return tree_fill_us(p, nc, bytes, pat);
   if (a != kRing && a != kPat) return 0;
-  double slice = p == kSimple ? kSimpleStep : p == kLL128 ? kLL128Step : kLLStep;
+  double slice = p == kSimple ? simple_step() : p == kLL128 ? kLL128Step : kLLStep;
   int exposed;
   double block;
   if (coll == CollType::kBroadcast || coll == CollType::kReduce) {
@@ -261,14 +287,14 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
 // NCCL's tree AllReduce moves each channel's share in chunks, up the chain inside each node and
 // the tree across nodes to the root, then back down. The slowest level sets the pace (data_us),
 // but the first chunk has to cross every other level before it: those levels show once each.
-// Chunks follow NCCL's calcCollChunking: Simple and LL keep one buffer step (512 KiB, 32 KiB
-// of data); LL128 shrinks from its 576,000-byte step while a channel's share holds too few of
-// them for the tree's depth.
+// Chunks follow NCCL's calcCollChunking: Simple and LL keep one buffer step (simple_step, 32
+// KiB of LL data); LL128 shrinks from its 576,000-byte step while a channel's share holds too
+// few of them for the tree's depth.
 double CommModel::tree_fill_us(int p, int nc, uint64_t bytes, const Pattern& pat) const {
   const int nodes = nnodes();
   const double ppn = static_cast<double>(nranks()) / nodes;
   const double share = static_cast<double>(bytes) / std::max(1, nc);
-  double chunk = p == kSimple ? kSimpleStep : p == kLL ? kLLStep : kLL128Step;
+  double chunk = p == kSimple ? simple_step() : p == kLL ? kLLStep : kLL128Step;
   if (p == kLL128) {
     const double steps = 1 + log2i(nodes) + 0.1 * ppn;
     while (std::floor(share / chunk) < steps * 64 / ppn && chunk > 131072) chunk = std::floor(chunk / 2);

@@ -82,6 +82,11 @@ struct TuningEnv {
   int max_channels = 0;
   int nvls_enable = 2;   // 0 off, 1 on, 2 auto
   bool collnet_enable = false;  // NCCL_COLLNET_ENABLE: CollNet (and NVLS across nodes) on a SHARP network
+  // Bytes; 0: NCCL's default. NCCL_BUFFSIZE sets the Simple protocol's buffer, whose eighth is a
+  // step; NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE the NVLS algorithms' chunks.
+  int64_t buffsize = 0;
+  int64_t nvls_chunksize = 0;
+  int64_t nvls_tree_max_chunksize = 0;
 
   TuningEnv();
   // Parses NCCL's list grammar ("ring,tree", "^LL128", "allreduce:tree;broadcast:ring").

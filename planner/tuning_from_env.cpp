@@ -52,6 +52,9 @@ TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
   tuning.max_channels = static_cast<int>(value_of(env::kNcclMaxChannels, conf));
   tuning.nvls_enable = static_cast<int>(value_of(env::kNcclNvlsEnable, conf));
   tuning.collnet_enable = value_of(env::kNcclCollnetEnable, conf);
+  tuning.buffsize = value_of(env::kNcclBuffsize, conf);
+  tuning.nvls_chunksize = value_of(env::kNcclNvlsChunksize, conf);
+  tuning.nvls_tree_max_chunksize = value_of(env::kNcclNvlsTreeMaxChunksize, conf);
   return tuning;
 }
 

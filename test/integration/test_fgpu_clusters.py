@@ -60,7 +60,8 @@ class ClustersFromFlags(unittest.TestCase):
         r = self.run_ranks("--nproc", "2", "--gpu", "gcp-a3-mega")
         self.assertEqual(r.returncode, 0, r.stderr)
         cluster = json.loads((self.tmp / "r.json").read_text())["cluster"]
-        self.assertEqual(cluster["nccl_conf"], {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
+        self.assertEqual(cluster["nccl_conf"], {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0",
+                                                "NCCL_MIN_NCHANNELS": "4", "NCCL_BUFFSIZE": "8388608"})
 
     def test_bad_combinations_are_named(self):
         for flags, message in [

@@ -162,6 +162,16 @@ TEST(Env, TheCoordinatorReadsItsSettingsThroughIt) {
   }
 }
 
+// A cluster's entry that tuning_from_env refuses, with a message that holds `says`.
+static void expect_refused(const NcclSetting& entry, const std::string& says) {
+  try {
+    planner::tuning_from_env({entry});
+    ADD_FAILURE() << entry.name << "=" << entry.value << " was taken from the cluster";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
 TEST(Env, TheClusterNcclConfHoldsWhereTheEnvironmentIsSilent) {
   const std::vector<NcclSetting> conf = {{"NCCL_PROTO", "Simple", "c.yaml:2:10"}, {"NCCL_NVLS_ENABLE", "0", "c.yaml:2:30"},
                                          {"NCCL_MAX_NCHANNELS", "4", "c.yaml:2:50"}};
@@ -181,13 +191,28 @@ TEST(Env, TheClusterNcclConfHoldsWhereTheEnvironmentIsSilent) {
     EXPECT_EQ(t.nvls_enable, 1);
     EXPECT_EQ(t.max_channels, 4);
   }
-  try {
-    planner::tuning_from_env({{"NCCL_ALGO", "ring,warp", "c.yaml:4:21"}});
-    ADD_FAILURE() << "NCCL_ALGO=ring,warp was taken from the cluster";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("c.yaml:4:21: cluster.nccl_conf.NCCL_ALGO: NCCL_ALGO=ring,warp"), std::string::npos)
-        << e.what();
+  expect_refused({"NCCL_ALGO", "ring,warp", "c.yaml:4:21"},
+                 "c.yaml:4:21: cluster.nccl_conf.NCCL_ALGO: NCCL_ALGO=ring,warp");
+}
+
+// Buffer and chunk sizes come the same way: the job's setting over the cluster's, NCCL's
+// default (0 here) where neither sets one; a value that is no number names its place.
+TEST(Env, BufferAndChunkSizesComeFromTheEnvironmentOrTheCluster) {
+  EXPECT_EQ(planner::tuning_from_env().buffsize, 0);
+  const std::vector<NcclSetting> conf = {{"NCCL_BUFFSIZE", "8388608", "c.yaml:2:10"},
+                                         {"NCCL_NVLS_CHUNKSIZE", "524288", "c.yaml:2:40"}};
+  planner::TuningEnv t = planner::tuning_from_env(conf);
+  EXPECT_EQ(t.buffsize, 8388608);
+  EXPECT_EQ(t.nvls_chunksize, 524288);
+  EXPECT_EQ(t.nvls_tree_max_chunksize, 0);
+  {
+    Assigned buffsize(env::kNcclBuffsize, "2097152");
+    Assigned tree(env::kNcclNvlsTreeMaxChunksize, "65536");
+    t = planner::tuning_from_env(conf);
+    EXPECT_EQ(t.buffsize, 2097152);
+    EXPECT_EQ(t.nvls_tree_max_chunksize, 65536);
   }
+  expect_refused({"NCCL_BUFFSIZE", "8M", "c.yaml:3:12"}, "c.yaml:3:12: cluster.nccl_conf.NCCL_BUFFSIZE");
 }
 
 TEST(Env, DocsTableIsGenerated) {

@@ -325,6 +325,41 @@ TEST(Planner, LowLatencyStepsOverNvlinkCountTheGpusClock) {
   EXPECT_NEAR(a100.latency_us - h100.latency_us, 14 * kStepLat[kHwNvlink][kRing][kLL] * (slower - 1), 1e-9);
 }
 
+// NCCL_BUFFSIZE sets a Simple step (an eighth of the buffer): a tree's first chunk crosses its
+// levels in steps twice as long with twice the buffer. NCCL_NVLS_CHUNKSIZE and
+// NCCL_NVLSTREE_MAX_CHUNKSIZE set the NVLS chunks, which NCCL shrinks for smaller buffers.
+TEST(Planner, BufferAndChunkSettingsSetTheFill) {
+  TuningEnv tree_simple;
+  tree_simple.set_algo("tree");
+  tree_simple.set_proto("simple");
+  TuningEnv big = tree_simple;
+  big.buffsize = 8 << 20;
+  const uint64_t bytes = 64ull << 20;
+  const Estimate base = Fixture(cluster("h100-sxm", 2, 8), {}, tree_simple).model.estimate(CollType::kAllReduce, bytes);
+  const Estimate doubled = Fixture(cluster("h100-sxm", 2, 8), {}, big).model.estimate(CollType::kAllReduce, bytes);
+  ASSERT_GT(base.fill_us, 0);
+  EXPECT_NEAR(doubled.fill_us, 2 * base.fill_us, 1e-9);
+  EXPECT_DOUBLE_EQ(doubled.data_us, base.data_us);
+
+  // 2 nodes of 8 H100: 16 NVLS channels x 8 heads. The default 128 KiB chunk holds at 1 GiB and
+  // shrinks to 64 KiB below 4 x 128 x 128 KiB = 64 MiB; a 512 KiB chunk halves below 2 GiB, then
+  // below 512 MiB.
+  TuningEnv nvls_tree;
+  nvls_tree.set_algo("nvlstree");
+  Fixture plain(cluster("h100-sxm", 2, 8), {}, nvls_tree);
+  EXPECT_DOUBLE_EQ(plain.model.nvls_chunk(kNvlsTree, 1ull << 30), 128 * 1024);
+  EXPECT_DOUBLE_EQ(plain.model.nvls_chunk(kNvlsTree, 32ull << 20), 64 * 1024);
+  EXPECT_DOUBLE_EQ(plain.model.nvls_chunk(kNvlsTree, 4ull << 20), 32 * 1024);
+  nvls_tree.nvls_chunksize = nvls_tree.nvls_tree_max_chunksize = 512 * 1024;
+  Fixture large(cluster("h100-sxm", 2, 8), {}, nvls_tree);
+  EXPECT_DOUBLE_EQ(large.model.nvls_chunk(kNvlsTree, 4ull << 30), 512 * 1024);  // 32 x 128 x 512 KiB = 2 GiB
+  EXPECT_DOUBLE_EQ(large.model.nvls_chunk(kNvlsTree, 1ull << 30), 256 * 1024);
+  EXPECT_DOUBLE_EQ(large.model.nvls_chunk(kNvlsTree, 256ull << 20), 128 * 1024);
+  // From four nodes on NCCL holds an NVLS tree's chunk to 64 KiB unless told otherwise.
+  nvls_tree.nvls_tree_max_chunksize = 0;
+  EXPECT_DOUBLE_EQ(Fixture(cluster("h100-sxm", 4, 8), {}, nvls_tree).model.nvls_chunk(kNvlsTree, 64ull << 30), 65536);
+}
+
 // NCCL 2.30 scales a tree AllReduce's bandwidth at medium sizes, and an NVLS tree's too where
 // Blackwell GPUs sit beside x86 CPUs (B200 boards), not beside Grace (GB200).
 TEST(Planner, TreeCorrectionFactors) {

@@ -66,6 +66,10 @@ bool PeerExchange::handles(wire::CollType coll) {
   return coll == wire::CollType::kAllReduce || coll == wire::CollType::kBroadcast || coll == wire::CollType::kAllGather;
 }
 
+bool PeerExchange::fits(wire::CollType coll, uint64_t rank_bytes) {
+  return handles(coll) && rank_bytes > 0 && rank_bytes <= kSlotBytes;
+}
+
 uint64_t PeerExchange::bytes_for(int nranks) { return kSetsAt + 2 * set_bytes(nranks); }
 
 int PeerExchange::create(int nranks) {
@@ -140,7 +144,7 @@ void PeerExchange::decide(uint64_t seq, const PeerCall& mine, const std::functio
   const bool reduces = mine.coll == static_cast<uint8_t>(CollType::kAllReduce);
   const bool broadcast = mine.coll == static_cast<uint8_t>(CollType::kBroadcast);
   const uint64_t rank_bytes = mine.count * dtype_size(mine.dtype);
-  bool same = handles(static_cast<CollType>(mine.coll)) && rank_bytes > 0 && rank_bytes <= kSlotBytes &&
+  bool same = fits(static_cast<CollType>(mine.coll), rank_bytes) &&
               (!reduces || mine.op < kNumRedOps) && (!broadcast || (mine.root >= 0 && mine.root < nranks_));
   double start = -1;
   thread_local std::vector<const uint8_t*> ins;

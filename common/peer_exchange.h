@@ -60,6 +60,8 @@ class PeerExchange {
 
   // The collectives a mailbox runs: AllReduce, Broadcast and AllGather.
   static bool handles(wire::CollType coll);
+  // Whether a call of one of those with rank_bytes of data per rank fits a slot (1..kSlotBytes).
+  static bool fits(wire::CollType coll, uint64_t rank_bytes);
   // The bytes of an area for nranks ranks.
   static uint64_t bytes_for(int nranks);
   // A new, empty area for nranks ranks (2..kMaxRanks); returns its memfd, which the caller owns.

@@ -48,8 +48,9 @@ void Request::abandon() {
 }
 
 bool Request::failed() {
+  if (!ready()) return false;
   std::lock_guard<std::mutex> lock(owner_->mu_);
-  return done_ && status_ != ncclSuccess;
+  return status_ != ncclSuccess;
 }
 
 void Request::check() const {

@@ -34,7 +34,7 @@ class Request {
   void wait();
   // Whether the reply is in, reading what has arrived if no other thread is reading.
   bool ready();
-  // Whether the reply is in and is an error.
+  // Whether the reply is in and is an error, reading what has arrived as ready() does.
   bool failed();
   // Gives up on the reply: one that still comes is read and dropped.
   void abandon();

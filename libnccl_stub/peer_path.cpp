@@ -49,13 +49,13 @@ void learn_from_reply(ncclComm* comm, const wire::Collective& call, const wire::
   // The sum the coordinator keeps as the comm's clock, to the bit.
   book.clock_us = std::max(book.clock_us, done.start_us + done.modeled_us);
   if (done.latency_bound && PeerExchange::handles(call.coll) && book.mailbox && book.latency_bound_us.size() < kMaxSizes)
-    book.latency_bound_us.emplace(shape_key(call), done.uncontended_us);
+    book.latency_bound_us.try_emplace(shape_key(call), done.uncontended_us);  // allocates only for a new shape
 }
 
 bool post_exchanged(const CollectiveCall& call, double ready_us, uint64_t track, PostedBatch* posted) {
   const wire::Collective& d = call.desc;
   const uint64_t rank_bytes = d.count * dtype_size(d.dtype);
-  if (!PeerExchange::handles(d.coll) || ready_us < 0 || rank_bytes == 0 || rank_bytes > PeerExchange::kSlotBytes) return false;
+  if (ready_us < 0 || !PeerExchange::fits(d.coll, rank_bytes)) return false;
   ncclComm* comm = call.comm;
   std::shared_ptr<PeerExchange> mailbox;
   PeerCall mine;
@@ -104,7 +104,7 @@ bool exchanged_ready(const PostedBatch& posted) {
   const PostedBatch::Exchange& ex = *posted.exchange;
   if (ex.mailbox->state(ex.seq) != PeerExchange::State::kPending) return true;
   Request& request = *posted.requests.front();
-  return request.ready() && request.failed();
+  return request.failed();
 }
 
 double finish_exchanged(const CollectiveCall& call, PostedBatch& posted) {
@@ -122,7 +122,7 @@ double finish_exchanged(const CollectiveCall& call, PostedBatch& posted) {
   PeerExchange::State state;
   try {
     while ((state = mailbox.state(ex.seq)) == PeerExchange::State::kPending) {
-      if (request->ready() && request->failed()) request->reply<wire::CollectiveDone>();  // throws its error
+      if (request->failed()) request->reply<wire::CollectiveDone>();  // throws its error
       if (std::chrono::steady_clock::now() < spin_end) {
         sched_yield();
       } else {

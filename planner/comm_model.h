@@ -146,6 +146,7 @@ class CommModel {
   double bus_to_alg(int func, int algo) const;
   double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, const Pattern& pat) const;
   double tree_fill_us(int proto, int nc, uint64_t bytes, const Pattern& pat) const;
+  double nvls_rounds_in_flight() const;
 
   const Topology& topo_;
   std::vector<int> gpus_;

@@ -226,11 +226,14 @@ double CommModel::simple_step() const {
   return (env_.buffsize > 0 ? static_cast<double>(env_.buffsize) : kDefaultBuffsize) / kNcclSteps;
 }
 
+// NCCL's concurrentOps: an NVLS round per channel and head at once.
+double CommModel::nvls_rounds_in_flight() const { return static_cast<double>(nvls_channels_) * ppn_; }
+
 // The chunk NCCL's NVLS and NVLS tree AllReduce move per round (enqueue.cc): NCCL_NVLS_CHUNKSIZE,
 // capped for a tree by NCCL_NVLSTREE_MAX_CHUNKSIZE (64 KiB from four nodes on, unless set), and
 // shrunk while the buffer holds too few chunks for every channel and head.
 double CommModel::nvls_chunk(int a, uint64_t bytes) const {
-  const double ops = static_cast<double>(nvls_channels_) * ppn_;
+  const double ops = nvls_rounds_in_flight();
   const double nvls = env_.nvls_chunksize > 0 ? static_cast<double>(env_.nvls_chunksize) : kDefaultNvlsChunk;
   auto shrink = [&](double chunk, double times, double to) {
     return bytes < times * ops * chunk && chunk > to ? to : chunk;
@@ -259,7 +262,7 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
     // smaller messages. A chunk is reduced through the switch, returned, then multicast:
     // two rounds are exposed (more across nodes, one per tree level each way).
     if (rate <= 0) return 0;
-    const double ops = static_cast<double>(nvls_channels_) * ppn_;
+    const double ops = nvls_rounds_in_flight();
     const double chunk = nvls_chunk(a, bytes);
     if (a == kNvls) return 2 * std::min<double>(bytes, ops * chunk) / rate;
     // The tree's levels each pass on one chunk per channel, from the channel's head over its

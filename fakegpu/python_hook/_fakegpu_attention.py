@@ -25,7 +25,7 @@ def install(torch, lib, run, runtime, view_type):
 
     def record(stream, tensors, flops, dtype):
         math = _fakegpu_cost.HALF if dtype in (torch.float16, torch.bfloat16) else _fakegpu_cost.FP32
-        runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), _fakegpu_cost.tensor_bytes(tensors), None)
+        runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), _fakegpu_cost.tensor_bytes(tensors), 16, None)
 
     def forward(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
         (out, logsumexp), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),

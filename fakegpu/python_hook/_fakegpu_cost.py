@@ -2,6 +2,8 @@
 queue on the operator's stream (libfakecuda/compute_time.cpp turns it into time on the rank's
 GPU profile). torch is passed in: this module is imported before torch is."""
 
+import math
+
 
 def tensor_bytes(tensors):
     """The bytes of the given tensors' elements (None entries count nothing)."""
@@ -31,6 +33,26 @@ def _product(sizes):
     for s in sizes:
         n *= s
     return n
+
+
+def _gemm_matrices(name, args, result):
+    """The matrices a matrix product reads and writes."""
+    if name in ("aten::mm", "aten::bmm"):
+        return args[0], args[1], result
+    return args[1], args[2], result
+
+
+def _row_alignment(t):
+    """The bytes every row of matrix `t` (its last two dimensions) starts aligned to, up to 16:
+    what decides which of cuBLAS's kernels can load it (libfakecuda/compute_time.cpp)."""
+    if t.dim() < 2 or t.shape[-1] <= 1 or t.shape[-2] <= 1:
+        return 16
+    size = t.element_size()
+    rows, columns = t.stride(-2), t.stride(-1)
+    # The distance between rows in memory: a transposed view's rows are its columns. A matrix
+    # contiguous in neither dimension is copied into packed rows first.
+    row_step = rows if columns == 1 else columns if rows == 1 else t.shape[-1]
+    return math.gcd(16, row_step * size, t.storage_offset() * size)
 
 
 def _gemm_flops(name, args):
@@ -80,17 +102,22 @@ def _math_of(torch, t, matmul):
 
 
 def modeled_cost(torch, name, args, result):
-    """(math, flops, bytes) of one operator as a GPU would run it: matrix products and
-    convolutions by their FLOP counts, everything by the bytes of its tensors, and copies that
-    cross to or from the host at the host link's speed."""
+    """(math, flops, bytes, row alignment) of one operator as a GPU would run it: matrix
+    products and convolutions by their FLOP counts, everything by the bytes of its tensors, and
+    copies that cross to or from the host at the host link's speed. The row alignment is that of
+    a matrix product's least aligned matrix, 16 for other work."""
     tensors = [t for t in tree_leaves((args, result)) if isinstance(t, torch.Tensor)]
     nbytes = tensor_bytes(tensors)
     if name == "aten::copy_" and any(t.device.type == "cpu" for t in tensors):
-        return HOST_DEVICE_COPY, 0.0, float(args[1].numel() * args[1].element_size())
+        return HOST_DEVICE_COPY, 0.0, float(args[1].numel() * args[1].element_size()), 16
     flops = _gemm_flops(name, args)
     matmul = flops is not None
+    alignment = 16
+    if matmul and name not in ("aten::mv", "aten::addmv"):
+        alignment = min(_row_alignment(m) for m in _gemm_matrices(name, args, result))
     if flops is None:
         flops = _conv_flops(name, args, result)
     if flops is None:
-        return MEMORY_BOUND, 0.0, nbytes
-    return _math_of(torch, args[1] if name == "aten::convolution_backward" else tensors[0], matmul), float(flops), nbytes
+        return MEMORY_BOUND, 0.0, nbytes, 16
+    math_kind = _math_of(torch, args[1] if name == "aten::convolution_backward" else tensors[0], matmul)
+    return math_kind, float(flops), nbytes, alignment

@@ -58,7 +58,7 @@ def install(torch, lib, run, runtime, view_type):
         def kernel(*args):
             results, stream = run(view_type, fn, (torch,) + args, {})
             tensors = [t for t in args + tuple(results) if isinstance(t, torch.Tensor)]
-            runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, _fakegpu_cost.tensor_bytes(tensors), None)
+            runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, _fakegpu_cost.tensor_bytes(tensors), 16, None)
             return results
 
         return kernel

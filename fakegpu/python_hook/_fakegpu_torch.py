@@ -205,8 +205,8 @@ def _kernel(op, shapes_only):
                 pass  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
         if result is None:
             result, stream = _run(_CpuView, op, args, kwargs)
-        math, flops, nbytes = _fakegpu_cost.modeled_cost(torch, name, args, result)
-        _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, None)
+        math, flops, nbytes, alignment = _fakegpu_cost.modeled_cost(torch, name, args, result)
+        _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, alignment, None)
         return result
 
     return kernel
@@ -245,7 +245,7 @@ def install():
                            "(run the job under fgpu, or set FAKEGPU_TORCH_COMPUTE=0)")
     _runtime.fakegpu_cuda_drain_stream.argtypes = [ctypes.c_void_p]
     _runtime.fakegpu_cuda_record_kernel.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
-                                                    ctypes.c_void_p]
+                                                    ctypes.c_int, ctypes.c_void_p]
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")

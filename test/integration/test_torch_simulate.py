@@ -285,13 +285,13 @@ class Prediction(TorchTest):
         self.assertGreater(figures["allocated_mib"], 16 * 1024, figures)  # weights and gradients
         self.assertLess(figures["resident_growth_mib"], 1024, figures)
 
-    def test_gpt2_step_is_near_the_public_measurement(self):
-        # llm.c's GPT-2 (124M) replication: 10B tokens in 45 minutes on 8 H100s, 524,288 tokens a
-        # step, so 3.70 M tokens/s. docs/pytorch.md compares the two.
-        r = self.run_ok("--cluster-config", REPO / "configs/presets/dgx-h100-1node.yaml", "--nproc", "8", PYTHON,
+    def test_gpt2_step_is_near_an_h100_measurement(self):
+        # The same script on one H100 SXM (torch 2.11.0+cu130): 2418 and 2423 ms a step, 32
+        # micro-batches of 16 x 1024. docs/pytorch.md compares the two.
+        r = self.run_ok("--nodes", "1", "--gpus-per-node", "1", "--gpu", "h100", "--nproc", "1", PYTHON,
                         REPO / "verification/predict/gpt2_ddp.py", env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
-        tokens_per_s = float(re.search(r"modeled step [\d.]+ ms, ([\d.]+) M tokens/s", r.stdout).group(1)) * 1e6
-        self.assertLess(abs(tokens_per_s / 3.70e6 - 1), 0.25, r.stdout)
+        step_ms = float(re.search(r"step ([\d.]+) ms", r.stdout).group(1))
+        self.assertLess(abs(step_ms / 2420 - 1), 0.25, r.stdout)
 
 
 class Failures(TorchTest):

@@ -23,7 +23,8 @@
 #define COUNT (1 << 20)
 
 /* fakegpu's runtime: queues a kernel's modeled cost (math 0: memory-bound, priced by bytes). */
-cudaError_t fakegpu_cuda_record_kernel(cudaStream_t stream, int math, double flops, double bytes, int64_t* cost_ns);
+cudaError_t fakegpu_cuda_record_kernel(cudaStream_t stream, int math, double flops, double bytes, int row_alignment,
+                                       int64_t* cost_ns);
 
 static ncclComm_t comm_a[NRANKS], comm_b[NRANKS];
 static cudaStream_t first[NRANKS], second[NRANKS];
@@ -59,8 +60,8 @@ static double elapsed_us(cudaStream_t end_stream) {
 static double kernel(int rank, cudaStream_t stream, double us) {
   int64_t cost_ns = 0;
   OK(cudaSetDevice(rank));
-  /* A memory-bound kernel: the runtime prices it by bytes over the GPU's memory bandwidth. */
-  OK(fakegpu_cuda_record_kernel(stream, 0, 0.0, us * 3.35e6, &cost_ns));
+  /* A memory-bound kernel: the runtime prices it by bytes over the memory bandwidth kernels reach. */
+  OK(fakegpu_cuda_record_kernel(stream, 0, 0.0, us * 3.35e6, 16, &cost_ns));
   OK(cudaSetDevice(0));
   return cost_ns / 1e3;
 }

@@ -9,9 +9,11 @@ import torch
 import torch.distributed as dist
 
 # The profiles of configs/cluster_valid.yaml's nodes (common/gpu_profiles.cpp): name, compute
-# capability, SMs, MiB, FP32 TFLOP/s, memory GB/s.
-A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 19.5, 2.0 * 1593 * 5120 / 8 / 1000)
-H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 67.0, 2.0 * 2619 * 5120 / 8 / 1000)
+# capability, SMs, MiB, FP32 and BF16 TFLOP/s, memory GB/s.
+A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 19.5, 312, 2.0 * 1593 * 5120 / 8 / 1000)
+H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 67.0, 989.5, 2.0 * 2619 * 5120 / 8 / 1000)
+# The shares of those peaks the model gives the best kernels (libfakecuda/compute_time.cpp).
+MATH_SHARE, MEMORY_SHARE = 0.8, 0.9
 
 
 def rss_mib():
@@ -26,7 +28,7 @@ def check(what, ok):
 
 def main():
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    name, capability, sms, mib, fp32_tflops, memory_gbs = A100 if rank < 2 else H100
+    name, capability, sms, mib, fp32_tflops, bf16_tflops, memory_gbs = A100 if rank < 2 else H100
     check(f"device_count {torch.cuda.device_count()} != 2", torch.cuda.device_count() == 2)
     torch.cuda.set_device(local)
     props = torch.cuda.get_device_properties(local)
@@ -76,12 +78,29 @@ def main():
     check("batched matmul", torch.allclose(torch.bmm(ab.cuda(), bb.cuda()).cpu(), torch.bmm(ab, bb), rtol=1e-5, atol=1e-5))
 
     if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0":
-        # Computed operators take their modeled time on the node's GPU: a product at the FP32
-        # peak, an elementwise operator at the memory bandwidth (it reads and writes each byte).
+        # Computed operators take their modeled time on the node's GPU: a product at the share of
+        # the FP32 peak the best kernels reach, an elementwise operator at that share of the memory
+        # bandwidth (it reads and writes each byte). A bf16 product whose matrices' rows are not
+        # 16-byte aligned runs at a third (4-byte rows: 1022 columns) or a sixth (2-byte rows:
+        # 1023 columns, also when a transposed view reads them) of the rate on Hopper, at the full
+        # rate on Ampere.
         x, w = torch.randn(512, 1024).cuda(), torch.randn(1024, 256).cuda()
+        bf16 = dict(dtype=torch.bfloat16, device="cuda")
+        xh, odd, even = torch.randn(512, 1024, **bf16), torch.randn(1024, 1023, **bf16), torch.randn(1024, 1022, **bf16)
+        odd_rows = torch.randn(512, 1023, **bf16)
         big = torch.empty(16 << 20, device="cuda")
-        for what, run, want_ms in (("matmul", lambda: x @ w, 2 * 512 * 1024 * 256 / (fp32_tflops * 1e9)),
-                                   ("mul_", lambda: big.mul_(2), 2 * big.numel() * 4 / (memory_gbs * 1e6))):
+        hopper = capability >= (9, 0)
+
+        def bf16_ms(flops, share):
+            return flops / (bf16_tflops * MATH_SHARE * (share if hopper else 1) * 1e9)
+
+        for what, run, want_ms in (
+                ("matmul", lambda: x @ w, 2 * 512 * 1024 * 256 / (fp32_tflops * MATH_SHARE * 1e9)),
+                ("bf16 matmul of 1023 columns", lambda: xh @ odd, bf16_ms(2 * 512 * 1024 * 1023, 1 / 6)),
+                ("bf16 matmul of 1022 columns", lambda: xh @ even, bf16_ms(2 * 512 * 1024 * 1022, 1 / 3)),
+                ("bf16 matmul of a transposed 1023-column matrix", lambda: odd_rows.t() @ xh,
+                 bf16_ms(2 * 1023 * 512 * 1024, 1 / 6)),
+                ("mul_", lambda: big.mul_(2), 2 * big.numel() * 4 / (memory_gbs * MEMORY_SHARE * 1e6))):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             run()

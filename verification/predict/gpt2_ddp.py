@@ -1,13 +1,15 @@
 """Predicts the training step of GPT-2 small (124M parameters) under DDP on the cluster fgpu
 simulates, as llm.c's public GPT-2 replication trains it: 524,288 tokens per step (sequences of
 1024), bf16 autocast, AdamW. Written in plain PyTorch, run unchanged under fgpu; with
-FAKEGPU_TORCH_COMPUTE=shapes only shapes and modeled time are computed, so it takes about a
-minute on two cores rather than hours (docs/pytorch.md compares the prediction with llm.c's).
+FAKEGPU_TORCH_COMPUTE=shapes only shapes and modeled time are computed, so it takes under a
+minute on two cores rather than hours (docs/pytorch.md compares the prediction with the same
+script on an H100).
 
   FAKEGPU_TORCH_COMPUTE=shapes ./fgpu --cluster-config configs/presets/dgx-h100-1node.yaml \\
     --nproc 8 build/torch-venv/bin/python verification/predict/gpt2_ddp.py
 
-Rank 0 prints the modeled time of one optimizer step and the tokens per second it implies."""
+Rank 0 prints the time of one optimizer step (modeled under fgpu, measured on a GPU) and the
+tokens per second it implies."""
 
 import argparse
 import os
@@ -85,7 +87,7 @@ def main():
     if dist.get_rank() == 0:
         parameters = sum(p.numel() for p in model.parameters())
         print(f"GPT-2 {parameters / 1e6:.0f}M, {world} GPUs x {accumulate} micro-batches of {a.micro_batch} x {CONTEXT}: "
-              f"modeled step {ms:.1f} ms, {TOKENS_PER_STEP / ms * 1e3 / 1e6:.2f} M tokens/s", flush=True)
+              f"step {ms:.1f} ms, {TOKENS_PER_STEP / ms * 1e3 / 1e6:.2f} M tokens/s", flush=True)
     dist.destroy_process_group()
 
 

@@ -48,6 +48,7 @@ COVERAGE = [
     (r"^python3 verification/bench/coordinator_jobs_soak\.py", "test", "coordinator_jobs_soak"),
     (r"^build/model_speed \d+$", "test", "model_speed_runs"),
     (r"^python3 verification/bench/torch_ddp_bench\.py", "test", "torch_bench_runs"),
+    (r"^python3 verification/bench/gpu_kernel_rates\.py", "test", "gpu_kernel_rates_runs"),
     (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --nodes 1 --gpus-per-node 1 --gpu h100 --nproc 1 "
      r"build/torch-venv/bin/python verification/predict/gpt2_ddp\.py$", "test", "test_gpt2_step_is_near_an_h100_measurement"),
     (r"^\./fgpu --nproc 4 build/torch-venv/bin/python train\.py$", "test", "test_fgpu_nproc_with_device_id"),

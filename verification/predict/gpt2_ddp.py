@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-VOCAB, CONTEXT, DIM, LAYERS, HEADS = 50257, 1024, 768, 12, 12
+CONTEXT, DIM, LAYERS, HEADS = 1024, 768, 12, 12
 TOKENS_PER_STEP = 524288
 
 
@@ -38,12 +38,12 @@ class Block(torch.nn.Module):
 
 
 class GPT(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, vocab):
         super().__init__()
-        self.tokens, self.positions = torch.nn.Embedding(VOCAB, DIM), torch.nn.Embedding(CONTEXT, DIM)
+        self.tokens, self.positions = torch.nn.Embedding(vocab, DIM), torch.nn.Embedding(CONTEXT, DIM)
         self.blocks = torch.nn.ModuleList(Block() for _ in range(LAYERS))
         self.ln = torch.nn.LayerNorm(DIM)
-        self.head = torch.nn.Linear(DIM, VOCAB, bias=False)
+        self.head = torch.nn.Linear(DIM, vocab, bias=False)
         self.head.weight = self.tokens.weight  # tied, as in GPT-2
 
     def forward(self, idx, targets):
@@ -51,21 +51,23 @@ class GPT(torch.nn.Module):
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.ln(x))
-        return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--micro-batch", type=int, default=16, help="sequences per rank per forward pass")
+    p.add_argument("--vocab", type=int, default=50257,
+                   help="vocabulary size: GPT-2's 50257, or 50304 padded to a multiple of 64 as llm.c does")
     a = p.parse_args()
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     world = dist.get_world_size()
     accumulate = TOKENS_PER_STEP // (world * a.micro_batch * CONTEXT)
-    model = torch.nn.parallel.DistributedDataParallel(GPT().cuda(), device_ids=[local])
+    model = torch.nn.parallel.DistributedDataParallel(GPT(a.vocab).cuda(), device_ids=[local])
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, fused=False)
-    idx = torch.randint(0, VOCAB, (a.micro_batch, CONTEXT)).cuda()
+    idx = torch.randint(0, a.vocab, (a.micro_batch, CONTEXT)).cuda()
 
     def step():
         for micro in range(accumulate):

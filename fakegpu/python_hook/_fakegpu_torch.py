@@ -207,9 +207,24 @@ def _kernel(op, shapes_only):
             result, stream = _run(_CpuView, op, args, kwargs)
         math, flops, nbytes, alignment = _fakegpu_cost.modeled_cost(torch, name, args, result)
         _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, alignment, None)
+        if alignment < 16 and not _hinted:
+            _hint_once(_fakegpu_cost.misalignment_hint(torch, name, args, result, math, alignment))
         return result
 
     return kernel
+
+
+_hinted = False
+
+
+def _hint_once(line):
+    """Prints a performance hint once per job: from its first rank only, once per process."""
+    global _hinted
+    if line is None or _hinted:
+        return
+    _hinted = True
+    if os.environ.get("RANK", "0") == "0":
+        print(line, file=sys.stderr, flush=True)
 
 
 def _no_cpu_kernel(name):

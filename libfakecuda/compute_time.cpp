@@ -76,3 +76,12 @@ FAKECUDA_API cudaError_t fakegpu_cuda_record_kernel(cudaStream_t stream, int mat
     submit(stream, [] {}, cost, math == kHostDeviceCopy ? kCopyWork : kKernelWork);
   });
 }
+
+// The share of its rate a matrix product of this math and row alignment keeps on the current
+// device (record_kernel's rule), so that the PyTorch hook can say when a product is slowed.
+FAKECUDA_API cudaError_t fakegpu_cuda_matmul_share(int math, int row_alignment, double* share) {
+  return guarded([&] {
+    if (!share || math < kMemoryBound || math > kHostDeviceCopy || row_alignment < 1) throw cudaErrorInvalidValue;
+    *share = alignment_share(*current().profile, math, row_alignment);
+  });
+}

@@ -123,18 +123,16 @@ def modeled_cost(torch, name, args, result):
     return math_kind, float(flops), nbytes, alignment
 
 
-def misalignment_hint(torch, name, args, result, math_kind, alignment):
-    """One line for a tensor-core matrix product whose rows are not 16-byte aligned on a Hopper or
-    later GPU, which the model slows down as cuBLAS does; None for any other work."""
-    if alignment >= 16 or math_kind not in (TF32, HALF, FP8):
-        return None
-    device = result.device if isinstance(result, torch.Tensor) else None
-    if device is None or device.type != "cuda" or torch.cuda.get_device_capability(device) < (9, 0):
+def misalignment_hint(torch, name, args, result, alignment, share):
+    """One line for a matrix product whose rows are aligned to `alignment` bytes and which the
+    runtime's model slows to `share` of its rate for that (compute_time.cpp); None at full rate."""
+    if share >= 1:
         return None
     shapes = " x ".join(str(list(m.shape)) for m in _gemm_matrices(name, args, result)[:2])
     dtype = str(result.dtype).replace("torch.", "")
-    share = "a third" if alignment >= 4 else "a sixth"
+    parts = round(1 / share)
+    fraction = {3: "a third", 6: "a sixth"}.get(parts, f"1/{parts}")
     return (f"fakegpu: {name} of {shapes} ({dtype}) has matrix rows aligned to {alignment} bytes, not 16: "
-            f"on {torch.cuda.get_device_name(device)} cuBLAS runs such products at about {share} of the "
-            "rate, and the modeled time counts that; padding its dimensions to multiples of "
+            f"on {torch.cuda.get_device_name(result.device)} cuBLAS runs such products at about {fraction} of "
+            "the rate, and the modeled time counts that; padding its dimensions to multiples of "
             f"{16 // result.element_size()} elements avoids it (said once)")

@@ -208,7 +208,7 @@ def _kernel(op, shapes_only):
         math, flops, nbytes, alignment = _fakegpu_cost.modeled_cost(torch, name, args, result)
         _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, alignment, None)
         if alignment < 16 and not _hinted:
-            _hint_once(_fakegpu_cost.misalignment_hint(torch, name, args, result, math, alignment))
+            _hint_misaligned(name, args, result, math, alignment)
         return result
 
     return kernel
@@ -217,10 +217,13 @@ def _kernel(op, shapes_only):
 _hinted = False
 
 
-def _hint_once(line):
-    """Prints a performance hint once per job: from its first rank only, once per process."""
+def _hint_misaligned(name, args, result, math, alignment):
+    """Says once per job (from its first rank) that a product runs slowed for its rows' alignment."""
     global _hinted
-    if line is None or _hinted:
+    share = ctypes.c_double(1.0)
+    _runtime.fakegpu_cuda_matmul_share(math, alignment, ctypes.byref(share))
+    line = _fakegpu_cost.misalignment_hint(torch, name, args, result, alignment, share.value)
+    if line is None:
         return
     _hinted = True
     if os.environ.get("RANK", "0") == "0":
@@ -261,6 +264,7 @@ def install():
     _runtime.fakegpu_cuda_drain_stream.argtypes = [ctypes.c_void_p]
     _runtime.fakegpu_cuda_record_kernel.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
                                                     ctypes.c_int, ctypes.c_void_p]
+    _runtime.fakegpu_cuda_matmul_share.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")

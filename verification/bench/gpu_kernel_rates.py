@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-VENV = Path(__file__).resolve().parents[2] / "build" / "torch-venv"
+VENV = Path(os.environ.get("FAKEGPU_TORCH_VENV") or Path(__file__).resolve().parents[2] / "build" / "torch-venv")
 
 
 def timed_ms(torch, fn, iters=20):

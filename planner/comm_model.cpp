@@ -246,6 +246,12 @@ void CommModel::search_graphs() {
   channels_ = std::max(channels_, 1);
 }
 
+// The channel of the searched graph that channel c copies. NCCL runs twice the graph's
+// channels (connect.cc): channel c + n repeats channel c's ring, GPUs and NICs, and takes the
+// other half of the double binary tree.
+int CommModel::graph_channel(int c) const { return c % std::max(1, graphs_[kRing].channels); }
+int CommModel::tree_half(int c) const { return (c / std::max(1, graphs_[kRing].channels)) % 2; }
+
 // Ring c visits the nodes in order; inside a node it starts at a GPU on the rail of the
 // channel's NIC (NICs serving the communicator's GPUs take turns), so traffic enters the node
 // next to that NIC; it leaves from the node's last GPU through that GPU's own rail.
@@ -258,7 +264,7 @@ void CommModel::build_rings() {
       std::set<int> nics;
       for (size_t i = 0; i < ranks.size(); ++i)
         if (int nic = topo_.gpus[gpus_[ranks[i]]].nic; nic >= 0 && nics.insert(nic).second) rail_starts.push_back(i);
-      size_t start = nnodes() > 1 && !rail_starts.empty() ? rail_starts[c % rail_starts.size()] : 0;
+      size_t start = nnodes() > 1 && !rail_starts.empty() ? rail_starts[graph_channel(c) % rail_starts.size()] : 0;
       for (size_t i = 0; i < ranks.size(); ++i) order.push_back(ranks[(start + i) % ranks.size()]);
     }
     rings_.push_back(std::move(order));
@@ -266,7 +272,9 @@ void CommModel::build_rings() {
 }
 
 // Tree c: a chain inside each node from its first ring GPU, and across nodes one half of
-// NCCL's double binary tree (channel parity picks the half).
+// NCCL's double binary tree (tree_half). So each NIC carries both halves, as in NCCL: a node
+// with two children in one half has fewer in the other, and no rail takes the heavier half
+// alone.
 void CommModel::build_trees() {
   trees_.clear();
   for (int c = 0; c < channels_; ++c) {
@@ -284,7 +292,7 @@ void CommModel::build_trees() {
       at += count;
     }
     for (int n = 0; n < nnodes(); ++n) {
-      TreeNode t = dtree(nnodes(), n, c % 2);
+      TreeNode t = dtree(nnodes(), n, tree_half(c));
       if (t.parent >= 0) tree[head[n]].parent = head[t.parent];
       for (int child : t.children) tree[head[n]].children.push_back(head[child]);
     }

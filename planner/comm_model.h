@@ -106,6 +106,8 @@ class CommModel {
   const Topology& topology() const { return topo_; }
   const std::vector<std::vector<int>>& rings() const { return rings_; }
   const std::vector<std::vector<TreeNode>>& trees() const { return trees_; }
+  // Which half of NCCL's double binary tree channel c's tree is (0 or 1).
+  int tree_half(int c) const;
   const Graph& graph(int algo) const { return graphs_[algo]; }
   bool algo_available(int func, int algo, int proto) const { return bw_[func][algo][proto] > 0; }
   static double bus_factor(wire::CollType coll, int nranks);
@@ -126,6 +128,7 @@ class CommModel {
 
   void place(const Topology& topo);
   void search_graphs();
+  int graph_channel(int c) const;
   void build_rings();
   void build_trees();
   void tune();

@@ -189,7 +189,10 @@ double CommModel::efficiency(int f, int a, int p) const {
 // `for_time` adds the limits the modeled time knows and NCCL's tuner does not: a ring LL
 // channel is one thread block, which moves LL lines no faster than LL128's per-channel cap
 // scaled by the data each line carries (small operations run on few channels, NCCL's nc rule),
-// and NVLS on one node is held to its NVLink side (nvls_channel_bw).
+// and NVLS on one node is held to its NVLink side (nvls_channel_bw). It drops one: NCCL's cap on
+// a tree channel (perChMaxTreeBw), a figure that steers its choice and that trees outrun (GB200
+// racks, three of eight GPUs, tree forced: 253 GB/s of algorithm bandwidth on 16 channels, where
+// the cap allows 192; NCCL picks the slower ring there for it, NVIDIA/nccl issue 1801).
 double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   const int arch = arch_index(min_cc_);
   const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
@@ -205,7 +208,8 @@ double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   // the switch's rounds never outrun the channels that feed them.
   if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a], for_time);
   if (a != kTree || f != kAllReduce) return inf;
-  const double tree = nc * kPerChMaxTreeBw[arch][idx2];  // applies before the protocol's own
+  // Applies before the protocol's own cap.
+  const double tree = for_time ? inf : nc * kPerChMaxTreeBw[arch][idx2];
   if (p == kLL) return std::min(tree / 3.8, ll_max);
   if (p == kLL128) return std::min(tree * tree_ll128_share(), nc * kPerChMaxTreeLL128Bw[arch][idx2]);
   return tree;

@@ -75,6 +75,47 @@ TEST(Planner, RingsEnterEachNodeOnTheChannelsRail) {
   }
 }
 
+// NCCL runs each searched channel twice, once on each half of the double binary tree, so every
+// NIC carries both halves: a node with two children in one half is a leaf in the other. (Halves
+// by channel parity put one half on the even rails alone, and on three nodes of eight GPUs held
+// a tree to three quarters of its rate.)
+TEST(Planner, EveryRailCarriesBothHalvesOfTheTree) {
+  Fixture f(cluster("h100-sxm", 3, 8));
+  const int searched = f.model.graph(kRing).channels;
+  ASSERT_EQ(f.model.channels(), 2 * searched);
+  std::map<int, std::set<int>> halves;  // rail (the node head's local GPU) -> halves it carries
+  for (int c = 0; c < f.model.channels(); ++c) {
+    EXPECT_EQ(f.model.tree_half(c), c / searched) << "channel " << c;
+    EXPECT_EQ(f.model.rings()[c], f.model.rings()[c % searched]) << "channel " << c << " copies its searched channel";
+    halves[f.model.rings()[c][0]].insert(f.model.tree_half(c));
+  }
+  EXPECT_EQ(halves.size(), 8u);
+  for (const auto& [rail, used] : halves) EXPECT_EQ(used.size(), 2u) << "rail " << rail;
+}
+
+// NCCL's per-channel cap on trees steers its choice; the modeled time does not keep it. GB200s,
+// 8 GPUs in each of 3 racks with NVLS off: NCCL picks the ring (the cap makes the tree look
+// slower), while a tree forced on runs at about 1.2 times the NICs' rate in bus bandwidth
+// (NVIDIA/nccl issue 1801: 486 GB/s against 394 for the ring).
+TEST(Planner, TreesAreNotHeldToNcclsChannelCapInTime) {
+  const ClusterConfig c = cluster("gb200", 3, 8);
+  TuningEnv nvls_off;
+  nvls_off.nvls_enable = 0;
+  Fixture chosen(c, {}, nvls_off);
+  const uint64_t bytes = 16ull << 30;
+  const Estimate ring = chosen.model.estimate(CollType::kAllReduce, bytes);
+  EXPECT_EQ(ring.algo, kRing);
+  TuningEnv tree_only = nvls_off;
+  tree_only.set_algo("tree");
+  Fixture forced(c, {}, tree_only);
+  const Estimate tree = forced.model.estimate(CollType::kAllReduce, bytes);
+  ASSERT_EQ(tree.algo, kTree);
+  const int nc = forced.model.channels();
+  const double cap_algbw = nc * kPerChMaxTreeBw[kBlackwell][2] / 2;  // NCCL's bus-to-algorithm ratio for trees
+  EXPECT_GT(tree.algbw_gbs, 1.15 * cap_algbw);
+  EXPECT_GT(tree.busbw_gbs, ring.busbw_gbs);
+}
+
 // The bundled presets give what the inline clusters above give.
 ClusterConfig preset(const std::string& file) {
   return load_cluster_config(std::string(FAKEGPU_SOURCE_DIR) + "/configs/presets/" + file);
@@ -124,7 +165,9 @@ TEST(Planner, TreeShapeAcrossNodes) {
     Fixture f(cluster("a100-80gb", nodes, 8));
     std::set<int> roots;
     for (int half = 0; half < 2; ++half) {
-      const auto& tree = f.model.trees()[half];
+      int c = 0;
+      while (f.model.tree_half(c) != half) ASSERT_LT(++c, static_cast<int>(f.model.trees().size()));
+      const auto& tree = f.model.trees()[c];
       int root = -1;
       for (int r = 0; r < f.model.nranks(); ++r) {
         if (tree[r].parent < 0) {

@@ -114,6 +114,8 @@ ROWS += [
 #         MiB): Azure/AI-benchmarking-guide, Azure_Results/ND_H200_v5_results.md
 #   R11-2 4 x GB200 of one tray (Azure ND GB200 v6), NCCL 2.25.1, Ring forced, one process for 4 GPUs
 #         (sizes from 64 MiB): Azure/AI-benchmarking-guide, Azure_Results/ND_GB200_v6_results.md
+#   R12-1 GB200 NVL72, 4 and 8 GPUs of each of 3 racks (InfiniBand between them), NCCL 2.27.3, NVLS off
+#         (Ring and Tree left: NCCL picks Ring), and Tree forced: NVIDIA/nccl issue 1801, opening post
 DGX_H100, H200 = "configs/presets/dgx-h100-1node.yaml", "configs/presets/hgx-h200-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
@@ -233,6 +235,14 @@ WIDER = [
     ("R11-2", NVL72, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", 256 * MIB, "busbw", 593.53, ""),
     ("R11-2", NVL72, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", GIB, "busbw", 646.87, ""),
     ("R11-2", NVL72, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", 8 * GIB, "busbw", 679.61, ""),
+    ("R12-1", NVL72, ["--nodes", "3", "--gpus-per-node", "4", "--algo", "ring,tree"], "all_reduce", 16 * GIB, "busbw",
+     196.72, "GB200, 3 racks x 4, NVLS off"),
+    ("R12-1", NVL72, ["--nodes", "3", "--gpus-per-node", "4", "--algo", "tree"], "all_reduce", 16 * GIB, "busbw",
+     234.43, "Tree forced"),
+    ("R12-1", NVL72, ["--nodes", "3", "--gpus-per-node", "8", "--algo", "ring,tree"], "all_reduce", 16 * GIB, "busbw",
+     393.66, "3 racks x 8, NVLS off"),
+    ("R12-1", NVL72, ["--nodes", "3", "--gpus-per-node", "8", "--algo", "tree"], "all_reduce", 16 * GIB, "busbw",
+     485.68, "Tree forced"),
 ]
 
 

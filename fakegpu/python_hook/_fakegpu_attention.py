@@ -20,8 +20,22 @@ def _attention_flops(query, key, is_causal):
 
 def install(torch, lib, run, runtime, view_type):
     """Registers the two CUDA operators; run(view_type, op, args, kwargs) -> (results, stream)."""
-    cpu_forward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
-    cpu_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+
+    def cpu_forward(*args, **kwargs):
+        # The CPU kernel leaves the log-sum-exp as batch x length x heads, transposed; CUDA's is
+        # batch x heads x length, dense, and code compiled against CUDA's strides (AOTAutograd's
+        # graphs) views it so.
+        out, logsumexp = cpu_flash(*args, **kwargs)
+        return out, logsumexp.contiguous()
+
+    cpu_flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+
+    def cpu_backward(grad_out, query, key, value, *rest, **kwargs):
+        # CUDA's kernel gives each gradient its input's strides; the CPU one makes them contiguous.
+        grads = cpu_flash_backward(grad_out, query, key, value, *rest, **kwargs)
+        return tuple(torch.empty_like(x).copy_(g) for x, g in zip((query, key, value), grads))
+
 
     def record(stream, tensors, flops, dtype):
         math = _fakegpu_cost.HALF if dtype in (torch.float16, torch.bfloat16) else _fakegpu_cost.FP32
@@ -32,9 +46,11 @@ def install(torch, lib, run, runtime, view_type):
                                        {"scale": scale})
         record(stream, (query, key, value, out), _attention_flops(query, key, is_causal), query.dtype)
         empty = torch.empty(0, dtype=torch.int64, device=query.device)
-        # The cumulative sequence lengths and RNG state of CUDA's kernel: unused without nested
-        # tensors or dropout, and the backward below does not read them.
-        return (out, logsumexp, empty, empty, query.shape[2], key.shape[2], empty, empty,
+        # The cumulative sequence lengths and RNG state of CUDA's kernel, shaped as its own: unused
+        # without nested tensors or dropout, and the backward below does not read them.
+        rng_state = torch.empty(2, dtype=torch.uint64, device=query.device)
+        unused = torch.empty((), dtype=torch.uint64, device=query.device)
+        return (out, logsumexp, empty, empty, query.shape[2], key.shape[2], rng_state, unused,
                 torch.empty(0, dtype=query.dtype, device=query.device))
 
     def backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,

@@ -18,6 +18,7 @@ import sys
 import warnings
 
 import _fakegpu_attention
+import _fakegpu_compile
 import _fakegpu_cost
 import _fakegpu_fallbacks
 import _fakegpu_steps
@@ -319,6 +320,7 @@ def install_after_torch_import():
                 load(module)
                 install()
                 _fakegpu_steps.install(module)
+                _fakegpu_compile.install(module)
 
             spec.loader.exec_module = exec_module
             return spec

@@ -193,6 +193,15 @@ class Parallel(TorchTest):
         names = {e.get("name", "").split()[0] for e in trace["traceEvents"] if e.get("ph") != "M"}
         self.assertTrue({"AllGather", "ReduceScatter"} <= names, names)
 
+    def test_torch_compile_runs_without_triton_and_matches_a_reference(self):
+        r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "train_parallel.py", "--style", "fsdp", "--compile",
+                        "--out", self.tmp / "result.json")
+        self.check_reference(self.tmp / "result.json")
+        # Inductor would have needed a GPU; the job says once that it ran aot_eager instead.
+        self.assertEqual(r.stderr.count("fakegpu: torch.compile runs its graphs with the aot_eager backend"), 1,
+                         r.stderr[-3000:])
+        self.assertNotIn("InductorError", r.stderr)
+
     def test_tensor_by_data_parallel_transformer_on_two_nodes_matches_a_reference(self):
         self.run_ok("--cluster-config", self.config(TWO_BY_FOUR), TORCHRUN, "--nproc_per_node=4",
                     TORCH_SCRIPTS / "train_parallel.py", "--style", "tp_dp", "--out", self.tmp / "result.json")

@@ -60,8 +60,30 @@ def run(fn, inputs, device):
     return [out.detach().cpu()] + [t.grad.cpu() for t in leaves if t.grad is not None]
 
 
+def cuda_strides_kept():
+    """Names of flash attention's results whose strides differ from the ones PyTorch's own kernel
+    gives on a GPU (its meta function says which): graphs that torch.compile captures hard-code
+    them. Queries laid out as nn.MultiheadAttention's are (length, batch, heads, dim) underneath."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    qkv = [torch.randn(6, 2, 4, 8).permute(1, 2, 0, 3).to("cuda", torch.bfloat16) for _ in range(3)]
+
+    def flash(q, k, v):
+        fwd = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True)
+        grads = torch.ops.aten._scaled_dot_product_flash_attention_backward(
+            torch.ones_like(fwd[0]), q, k, v, fwd[0], fwd[1], fwd[2], fwd[3], fwd[4], fwd[5], 0.0, True, fwd[6], fwd[7])
+        return {"output": fwd[0], "log-sum-exp": fwd[1], "RNG state": fwd[6], "offset": fwd[7],
+                **{f"gradient {i}": g for i, g in enumerate(grads)}}
+
+    real = flash(*qkv)
+    with FakeTensorMode() as mode:
+        fake = flash(*(mode.from_tensor(t) for t in qkv))
+    return [f"flash attention {name} strides" for name, t in real.items()
+            if (t.shape, t.stride()) != (fake[name].shape, fake[name].stride())]
+
+
 def main():
-    bad = []
+    bad = cuda_strides_kept()
     for name, fn, inputs, *tolerance in cases():
         tol = tolerance[0] if tolerance else 1e-6
         cpu, cuda = run(fn, inputs, "cpu"), run(fn, inputs, "cuda")
@@ -82,7 +104,8 @@ def main():
     bad += [name for name, (got, want) in checks.items() if not torch.equal(got, want)]
     if bad:
         raise AssertionError("fake-GPU results differ from the CPU's: " + ", ".join(bad))
-    print(f"op parity: {len(list(cases())) + len(checks)} cases agree with the CPU", flush=True)
+    print(f"op parity: {len(list(cases())) + len(checks)} cases agree with the CPU; flash attention keeps CUDA's "
+          "strides", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ weights must agree (fp32, rtol 1e-5), the way they would on real GPUs.
 --style fsdp: every rank is data-parallel; parameters are sharded with fully_shard.
 --style tp_dp: a (dp, tp) DeviceMesh, tp the ranks of one node: the block's linear layers are
   split column-/row-wise over tp (parallelize_module), and fully_shard shards over dp.
+--compile: the sharded model runs under torch.compile with its default backend.
 Each data-parallel rank trains on its slice of every global batch. Rank 0 writes --out."""
 
 import argparse
@@ -81,6 +82,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--style", choices=("fsdp", "tp_dp"), required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--compile", action="store_true")
     a = p.parse_args()
     # Modulo the device count: in hybrid mode ranks may share fewer real GPUs.
     local, world = int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count(), int(os.environ["WORLD_SIZE"])
@@ -100,7 +102,8 @@ def main():
         dp_mesh, dp_rank, dp_world = mesh["dp"], mesh.get_local_rank("dp"), world // tp
         fully_shard(model, mesh=dp_mesh)
     rank = dist.get_rank()
-    losses = torch.stack(train(model, slice(dp_rank * PER_RANK, (dp_rank + 1) * PER_RANK), device, dp_world))
+    trained = torch.compile(model) if a.compile else model
+    losses = torch.stack(train(trained, slice(dp_rank * PER_RANK, (dp_rank + 1) * PER_RANK), device, dp_world))
     # The loss over the whole batch is the mean of the data-parallel ranks' losses.
     dp_group = dp_mesh.get_group() if dp_mesh is not None else None
     dist.all_reduce(losses, group=dp_group)

@@ -10,7 +10,8 @@ PyTorch takes its math and native paths there. An operator with no CPU kernel fa
 line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=shapes runs the operators on
 the meta device instead (result shapes and modeled time, no values: for predicting the step time
 of models too large to compute on a CPU); FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's CUDA kernels
-in place (they then do not run: only copies, NCCL and cuBLAS compute)."""
+in place (they then do not run: only copies, NCCL and cuBLAS compute). Under CUDA graph capture
+an operator's CPU work becomes a node of the graph (_fakegpu_capture.py)."""
 
 import ctypes
 import os
@@ -18,6 +19,7 @@ import sys
 import warnings
 
 import _fakegpu_attention
+import _fakegpu_capture
 import _fakegpu_compile
 import _fakegpu_cost
 import _fakegpu_fallbacks
@@ -164,6 +166,7 @@ class _MetaView(_CpuView):
 def _run(view_type, op, args, kwargs):
     """The operator on stand-ins for its CUDA tensors, and its results as CUDA tensors; also the
     current raw stream of the operator's device."""
+    _fakegpu_capture.raise_failed_replay()
     view = view_type()
     stand_in_args = tree_map(view.alias, args)
     stand_in_kwargs = tree_map(view.alias, kwargs)
@@ -171,6 +174,8 @@ def _run(view_type, op, args, kwargs):
         view.device = torch.device("cuda", torch.cuda.current_device())
     stream = torch._C._cuda_getCurrentRawStream(view.device.index)
     if view_type is _CpuView:
+        if _fakegpu_capture.capturing(stream):
+            return _run_in_graph(op, args, kwargs, view.device, stream), stream
         # Work queued on the stream (copies, collectives) must land before the CPU reads. The raw
         # stream and the runtime's own wait cost far less than torch.cuda.Stream objects; unlike
         # cudaStreamSynchronize, the wait leaves the modeled host clock alone, as the program
@@ -178,6 +183,34 @@ def _run(view_type, op, args, kwargs):
         _runtime.fakegpu_cuda_drain_stream(stream)
     out = op(*stand_in_args, **stand_in_kwargs)
     return tree_map(view.result, out), stream
+
+
+def _leaves(x):
+    if isinstance(x, (list, tuple)):
+        return [leaf for v in x for leaf in _leaves(v)]
+    return [x]
+
+
+def _run_in_graph(op, args, kwargs, device, stream):
+    """The operator under stream capture: results allocated now, computed by every replay."""
+    shapes = _MetaView()
+    shapes.device = device
+    try:
+        out = op(*tree_map(shapes.alias, args), **tree_map(shapes.alias, kwargs))
+    except (NotImplementedError, RuntimeError) as e:
+        raise RuntimeError(f"fakegpu: {op} cannot be captured in a CUDA graph: its results' shapes are not known "
+                           f"before it runs ({e})") from e
+    results = tree_map(shapes.result, out)
+
+    def compute():
+        view = _CpuView()
+        computed = op(*tree_map(view.alias, args), **tree_map(view.alias, kwargs))
+        for target, value in zip(_leaves(results), _leaves(computed)):
+            if isinstance(value, torch.Tensor) and id(value) not in view.originals:  # not written in place
+                _copy_into(target, value)
+
+    _fakegpu_capture.defer(stream, str(op), compute)
+    return results
 
 
 # Shapes only still makes some copies real: programs exchange metadata and control values through
@@ -266,6 +299,7 @@ def install():
     _runtime.fakegpu_cuda_record_kernel.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
                                                     ctypes.c_int, ctypes.c_void_p]
     _runtime.fakegpu_cuda_matmul_share.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+    _fakegpu_capture.install(_runtime)
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")

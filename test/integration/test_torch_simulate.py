@@ -89,6 +89,10 @@ class CudaFacts(TorchTest):
         r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "op_parity.py")
         self.assertIn("cases agree with the CPU", r.stdout)
 
+    def test_cuda_graphs_capture_and_replay_operators(self):
+        r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "cuda_graphs.py")
+        self.assertEqual(r.stdout.count("4 replays train as eager steps, 3 replay an all-reduce"), 2, r.stdout)
+
     def test_without_cpu_compute_cublas_computes_the_matrix_products(self):
         # PyTorch's own CUDA kernels then do not run; its GEMMs reach fakegpu's cuBLAS.
         self.check_facts(dict(os.environ, FAKEGPU_TORCH_COMPUTE="0"))

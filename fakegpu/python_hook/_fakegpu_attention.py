@@ -3,8 +3,10 @@ no CPU twin under their own name, but PyTorch's CPU flash attention computes the
 the same tensors (query, key and value as batch x heads x length x dim; the log-sum-exp per
 query row). So scaled_dot_product_attention keeps choosing flash attention on a fake GPU, as on
 a real one, and its modeled time is one fused kernel's: its FLOPs at the tensor-core rate, its
-inputs and outputs read and written once, not the materialised score matrix of the math path."""
+inputs and outputs read and written once, not the materialised score matrix of the math path.
+With dropout, which the CPU kernel lacks, _fakegpu_attention_dropout.py computes it."""
 
+import _fakegpu_attention_dropout
 import _fakegpu_cost
 
 FORWARD = "aten::_scaled_dot_product_flash_attention"
@@ -22,33 +24,36 @@ def install(torch, lib, run, runtime, view_type):
     """Registers the two CUDA operators; run(view_type, op, args, kwargs) -> (results, stream)."""
     cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
-    def cpu_forward(*args, **kwargs):
+    def cpu_forward(query, key, value, dropout_p, is_causal, *, scale):
+        if dropout_p > 0:  # the CPU kernel has no dropout
+            return _fakegpu_attention_dropout.forward(torch, query, key, value, dropout_p, is_causal, scale)
         # The CPU kernel leaves the log-sum-exp as batch x length x heads, transposed; CUDA's is
         # batch x heads x length, dense, and code compiled against CUDA's strides (AOTAutograd's
         # graphs) views it so.
-        out, logsumexp = cpu_flash(*args, **kwargs)
-        return out, logsumexp.contiguous()
+        out, logsumexp = cpu_flash(query, key, value, dropout_p, is_causal, scale=scale)
+        return out, logsumexp.contiguous(), torch.zeros(2, dtype=torch.uint64, device=query.device)
 
     cpu_flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
 
-    def cpu_backward(grad_out, query, key, value, *rest, **kwargs):
+    def cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, rng_state, *, scale):
+        if dropout_p > 0:
+            return _fakegpu_attention_dropout.backward(torch, grad_out, query, key, value, dropout_p, is_causal,
+                                                       rng_state, scale)
         # CUDA's kernel gives each gradient its input's strides; the CPU one makes them contiguous.
-        grads = cpu_flash_backward(grad_out, query, key, value, *rest, **kwargs)
+        grads = cpu_flash_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale=scale)
         return tuple(torch.empty_like(x).copy_(g) for x, g in zip((query, key, value), grads))
-
 
     def record(stream, tensors, flops, dtype):
         math = _fakegpu_cost.HALF if dtype in (torch.float16, torch.bfloat16) else _fakegpu_cost.FP32
         runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), _fakegpu_cost.tensor_bytes(tensors), 16, None)
 
     def forward(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
-        (out, logsumexp), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),
-                                       {"scale": scale})
+        (out, logsumexp, rng_state), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),
+                                                  {"scale": scale})
         record(stream, (query, key, value, out), _attention_flops(query, key, is_causal), query.dtype)
+        # The cumulative sequence lengths of CUDA's kernel (for nested tensors) and the second part
+        # of its RNG state, shaped as its own; the backward below reads neither.
         empty = torch.empty(0, dtype=torch.int64, device=query.device)
-        # The cumulative sequence lengths and RNG state of CUDA's kernel, shaped as its own: unused
-        # without nested tensors or dropout, and the backward below does not read them.
-        rng_state = torch.empty(2, dtype=torch.uint64, device=query.device)
         unused = torch.empty((), dtype=torch.uint64, device=query.device)
         return (out, logsumexp, empty, empty, query.shape[2], key.shape[2], rng_state, unused,
                 torch.empty(0, dtype=query.dtype, device=query.device))
@@ -56,7 +61,8 @@ def install(torch, lib, run, runtime, view_type):
     def backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
                  is_causal, philox_seed, philox_offset, *, scale=None):
         grads, stream = run(view_type, cpu_backward,
-                            (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal), {"scale": scale})
+                            (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, philox_seed),
+                            {"scale": scale})
         # The backward recomputes the scores and takes about 2.5 times the forward's work.
         record(stream, (grad_out, query, key, value, out) + tuple(grads),
                2.5 * _attention_flops(query, key, is_causal), query.dtype)

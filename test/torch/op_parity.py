@@ -82,8 +82,43 @@ def cuda_strides_kept():
             if (t.shape, t.stride()) != (fake[name].shape, fake[name].stride())]
 
 
+def dropout_attention_differences():
+    """Flash attention with dropout (a bf16 training step's attention): the forward and the
+    backward must drop the same weights, the ones its RNG state names (a seed, as CUDA's philox
+    state), and compute what the math path computes with that mask; the same CPU seed gives the
+    same result."""
+    p = 0.3
+    q, k, v = (torch.randn(2, 3, 8, 16).to(torch.bfloat16) for _ in range(3))
+    fwd = torch.ops.aten._scaled_dot_product_flash_attention(q.cuda(), k.cuda(), v.cuda(), p, True)
+    grad_out = torch.randn(2, 3, 8, 16).to(torch.bfloat16)
+    grads = torch.ops.aten._scaled_dot_product_flash_attention_backward(
+        grad_out.cuda(), q.cuda(), k.cuda(), v.cuda(), fwd[0], fwd[1], fwd[2], fwd[3], fwd[4], fwd[5], p, True, fwd[6],
+        fwd[7])
+    # The math path in fp32 with the mask the seed gives.
+    ref_q, ref_k, ref_v = (t.float().requires_grad_() for t in (q, k, v))
+    scores = (ref_q @ ref_k.transpose(-2, -1) / 4).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float("-inf"))
+    seed = int(fwd[6].cpu()[0].item())
+    keep = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(seed)) >= p
+    ref_out = (scores.softmax(-1) * keep / (1 - p)) @ ref_v
+    ref_out.backward(grad_out.float())
+    bad = []
+    if not 0.15 < 1 - keep.float().mean().item() < 0.45:
+        bad.append("dropout attention's share of dropped weights")
+    for name, got, want in [("output", fwd[0], ref_out), ("query gradient", grads[0], ref_q.grad),
+                            ("key gradient", grads[1], ref_k.grad), ("value gradient", grads[2], ref_v.grad)]:
+        if not torch.allclose(got.cpu().float(), want.detach(), rtol=2e-2, atol=2e-2):
+            bad.append(f"dropout attention {name}")
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        runs.append(F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), dropout_p=p).cpu())
+    if not torch.equal(runs[0], runs[1]):
+        bad.append("dropout attention under the same seed")
+    return bad
+
+
 def main():
-    bad = cuda_strides_kept()
+    bad = cuda_strides_kept() + dropout_attention_differences()
     for name, fn, inputs, *tolerance in cases():
         tol = tolerance[0] if tolerance else 1e-6
         cpu, cuda = run(fn, inputs, "cpu"), run(fn, inputs, "cuda")
@@ -105,7 +140,7 @@ def main():
     if bad:
         raise AssertionError("fake-GPU results differ from the CPU's: " + ", ".join(bad))
     print(f"op parity: {len(list(cases())) + len(checks)} cases agree with the CPU; flash attention keeps CUDA's "
-          "strides", flush=True)
+          "strides and drops out as the math path", flush=True)
 
 
 if __name__ == "__main__":

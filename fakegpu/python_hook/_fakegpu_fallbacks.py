@@ -1,14 +1,24 @@
 """CUDA operators that have no CPU kernel but that PyTorch reaches on CUDA tensors, given one here
 in terms of operators that have: the backward of the fused RMSNorm (nn.RMSNorm, F.rms_norm), whose
 forward has a CPU kernel, and the fused LSTM cell and its backward (nn.LSTM without cuDNN). The
-LSTM cell's workspace is this module's own: the four activated gates, which the backward reads."""
+LSTM cell's workspace is this module's own: the four activated gates, which the backward reads.
+Also histc, whose CPU kernel takes floating point only where CUDA's counts integers too (mixture
+of experts routers count the tokens sent to each expert so)."""
 
 import _fakegpu_cost
 
 RMS_NORM_BACKWARD = "aten::_fused_rms_norm_backward"
 LSTM_CELL = "aten::_thnn_fused_lstm_cell"
 LSTM_CELL_BACKWARD = "aten::_thnn_fused_lstm_cell_backward_impl"
-NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD)
+HISTC = "aten::histc"
+NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD, HISTC)
+
+
+def _histc(torch, values, bins=100, min=0, max=0):
+    if values.is_floating_point():
+        return torch.histc(values, bins, min, max)
+    # Integers, and the counts, are exact in double up to 2**53.
+    return torch.histc(values.double(), bins, min, max).to(values.dtype)
 
 
 def _rms_norm_backward(torch, grad_out, x, normalized_shape, rstd, weight, output_mask):
@@ -66,3 +76,4 @@ def install(torch, lib, run, runtime, view_type):
     lib.impl(RMS_NORM_BACKWARD[len("aten::"):], memory_bound(_rms_norm_backward), "CUDA")
     lib.impl(LSTM_CELL[len("aten::"):], memory_bound(_lstm_cell), "CUDA")
     lib.impl(LSTM_CELL_BACKWARD[len("aten::"):], memory_bound(_lstm_cell_backward), "CUDA")
+    lib.impl(HISTC[len("aten::"):], memory_bound(_histc), "CUDA")

@@ -135,6 +135,9 @@ def main():
         "out=": (torch.mul(x, 3, out=torch.empty(0, device="cuda")).cpu(), X * 3),
         "index_put_": (x.clone().index_put_((IDX.cuda(),), torch.tensor(9.0).cuda()).cpu(),
                        X.clone().index_put_((IDX,), torch.tensor(9.0))),
+        # CUDA counts integers, as a mixture of experts' router does; the CPU kernel does not.
+        "histc of integers": (torch.histc(IDX.cuda().int(), bins=6, min=0, max=5).cpu(),
+                              torch.histc(IDX.float(), bins=6, min=0, max=5).int()),
     }
     bad += [name for name, (got, want) in checks.items() if not torch.equal(got, want)]
     if bad:

@@ -88,12 +88,22 @@ def _conv_flops(name, args, result):
     return forward * (int(mask[0]) + int(mask[1]))
 
 
+def _tf32(torch, matmul):
+    """Whether fp32 products may run on TF32 tensor cores, as the program set it."""
+    try:
+        return torch.backends.cuda.matmul.allow_tf32 if matmul else torch.backends.cudnn.allow_tf32
+    except RuntimeError:
+        # The program set it through PyTorch's newer per-backend setting, which the older one
+        # then refuses to read.
+        backend = torch.backends.cuda.matmul if matmul else torch.backends.cudnn.conv
+        return backend.fp32_precision == "tf32"
+
+
 def _math_of(torch, t, matmul):
     if t.dtype == torch.float64:
         return FP64
     if t.dtype == torch.float32:
-        tf32 = torch.backends.cuda.matmul.allow_tf32 if matmul else torch.backends.cudnn.allow_tf32
-        return TF32 if tf32 else FP32
+        return TF32 if _tf32(torch, matmul) else FP32
     if t.dtype in (torch.float16, torch.bfloat16):
         return HALF
     if t.dtype.is_floating_point and t.element_size() == 1:

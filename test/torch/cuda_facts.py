@@ -9,9 +9,9 @@ import torch
 import torch.distributed as dist
 
 # The profiles of configs/cluster_valid.yaml's nodes (common/gpu_profiles.cpp): name, compute
-# capability, SMs, MiB, FP32 and BF16 TFLOP/s, memory GB/s.
-A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 19.5, 312, 2.0 * 1593 * 5120 / 8 / 1000)
-H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 67.0, 989.5, 2.0 * 2619 * 5120 / 8 / 1000)
+# capability, SMs, MiB, FP32, TF32 and BF16 TFLOP/s, memory GB/s.
+A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 19.5, 156, 312, 2.0 * 1593 * 5120 / 8 / 1000)
+H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 67.0, 494.5, 989.5, 2.0 * 2619 * 5120 / 8 / 1000)
 # The shares of those peaks the model gives the best kernels (libfakecuda/compute_time.cpp).
 MATH_SHARE, MEMORY_SHARE = 0.8, 0.9
 
@@ -28,7 +28,7 @@ def check(what, ok):
 
 def main():
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    name, capability, sms, mib, fp32_tflops, bf16_tflops, memory_gbs = A100 if rank < 2 else H100
+    name, capability, sms, mib, fp32_tflops, tf32_tflops, bf16_tflops, memory_gbs = A100 if rank < 2 else H100
     check(f"device_count {torch.cuda.device_count()} != 2", torch.cuda.device_count() == 2)
     torch.cuda.set_device(local)
     props = torch.cuda.get_device_properties(local)
@@ -94,8 +94,17 @@ def main():
         def bf16_ms(flops, share):
             return flops / (bf16_tflops * MATH_SHARE * (share if hopper else 1) * 1e9)
 
+        square = torch.randn(2048, 2048, device="cuda")
+
+        def tf32_product():
+            # PyTorch's newer per-backend setting; the older allow_tf32 then refuses to be read.
+            torch.backends.cuda.matmul.fp32_precision = "tf32"
+            square @ square
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+
         for what, run, want_ms in (
                 ("matmul", lambda: x @ w, 2 * 512 * 1024 * 256 / (fp32_tflops * MATH_SHARE * 1e9)),
+                ("matmul with fp32_precision tf32", tf32_product, 2 * 2048**3 / (tf32_tflops * MATH_SHARE * 1e9)),
                 ("bf16 matmul of 1023 columns", lambda: xh @ odd, bf16_ms(2 * 512 * 1024 * 1023, 1 / 6)),
                 ("bf16 matmul of 1022 columns", lambda: xh @ even, bf16_ms(2 * 512 * 1024 * 1022, 1 / 3)),
                 ("bf16 matmul of a transposed 1023-column matrix", lambda: odd_rows.t() @ xh,

@@ -17,11 +17,13 @@ class HuggingFaceTrainer(unittest.TestCase):
     def test_three_models_train_as_on_the_cpu(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-hf-"))
         script = TORCH_SCRIPTS / "hf_trainer.py"
-        r = fgpu_torch(TORCHRUN, "--nproc_per_node=2", script, "--out", tmp / "gpu.json")
+        # Nothing is downloaded: the models are built from their configurations.
+        env = dict(os.environ, PYTHONWARNINGS="ignore::FutureWarning", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        r = fgpu_torch(TORCHRUN, "--nproc_per_node=2", script, "--out", tmp / "gpu.json", env=env)
         self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-8000:])
-        env = dict(os.environ, PYTHONWARNINGS="ignore::FutureWarning")
-        cpu = subprocess.run([str(TORCHRUN), "--nproc_per_node=2", str(script), "--cpu", "--out", str(tmp / "cpu.json")],
-                             capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
+        # --standalone: a rendezvous on a free port, as tests run side by side.
+        cpu = subprocess.run([str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(script), "--cpu", "--out",
+                              str(tmp / "cpu.json")], capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
         self.assertEqual(cpu.returncode, 0, cpu.stderr[-8000:])
         gpu, reference = (json.loads((tmp / name).read_text()) for name in ("gpu.json", "cpu.json"))
         self.assertEqual(sorted(gpu), ["gpt2", "llama", "mixtral"])

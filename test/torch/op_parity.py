@@ -96,7 +96,8 @@ def dropout_attention_differences():
         fwd[7])
     # The math path in fp32 with the mask the seed gives.
     ref_q, ref_k, ref_v = (t.float().requires_grad_() for t in (q, k, v))
-    scores = (ref_q @ ref_k.transpose(-2, -1) / 4).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float("-inf"))
+    future = torch.ones(8, 8, dtype=torch.bool).triu(1)
+    scores = (ref_q @ ref_k.transpose(-2, -1) / 4).masked_fill(future, float("-inf"))
     seed = int(fwd[6].cpu()[0].item())
     keep = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(seed)) >= p
     ref_out = (scores.softmax(-1) * keep / (1 - p)) @ ref_v

@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,25 @@ def choose_report(given) -> Path:
     return path
 
 
+def file_stamp(path: Path):
+    """What tells one version of a file from another (None when there is none): a report left by an
+    earlier job must not pass for this job's when this job's coordinator wrote none."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def stopped_how(code: int) -> str:
+    """A coordinator's exit status in words."""
+    if code >= 0:
+        return f"exited with {code}"
+    name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+    why = " (the kernel's out-of-memory killer ends processes so: see dmesg)" if -code == signal.SIGKILL else ""
+    return f"was killed by {name}{why}"
+
+
 def check_is_coordinator(transport: str, address: str):
     """Something answers at the address: make sure it is a fakegpu coordinator this build speaks to."""
     if status_json(transport, address) is None:
@@ -144,11 +164,12 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
     owned = None
     address = args.coordinator_addr
     registration = None
-    report = None
+    report = earlier_report = None
     if address and answers(transport, address):
         check_is_coordinator(transport, address)
     else:
         report = choose_report(args.report)
+        earlier_report = file_stamp(report)
         owned = Coordinator(config, transport, address, report).start()
         address = owned.address
         registration = register_job(owned, args.command, report)
@@ -189,15 +210,15 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         if owned:
             stop_code = owned.stop()
             if stop_code != 0:
-                print(f"fgpu: the coordinator exited with {stop_code}:\n{owned.output()}", file=sys.stderr)
+                print(f"fgpu: the coordinator {stopped_how(stop_code)}:\n{owned.output()}", file=sys.stderr)
     code = outcome.code
-    written = load(report) if owned and report.exists() else {}
+    written = load(report) if owned and file_stamp(report) not in (None, earlier_report) else {}
     if written:
         print(f"fgpu: cluster report written to {report}")
         if not quiet_summary:
             print(summarize(written))
     elif owned:
-        print(f"fgpu: no report was written; coordinator output:\n{owned.output()}", file=sys.stderr)
+        print(f"fgpu: no report was written for this job; coordinator output:\n{owned.output()}", file=sys.stderr)
         code = code or 1
     if outcome.code != 0:
         print(failure_table(outcome, live, written), file=sys.stderr)

@@ -40,9 +40,11 @@ def session_members(sid: int):
 class Run:
     """One fgpu command in a fresh directory with a private TMPDIR."""
 
-    def __init__(self, test, *args, env=None, signal_after=None, sig=None):
+    def __init__(self, test, *args, env=None, signal_after=None, sig=None, prepare=None):
         self.dir = Path(tempfile.mkdtemp(prefix="launcher-"))
         test.addCleanup(lambda: subprocess.run(["rm", "-rf", str(self.dir)]))
+        if prepare:
+            prepare(self.dir)
         self.tmp = self.dir / "tmp"
         self.tmp.mkdir()
         # Its own state directory too, where running jobs register (fgpu coordinator status).
@@ -66,6 +68,21 @@ class Run:
     def left_in_tmp(self):
         """What fgpu left in TMPDIR, besides the per-user directory where running jobs register."""
         return sorted(p.name for p in self.tmp.iterdir() if p.name != f"fakegpu-{os.getuid()}")
+
+
+# A rank command that SIGKILLs the job's coordinator, its sibling (both children of fgpu), as the
+# kernel's out-of-memory killer would, then lingers a moment.
+KILL_COORDINATOR = """
+import os, signal, time
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        parent = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]
+        if int(parent) == os.getppid() and b"fakegpu-coordinator" in open(f"/proc/{pid}/cmdline", "rb").read():
+            os.kill(int(pid), signal.SIGKILL)
+    except (OSError, IndexError, ValueError):
+        pass
+time.sleep(1)
+"""
 
 
 def dies_before_init(rank: int, code: int, id_file: str):
@@ -137,6 +154,17 @@ class LauncherFailures(unittest.TestCase):
         status = subprocess.run([FGPU, "coordinator", "status"], env=run.env, capture_output=True, text=True, timeout=60)
         self.assertEqual(status.returncode, 3, "the killed job is no longer listed: " + status.stdout)
         self.assertIn("not running", status.stdout)
+
+    def test_a_killed_coordinator_is_named_and_an_old_report_not_taken_for_the_jobs(self):
+        stale = '{"note": "an earlier job\'s report"}'
+        run = Run(self, "--nproc", "1", sys.executable, "-c", KILL_COORDINATOR,
+                  prepare=lambda d: (d / "fakegpu-cluster-report.json").write_text(stale))
+        self.assertNotEqual(run.code, 0)
+        self.assertEqual(run.survivors, [], "processes outlived fgpu")
+        self.assertIn("fgpu: the coordinator was killed by SIGKILL (the kernel's out-of-memory killer", run.err)
+        self.assertIn("fgpu: no report was written for this job", run.err)
+        self.assertNotIn("cluster report written", run.out)
+        self.assertEqual(run.report.read_text(), stale, "the earlier report is left as it was")
 
     def test_an_unwritable_report_is_refused_before_the_job(self):
         run = Run(self, "--report", "/nonexistent/r.json", "--nproc", "2", "sleep", "30")

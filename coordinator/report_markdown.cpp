@@ -139,7 +139,7 @@ std::string report_markdown(const json& r) {
 
   const json& plane = r["data_plane"];
   md += fmt::format(
-      "## Data plane\n\n{} in place in shared memory, {} over the socket, {} not moved (FAKEGPU_PAYLOAD=none), {} "
+      "## Data plane\n\n{} in place in shared memory, {} over the socket, {} not moved (FAKEGPU_PAYLOAD), {} "
       "segments mapped, {} clients on a control ring; {} payload chunks in, {} out. {} collectives ({}) exchanged "
       "among their ranks through the peer mailboxes of {} communicators.\n\n",
       bytes_text(plane["shared_memory_bytes"].get<double>()), bytes_text(plane["socket_bytes"].get<double>()),

@@ -60,7 +60,7 @@ def summarize(report: dict) -> str:
     if plane:
         lines.append(f"data: {human_bytes(plane['shared_memory_bytes'])} in place in shared memory, "
                      f"{human_bytes(plane['socket_bytes'])} over the socket"
-                     + (f", {human_bytes(plane['payload_free_bytes'])} not moved (FAKEGPU_PAYLOAD=none)"
+                     + (f", {human_bytes(plane['payload_free_bytes'])} not moved (FAKEGPU_PAYLOAD)"
                         if plane.get("payload_free_bytes") else ""))
     diag = report.get("diagnoses", {})
     found = [f"{kind} x{n}" for kind, n in diag.get("mismatches", {}).items()]

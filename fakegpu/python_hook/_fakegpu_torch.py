@@ -288,6 +288,10 @@ def install():
         raise RuntimeError(f"fakegpu: FAKEGPU_TORCH_COMPUTE={mode!r}: expected 1 (compute on the CPU), "
                            "shapes (modeled time only) or 0 (PyTorch's kernels, which do not run)")
     _installed = True
+    if mode == "shapes":
+        # No values are computed, so collectives larger than the metadata programs exchange (DDP's
+        # parameter check) would only move, and make the coordinator touch, bytes nobody wrote.
+        os.environ.setdefault("FAKEGPU_PAYLOAD", "small")
     import torch as torch_module
 
     torch = torch_module

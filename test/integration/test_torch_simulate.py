@@ -232,6 +232,16 @@ class Prediction(TorchTest):
         for c, s in zip(computed, shapes):
             self.assertAlmostEqual(c, s, delta=1e-9 * c)
 
+    def test_shapes_only_moves_the_metadata_and_not_the_gradients(self):
+        # DDP's parameter check (small collectives) still sees every rank's shapes; its gradient
+        # buckets, larger than 64 KiB and never computed, move nothing.
+        report = self.tmp / "r.json"
+        self.step_ms("--report", report, "--nproc", "2", mode="shapes")
+        plane = json.loads(report.read_text())["data_plane"]
+        self.assertGreater(plane["payload_free_bytes"], 2 * (1 << 20), plane)
+        self.assertGreater(plane["shared_memory_bytes"], 0, plane)
+        self.assertLess(plane["shared_memory_bytes"], 1 << 20, plane)
+
     def test_a_slow_network_shows_in_the_step_as_communication_compute_cannot_hide(self):
         single = self.step_ms("--nproc", "1")[-1]
         fast = self.step_ms("--cluster-config", self.config(TWO_BY_TWO), "--nproc", "4")[-1]

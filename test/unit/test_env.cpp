@@ -85,7 +85,8 @@ TEST(Env, ChoicesAreExactExceptForNcclsOwnWords) {
   EXPECT_EQ(parsed(env::kTimeMode, "paced"), "paced");
   EXPECT_EQ(parsed(env::kTimeMode, nullptr), "modeled");
   EXPECT_EQ(refusal(env::kTimeMode, "PACED"), "FAKEGPU_TIME_MODE=PACED: expected one of modeled, paced, wall");
-  EXPECT_EQ(refusal(env::kPayload, "all"), "FAKEGPU_PAYLOAD=all: expected one of none");
+  EXPECT_EQ(refusal(env::kPayload, "all"), "FAKEGPU_PAYLOAD=all: expected one of none, small");
+  EXPECT_EQ(parsed(env::kPayload, "small"), "small");
   EXPECT_EQ(parsed(env::kPayload, nullptr), std::nullopt);
   EXPECT_EQ(parsed(env::kNcclDebug, "info"), "INFO");  // as NCCL reads it, and spelled as declared
   EXPECT_NE(refusal(env::kNcclDebug, "verbose"), "");

@@ -14,25 +14,33 @@
 
 namespace fakegpu::stub {
 
-// FAKEGPU_PAYLOAD=none: timing-only runs. Operations are matched, checked and modeled, but no
-// data moves, so neither staging nor buffers are needed.
-bool payload_free() {
-  static const bool none = env::get(env::kPayload) == "none";  // checked at init
-  return none;
-}
-
 namespace {
+
+// FAKEGPU_PAYLOAD: every operation moves its data (unset), none does (`none`: timing-only runs,
+// matched, checked and modeled, needing neither staging nor buffers), or only small ones do.
+enum class Payload { kAll, kSmall, kNone };
+
+Payload payload() {
+  static const Payload mode = [] {  // checked at init
+    const std::string v = env::get(env::kPayload);
+    return v == "none" ? Payload::kNone : v == "small" ? Payload::kSmall : Payload::kAll;
+  }();
+  return mode;
+}
 
 // FAKEGPU_PAYLOAD=small: only operations this small move their data. Every rank decides alike:
 // the larger of an operation's two buffers is the same size on each.
 constexpr size_t kSmallPayloadBytes = 64 << 10;
 
 bool moves_data(const CollectiveCall& c) {
-  static const bool small_only = env::get(env::kPayload) == "small";  // checked at init
-  return !payload_free() && !(small_only && std::max(c.send_bytes, c.recv_bytes) > kSmallPayloadBytes);
+  const Payload mode = payload();
+  if (mode != Payload::kSmall) return mode == Payload::kAll;
+  return std::max(c.send_bytes, c.recv_bytes) <= kSmallPayloadBytes;
 }
 
 }  // namespace
+
+bool payload_free() { return payload() == Payload::kNone; }
 
 bool staging_needed() { return needs_staging() && !payload_free(); }
 

@@ -73,9 +73,9 @@ std::vector<Flow> CommModel::flow_plan(CollType coll, int algo, int root) const 
       // Across nodes, each local GPU carries its share over its own rail, on both halves of
       // the double binary tree: up to the parent node, then back down.
       for (int half = 0; half < 2; ++half) {
-        int first = 0;  // the first channel on this half
-        while (first + 1 < static_cast<int>(trees_.size()) && tree_half(first) != half) ++first;
-        const auto& tree = trees_[first];
+        // The first channel on this half (tree_half), or the last one when it has none.
+        const size_t first = static_cast<size_t>(half) * std::max(1, graphs_[kRing].channels);
+        const auto& tree = trees_[std::min(first, trees_.size() - 1)];
         for (int nd = 0; nd < nnodes(); ++nd) {
           // The node's parent in this half: where the rank that leaves the node points.
           int parent = -1;

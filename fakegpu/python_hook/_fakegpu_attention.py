@@ -37,10 +37,11 @@ def install(torch, lib, run, runtime, view_type):
 
     def cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, rng_state, *, scale):
         if dropout_p > 0:
-            return _fakegpu_attention_dropout.backward(torch, grad_out, query, key, value, dropout_p, is_causal,
-                                                       rng_state, scale)
-        # CUDA's kernel gives each gradient its input's strides; the CPU one makes them contiguous.
-        grads = cpu_flash_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale=scale)
+            grads = _fakegpu_attention_dropout.backward(torch, grad_out, query, key, value, dropout_p, is_causal,
+                                                        rng_state, scale)
+        else:
+            grads = cpu_flash_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale=scale)
+        # CUDA's kernel gives each gradient its input's strides and dtype; the CPU paths do not.
         return tuple(torch.empty_like(x).copy_(g) for x, g in zip((query, key, value), grads))
 
     def record(stream, tensors, flops, dtype):

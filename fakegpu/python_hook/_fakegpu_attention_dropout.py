@@ -46,7 +46,7 @@ def forward(torch, query, key, value, dropout_p, is_causal, scale):
 
 
 def backward(torch, grad_out, query, key, value, dropout_p, is_causal, rng_state, scale):
-    """Gradients of query, key and value, each laid out as its input."""
+    """Gradients of query, key and value (fp32)."""
     s = _scale(query, scale)
     weights, _ = _weights(torch, query, key, is_causal, s)
     kept = _kept(torch, weights, dropout_p, rng_state)
@@ -56,4 +56,4 @@ def backward(torch, grad_out, query, key, value, dropout_p, is_causal, rng_state
     grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
     grad_query = grad_scores @ key.float() * s
     grad_key = grad_scores.transpose(-2, -1) @ query.float() * s
-    return tuple(torch.empty_like(x).copy_(g) for x, g in zip((query, key, value), (grad_query, grad_key, grad_value)))
+    return grad_query, grad_key, grad_value

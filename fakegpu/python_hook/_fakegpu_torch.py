@@ -185,12 +185,6 @@ def _run(view_type, op, args, kwargs):
     return tree_map(view.result, out), stream
 
 
-def _leaves(x):
-    if isinstance(x, (list, tuple)):
-        return [leaf for v in x for leaf in _leaves(v)]
-    return [x]
-
-
 def _run_in_graph(op, args, kwargs, device, stream):
     """The operator under stream capture: results allocated now, computed by every replay."""
     shapes = _MetaView()
@@ -205,7 +199,7 @@ def _run_in_graph(op, args, kwargs, device, stream):
     def compute():
         view = _CpuView()
         computed = op(*tree_map(view.alias, args), **tree_map(view.alias, kwargs))
-        for target, value in zip(_leaves(results), _leaves(computed)):
+        for target, value in zip(_fakegpu_cost.tree_leaves(results), _fakegpu_cost.tree_leaves(computed)):
             if isinstance(value, torch.Tensor) and id(value) not in view.originals:  # not written in place
                 _copy_into(target, value)
 

@@ -7,8 +7,8 @@ fakegpu's simulator.
 
 Each rank trains on its slice of every global batch. DDP averages the gradients, so with equal
 slices every step equals one step of a single process on the whole batch, which rank 0 replays
-afterwards from the same initial weights. `--device cpu --backend gloo` runs the same comparison
-without a GPU or fakegpu, which checks the check itself.
+afterwards from the same initial weights (in eager mode, also with --compile). `--device cpu
+--backend gloo` runs the same comparison without a GPU or fakegpu, which checks the check itself.
 """
 
 import argparse
@@ -61,6 +61,7 @@ def main():
     p.add_argument("--out", help="write the compared figures here as JSON (rank 0)")
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of the comparison")
     p.add_argument("--reference-device", help="where rank 0 trains the reference (default: where the ranks train)")
+    p.add_argument("--compile", action="store_true", help="train the DDP model under torch.compile")
     a = p.parse_args()
     dist.init_process_group(a.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -73,7 +74,8 @@ def main():
 
     model = make_model(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if a.device == "cuda" else None)
-    local_losses = train(ddp, global_batches(world, device), slice(rank * PER_RANK, (rank + 1) * PER_RANK))
+    trained = torch.compile(ddp) if a.compile else ddp
+    local_losses = train(trained, global_batches(world, device), slice(rank * PER_RANK, (rank + 1) * PER_RANK))
     # The loss over the whole batch is the mean of the ranks' losses over their equal slices.
     losses = torch.stack(local_losses)
     dist.all_reduce(losses)

@@ -20,8 +20,9 @@ def _attention_flops(query, key, is_causal):
     return flops / 2 if is_causal else flops
 
 
-def install(torch, lib, run, runtime, view_type):
-    """Registers the two CUDA operators; run(view_type, op, args, kwargs) -> (results, stream)."""
+def install(torch, register, run, runtime, view_type):
+    """Registers the two CUDA operators with register(name, kernel); run(view_type, op, args, kwargs) ->
+    (results, stream)."""
     cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
     def cpu_forward(query, key, value, dropout_p, is_causal, *, scale):
@@ -69,5 +70,5 @@ def install(torch, lib, run, runtime, view_type):
                2.5 * _attention_flops(query, key, is_causal), query.dtype)
         return grads
 
-    lib.impl(FORWARD[len("aten::"):], forward, "CUDA")
-    lib.impl(BACKWARD[len("aten::"):], backward, "CUDA")
+    register(FORWARD, forward)
+    register(BACKWARD, backward)

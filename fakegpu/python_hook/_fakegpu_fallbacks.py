@@ -61,8 +61,9 @@ def _lstm_cell_backward(torch, grad_hy, grad_cy, cx, cy, workspace, has_bias):
     return grad_gates, grad_c * f, grad_bias
 
 
-def install(torch, lib, run, runtime, view_type):
-    """Registers the operators; run(view_type, fn, args, kwargs) -> (results, stream)."""
+def install(torch, register, run, runtime, view_type):
+    """Registers the operators with register(name, kernel); run(view_type, fn, args, kwargs) -> (results,
+    stream)."""
 
     def memory_bound(fn):
         def kernel(*args):
@@ -73,7 +74,7 @@ def install(torch, lib, run, runtime, view_type):
 
         return kernel
 
-    lib.impl(RMS_NORM_BACKWARD[len("aten::"):], memory_bound(_rms_norm_backward), "CUDA")
-    lib.impl(LSTM_CELL[len("aten::"):], memory_bound(_lstm_cell), "CUDA")
-    lib.impl(LSTM_CELL_BACKWARD[len("aten::"):], memory_bound(_lstm_cell_backward), "CUDA")
-    lib.impl(HISTC[len("aten::"):], memory_bound(_histc), "CUDA")
+    register(RMS_NORM_BACKWARD, memory_bound(_rms_norm_backward))
+    register(LSTM_CELL, memory_bound(_lstm_cell))
+    register(LSTM_CELL_BACKWARD, memory_bound(_lstm_cell_backward))
+    register(HISTC, memory_bound(_histc))

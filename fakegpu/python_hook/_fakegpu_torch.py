@@ -301,6 +301,13 @@ def install():
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")
+
+    def register(name, kernel):
+        # Hidden from torch.compile's frame hook: when a compiled graph runs an operator, dynamo
+        # would otherwise try to trace the Python kernel itself, recompiling it for every new
+        # argument up to its limit and warning on every rank.
+        lib.impl(name[len("aten::"):], torch.compiler.disable(kernel), "CUDA")
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # each registration replaces a CUDA kernel, and says so
         for name in torch._C._dispatch_get_all_op_names():
@@ -319,10 +326,10 @@ def install():
             if name in (_fakegpu_attention.FORWARD, _fakegpu_attention.BACKWARD) or name in _fakegpu_fallbacks.NAMES:
                 continue  # registered below
             kernel = _kernel(op, mode == "shapes") if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
-            lib.impl(name[len("aten::"):], kernel, "CUDA")
+            register(name, kernel)
         view_type = _MetaView if mode == "shapes" else _CpuView
-        _fakegpu_attention.install(torch, lib, _run, _runtime, view_type)
-        _fakegpu_fallbacks.install(torch, lib, _run, _runtime, view_type)
+        _fakegpu_attention.install(torch, register, _run, _runtime, view_type)
+        _fakegpu_fallbacks.install(torch, register, _run, _runtime, view_type)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
     # dispatcher. Flash attention has a CPU twin (_fakegpu_attention.py); memory-efficient and

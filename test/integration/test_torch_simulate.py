@@ -165,6 +165,17 @@ class DDP(TorchTest):
         self.assertEqual(len(figures["ddp_losses"]), 6)
         self.assertEqual(figures["reference_device"], "cpu")
 
+    def test_compiled_ddp_matches_the_reference_and_compiles_only_the_model(self):
+        result = self.tmp / "result.json"
+        r = self.run_ok("--report", self.tmp / "r.json", TORCHRUN, "--nproc_per_node=2",
+                        REPO / "verification" / "ddp_reference_check.py", "--compile", "--rtol", "1e-5",
+                        "--reference-device", "cpu", "--out", result)
+        figures = json.loads(result.read_text())
+        self.assertTrue(figures["losses_agree"] and figures["weights_agree"], figures)
+        # Dynamo never traces fakegpu's own kernels (it did, recompiling each up to its limit).
+        self.assertNotIn("python_hook", r.stderr, r.stderr[-3000:])
+        self.assertNotIn("recompile_limit", r.stderr, r.stderr[-3000:])
+
     def test_python_m_fakegpu(self):
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
         r = subprocess.run([sys.executable, "-m", "fakegpu", "--report", self.tmp / "r.json", "--nproc", "2", PYTHON,

@@ -61,20 +61,23 @@ def _lstm_cell_backward(torch, grad_hy, grad_cy, cx, cy, workspace, has_bias):
     return grad_gates, grad_c * f, grad_bias
 
 
+def memory_bound(torch, run, runtime, view_type, fn):
+    """A CUDA kernel computing fn(torch, *args) on stand-ins for its tensors, its time modeled as
+    reading and writing every tensor it takes and returns once."""
+
+    def kernel(*args):
+        results, stream = run(view_type, fn, (torch,) + args, {})
+        outputs = results if isinstance(results, tuple) else (results,)
+        tensors = [t for t in args + outputs if isinstance(t, torch.Tensor)]
+        runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, _fakegpu_cost.tensor_bytes(tensors), 16, None)
+        return results
+
+    return kernel
+
+
 def install(torch, register, run, runtime, view_type):
     """Registers the operators with register(name, kernel); run(view_type, fn, args, kwargs) -> (results,
     stream)."""
-
-    def memory_bound(fn):
-        def kernel(*args):
-            results, stream = run(view_type, fn, (torch,) + args, {})
-            tensors = [t for t in args + tuple(results) if isinstance(t, torch.Tensor)]
-            runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, _fakegpu_cost.tensor_bytes(tensors), 16, None)
-            return results
-
-        return kernel
-
-    register(RMS_NORM_BACKWARD, memory_bound(_rms_norm_backward))
-    register(LSTM_CELL, memory_bound(_lstm_cell))
-    register(LSTM_CELL_BACKWARD, memory_bound(_lstm_cell_backward))
-    register(HISTC, memory_bound(_histc))
+    for name, fn in ((RMS_NORM_BACKWARD, _rms_norm_backward), (LSTM_CELL, _lstm_cell),
+                     (LSTM_CELL_BACKWARD, _lstm_cell_backward), (HISTC, _histc)):
+        register(name, memory_bound(torch, run, runtime, view_type, fn))

@@ -23,7 +23,9 @@ import _fakegpu_capture
 import _fakegpu_compile
 import _fakegpu_cost
 import _fakegpu_fallbacks
+import _fakegpu_random
 import _fakegpu_steps
+import _fakegpu_sync_batch_norm
 
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
 # load it in every Python process fgpu starts.
@@ -52,6 +54,10 @@ def tree_map(fn, x):
     if isinstance(x, dict):
         return {k: tree_map(fn, v) for k, v in x.items()}
     return fn(x)
+
+
+# Operators given kernels of their own below (no CPU kernel computes them as CUDA would).
+OWN_KERNELS = _fakegpu_attention.NAMES + _fakegpu_fallbacks.NAMES + _fakegpu_sync_batch_norm.NAMES
 
 
 def _takes_device(schema):
@@ -223,6 +229,7 @@ def _real_copy(dst, src):
 def _kernel(op, shapes_only):
     name = op._schema.name
     copy = name == "aten::copy_"
+    random = _fakegpu_random.draws_random(op._schema)
 
     def kernel(*args, **kwargs):
         result = None
@@ -231,7 +238,11 @@ def _kernel(op, shapes_only):
                 result, stream = _run(_MetaView, op, args, kwargs)
             except (NotImplementedError, RuntimeError):
                 pass  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
-        if result is None:
+        if result is None and random:
+            with _fakegpu_random.drawing_from_cuda(torch, args, kwargs) as drawn:
+                result, stream = _run(_CpuView, op, args, kwargs)
+                drawn(_fakegpu_random.largest(torch, list(args) + _fakegpu_cost.tree_leaves(result)))
+        elif result is None:
             result, stream = _run(_CpuView, op, args, kwargs)
         math, flops, nbytes, alignment = _fakegpu_cost.modeled_cost(torch, name, args, result)
         _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, alignment, None)
@@ -323,13 +334,14 @@ def install():
                 continue
             if explicit and not has_kernel(name, "CUDA") and _takes_device(op._schema):
                 continue  # factories and _to_copy: their own kernels place the result
-            if name in (_fakegpu_attention.FORWARD, _fakegpu_attention.BACKWARD) or name in _fakegpu_fallbacks.NAMES:
+            if name in OWN_KERNELS:
                 continue  # registered below
             kernel = _kernel(op, mode == "shapes") if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
             register(name, kernel)
         view_type = _MetaView if mode == "shapes" else _CpuView
         _fakegpu_attention.install(torch, register, _run, _runtime, view_type)
         _fakegpu_fallbacks.install(torch, register, _run, _runtime, view_type)
+        _fakegpu_sync_batch_norm.install(torch, register, _run, _runtime, view_type)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
     # dispatcher. Flash attention has a CPU twin (_fakegpu_attention.py); memory-efficient and

@@ -93,6 +93,10 @@ class CudaFacts(TorchTest):
         r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "cuda_graphs.py")
         self.assertEqual(r.stdout.count("4 replays train as eager steps, 3 replay an all-reduce"), 2, r.stdout)
 
+    def test_random_numbers_follow_the_cuda_generator_state(self):
+        r = self.run_ok(TORCHRUN, "--nproc_per_node=2", TORCH_SCRIPTS / "random_state.py")
+        self.assertEqual(r.stdout.count("random state as on a GPU"), 2, r.stdout)
+
     def test_without_cpu_compute_cublas_computes_the_matrix_products(self):
         # PyTorch's own CUDA kernels then do not run; its GEMMs reach fakegpu's cuBLAS.
         self.check_facts(dict(os.environ, FAKEGPU_TORCH_COMPUTE="0"))
@@ -186,7 +190,7 @@ class DDP(TorchTest):
 
 
 class Parallel(TorchTest):
-    """FSDP2, tensor x data parallelism and mixed precision train for real."""
+    """FSDP2, tensor x data parallelism, SyncBatchNorm and mixed precision train for real."""
 
     def check_reference(self, result):
         figures = json.loads(result.read_text())
@@ -221,6 +225,13 @@ class Parallel(TorchTest):
         self.run_ok("--cluster-config", self.config(TWO_BY_FOUR), TORCHRUN, "--nproc_per_node=4",
                     TORCH_SCRIPTS / "train_parallel.py", "--style", "tp_dp", "--out", self.tmp / "result.json")
         self.assertEqual(self.check_reference(self.tmp / "result.json")["world"], 8)
+
+    def test_sync_batch_norm_matches_plain_batch_norm_over_the_whole_batch(self):
+        # SyncBatchNorm's statistics and gradients come from CUDA-only operators (fakegpu's own).
+        self.run_ok(TORCHRUN, "--nproc_per_node=3", TORCH_SCRIPTS / "sync_batch_norm.py", "--out", self.tmp / "r.json")
+        figures = json.loads((self.tmp / "r.json").read_text())
+        self.assertTrue(figures["losses_agree"] and figures["state_agrees"] and figures["eval_agrees"], figures)
+        self.assertEqual(figures["world"], 3)
 
     def test_bf16_autocast_and_grad_scaler(self):
         r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "mixed_precision.py")

@@ -1,0 +1,62 @@
+"""Random operators on fake GPUs draw from their CUDA generator's state, as on a GPU.
+
+A CUDA generator is a seed and an offset: each random kernel takes the numbers at the current
+offset and moves the offset past them. Programs lean on that: torch.cuda.manual_seed and
+get_rng_state/set_rng_state replay dropout masks (activation checkpointing recomputes a layer so),
+DTensor's random ops move the offset to each shard's place so that shards differ and replicas
+agree, and a CPU data pipeline seeded by torch.manual_seed must not shift when the model draws on
+the GPU. PyTorch's CPU kernels draw from the CPU generator instead, so for each random operator
+the CPU generator is seeded from the CUDA generator's (seed, offset), the CUDA offset moves past
+the operator's draws, and the CPU generator gets its own state back. The numbers differ from a
+GPU's (Philox), the discipline is the same."""
+
+import contextlib
+
+# Operators with a CUDA kernel that draw random numbers without a generator argument.
+_WITHOUT_GENERATOR_ARGUMENT = {"aten::native_dropout"}
+
+_MASK = (1 << 64) - 1
+
+
+def draws_random(schema):
+    """Whether an operator draws random numbers."""
+    return schema.name in _WITHOUT_GENERATOR_ARGUMENT or any("Generator" in str(a.type) for a in schema.arguments)
+
+
+def _mix(seed, offset):
+    """One CPU seed per (seed, offset): splitmix64 of the pair."""
+    x = (seed + (offset + 1) * 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _source(torch, args, kwargs):
+    """The CUDA generator an operator draws from: the one passed, or its device's default."""
+    values = list(args) + list(kwargs.values())
+    for v in values:
+        if isinstance(v, torch.Generator) and v.device.type == "cuda":
+            return v
+    index = next((v.device.index for v in values if isinstance(v, torch.Tensor) and v.is_cuda), None)
+    return torch.cuda.default_generators[torch.cuda.current_device() if index is None else index]
+
+
+def largest(torch, values):
+    """The most elements among the tensors in values: what an elementwise random kernel draws."""
+    return max((v.numel() for v in values if isinstance(v, torch.Tensor)), default=1)
+
+
+@contextlib.contextmanager
+def drawing_from_cuda(torch, args, kwargs):
+    """Runs the body with the CPU generator standing in for the operator's CUDA generator; yields a
+    function the caller gives the count of numbers drawn, which moves the CUDA offset past them
+    (CUDA's kernels reserve them in fours)."""
+    cuda = _source(torch, args, kwargs)
+    seed, offset = cuda.initial_seed(), cuda.get_offset()
+    cpu = torch.default_generator
+    saved = cpu.get_state()
+    cpu.manual_seed(_mix(seed, offset))
+    try:
+        yield lambda count: cuda.set_offset(offset + 4 * ((count + 3) // 4))
+    finally:
+        cpu.set_state(saved)

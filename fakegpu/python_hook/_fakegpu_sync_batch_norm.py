@@ -58,7 +58,7 @@ def _gather_with_counts(torch, x, mean, invstd, running_mean, running_var, momen
 
 
 def _gather(torch, x, mean, invstd, running_mean, running_var, momentum, eps, count):
-    counts = torch.full((mean.shape[0],), float(count), dtype=torch.float64)
+    counts = torch.full((mean.shape[0],), float(count), dtype=torch.float64, device=mean.device)
     return _gather_with_counts(torch, x, mean, invstd, running_mean, running_var, momentum, eps, counts)
 
 

@@ -3,7 +3,8 @@ in terms of operators that have: the backward of the fused RMSNorm (nn.RMSNorm, 
 forward has a CPU kernel, and the fused LSTM cell and its backward (nn.LSTM without cuDNN). The
 LSTM cell's workspace is this module's own: the four activated gates, which the backward reads.
 Also histc, whose CPU kernel takes floating point only where CUDA's counts integers too (mixture
-of experts routers count the tokens sent to each expert so)."""
+of experts routers count the tokens sent to each expert so), and ctc_loss's question whether to
+use cuDNN or MIOpen."""
 
 import _fakegpu_cost
 
@@ -11,7 +12,11 @@ RMS_NORM_BACKWARD = "aten::_fused_rms_norm_backward"
 LSTM_CELL = "aten::_thnn_fused_lstm_cell"
 LSTM_CELL_BACKWARD = "aten::_thnn_fused_lstm_cell_backward_impl"
 HISTC = "aten::histc"
-NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD, HISTC)
+# Whether ctc_loss may take cuDNN's or MIOpen's kernel: never here, so it takes the native one,
+# which has a CPU twin (cuDNN is off on fake GPUs).
+USE_LIBRARY_CTC_LOSS = ("aten::_use_cudnn_ctc_loss", "aten::_use_cudnn_ctc_loss.Tensor", "aten::_use_miopen_ctc_loss",
+                        "aten::_use_miopen_ctc_loss.Tensor")
+NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD, HISTC) + USE_LIBRARY_CTC_LOSS
 
 
 def _histc(torch, values, bins=100, min=0, max=0):
@@ -81,3 +86,5 @@ def install(torch, register, run, runtime, view_type):
     for name, fn in ((RMS_NORM_BACKWARD, _rms_norm_backward), (LSTM_CELL, _lstm_cell),
                      (LSTM_CELL_BACKWARD, _lstm_cell_backward), (HISTC, _histc)):
         register(name, memory_bound(torch, run, runtime, view_type, fn))
+    for name in USE_LIBRARY_CTC_LOSS:
+        register(name, lambda *args: False)

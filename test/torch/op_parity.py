@@ -50,6 +50,8 @@ def cases():
                                                         0.0, True, False, False)[0], \
         [SEQ[0, :, :3, :], torch.randn(16, 8), torch.randn(16, 4)], 1e-5
     yield "topk/sort", lambda x: x.topk(3, 1).values + x.sort(1).values[:, :3], [X]
+    yield "ctc_loss", lambda x: F.ctc_loss(x.log_softmax(2), torch.tensor([[1, 2, 3], [2, 2, 1]], device=x.device),
+                                           (6, 5), (3, 3)), [torch.randn(6, 2, 5)]
     yield "to(dtype)", lambda x: x.to(torch.float64).sin().to(torch.float32), [X]
 
 

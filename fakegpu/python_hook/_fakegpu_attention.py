@@ -8,7 +8,6 @@ With dropout, which the CPU kernel lacks, _fakegpu_attention_dropout.py computes
 
 import _fakegpu_attention_dropout
 import _fakegpu_cost
-import _fakegpu_random
 
 FORWARD = "aten::_scaled_dot_product_flash_attention"
 BACKWARD = "aten::_scaled_dot_product_flash_attention_backward"
@@ -23,8 +22,8 @@ def _attention_flops(query, key, is_causal):
 
 
 def install(torch, register, run, runtime, view_type):
-    """Registers the two CUDA operators with register(name, kernel); run(view_type, op, args, kwargs) ->
-    (results, stream)."""
+    """Registers the two CUDA operators with register(name, kernel); run(view_type, op, args, kwargs[,
+    draws]) -> (results, stream)."""
     cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
     def cpu_forward(query, key, value, dropout_p, is_causal, *, scale):
@@ -52,13 +51,12 @@ def install(torch, register, run, runtime, view_type):
         runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), _fakegpu_cost.tensor_bytes(tensors), 16, None)
 
     def forward(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
-        args = (query, key, value, dropout_p, is_causal)
-        if dropout_p > 0:  # the mask's seed comes from the CUDA generator, as CUDA's kernel's does
-            with _fakegpu_random.drawing_from_cuda(torch, args, {}) as drawn:
-                (out, logsumexp, rng_state), stream = run(view_type, cpu_forward, args, {"scale": scale})
-                drawn(query.shape[0] * query.shape[1] * query.shape[2] * key.shape[2])
-        else:
-            (out, logsumexp, rng_state), stream = run(view_type, cpu_forward, args, {"scale": scale})
+        # With dropout, the mask's seed comes from the CUDA generator, as CUDA's kernel's does: one
+        # number per attention weight.
+        weights = query.shape[0] * query.shape[1] * query.shape[2] * key.shape[2]
+        draws = (lambda _: weights) if dropout_p > 0 else None
+        (out, logsumexp, rng_state), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),
+                                                  {"scale": scale}, draws)
         record(stream, (query, key, value, out), _attention_flops(query, key, is_causal), query.dtype)
         # The cumulative sequence lengths of CUDA's kernel (for nested tensors) and the second part
         # of its RNG state, shaped as its own; the backward below reads neither.

@@ -2,8 +2,9 @@
 drops weights with a mask it draws from a seed and regenerates in the backward pass from the same
 seed (its RNG-state output); PyTorch's CPU flash attention has no dropout. So with dropout the
 weights are computed here in full, on the CPU (or the meta device, for shapes only): the mask is
-drawn from a seed taken from the CPU generator, which the forward returns as its RNG state and
-the backward reads back. The tensors, the log-sum-exp and the results are CUDA's; the modeled
+drawn from a seed taken from the CPU generator (which _fakegpu_random.py seeds from the CUDA
+generator's state for the call), which the forward returns as its RNG state and the backward
+reads back. The tensors, the log-sum-exp and the results are CUDA's; the modeled
 time stays the fused kernel's (_fakegpu_attention.py)."""
 
 

@@ -12,6 +12,8 @@ GPU's (Philox), the discipline is the same."""
 
 import contextlib
 
+import _fakegpu_cost
+
 # Operators with a CUDA kernel that draw random numbers without a generator argument.
 _WITHOUT_GENERATOR_ARGUMENT = {"aten::native_dropout"}
 
@@ -41,9 +43,15 @@ def _source(torch, args, kwargs):
     return torch.cuda.default_generators[torch.cuda.current_device() if index is None else index]
 
 
-def largest(torch, values):
-    """The most elements among the tensors in values: what an elementwise random kernel draws."""
-    return max((v.numel() for v in values if isinstance(v, torch.Tensor)), default=1)
+def elementwise_draws(torch, args):
+    """How many numbers an operator over args draws, as a function of its results: one per
+    element of its largest tensor, as an elementwise random kernel does."""
+
+    def draws(results):
+        values = list(args) + _fakegpu_cost.tree_leaves(results)
+        return max((v.numel() for v in values if isinstance(v, torch.Tensor)), default=1)
+
+    return draws
 
 
 @contextlib.contextmanager

@@ -169,9 +169,19 @@ class _MetaView(_CpuView):
         return torch.empty_strided(r.size(), r.stride(), dtype=r.dtype, device=self.device)
 
 
-def _run(view_type, op, args, kwargs):
+def _run(view_type, op, args, kwargs, draws=None):
     """The operator on stand-ins for its CUDA tensors, and its results as CUDA tensors; also the
-    current raw stream of the operator's device."""
+    current raw stream of the operator's device. For an operator that draws random numbers,
+    draws(results) is how many: it draws them from its CUDA generator (_fakegpu_random.py)."""
+    if draws is None:
+        return _run_on_stand_ins(view_type, op, args, kwargs)
+    with _fakegpu_random.drawing_from_cuda(torch, args, kwargs) as drawn:
+        results, stream = _run_on_stand_ins(view_type, op, args, kwargs)
+        drawn(draws(results))
+    return results, stream
+
+
+def _run_on_stand_ins(view_type, op, args, kwargs):
     _fakegpu_capture.raise_failed_replay()
     view = view_type()
     stand_in_args = tree_map(view.alias, args)
@@ -238,12 +248,9 @@ def _kernel(op, shapes_only):
                 result, stream = _run(_MetaView, op, args, kwargs)
             except (NotImplementedError, RuntimeError):
                 pass  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
-        if result is None and random:
-            with _fakegpu_random.drawing_from_cuda(torch, args, kwargs) as drawn:
-                result, stream = _run(_CpuView, op, args, kwargs)
-                drawn(_fakegpu_random.largest(torch, list(args) + _fakegpu_cost.tree_leaves(result)))
-        elif result is None:
-            result, stream = _run(_CpuView, op, args, kwargs)
+        if result is None:
+            draws = _fakegpu_random.elementwise_draws(torch, args) if random else None
+            result, stream = _run(_CpuView, op, args, kwargs, draws)
         math, flops, nbytes, alignment = _fakegpu_cost.modeled_cost(torch, name, args, result)
         _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, alignment, None)
         if alignment < 16 and not _hinted:

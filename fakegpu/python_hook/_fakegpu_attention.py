@@ -4,9 +4,10 @@ the same tensors (query, key and value as batch x heads x length x dim; the log-
 query row). So scaled_dot_product_attention keeps choosing flash attention on a fake GPU, as on
 a real one, and its modeled time is one fused kernel's: its FLOPs at the tensor-core rate, its
 inputs and outputs read and written once, not the materialised score matrix of the math path.
-With dropout, which the CPU kernel lacks, _fakegpu_attention_dropout.py computes it."""
+With dropout, which the CPU kernel lacks, _fakegpu_attention_math.py computes it. Memory-efficient
+attention (_fakegpu_efficient_attention.py) shares the cost model below."""
 
-import _fakegpu_attention_dropout
+import _fakegpu_attention_math
 import _fakegpu_cost
 
 FORWARD = "aten::_scaled_dot_product_flash_attention"
@@ -14,21 +15,35 @@ BACKWARD = "aten::_scaled_dot_product_flash_attention_backward"
 NAMES = (FORWARD, BACKWARD)
 
 
-def _attention_flops(query, key, is_causal):
+def attention_flops(query, key, is_causal):
     """Multiply-adds x 2 of the forward pass: the scores and the weighted sum of the values."""
     batch_heads = query.shape[0] * query.shape[1]
     flops = 4 * batch_heads * query.shape[2] * key.shape[2] * query.shape[3]
     return flops / 2 if is_causal else flops
 
 
+def record_fused(torch, runtime, stream, tensors, flops, dtype):
+    """Models a fused attention kernel: its FLOPs on tensor cores for half types and on the FP32
+    units for fp32 (the memory-efficient kernel's fp32 path), its tensors read or written once."""
+    math = _fakegpu_cost.HALF if dtype in (torch.float16, torch.bfloat16) else _fakegpu_cost.FP32
+    runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), _fakegpu_cost.tensor_bytes(tensors), 16, None)
+
+
 def install(torch, register, run, runtime, view_type):
     """Registers the two CUDA operators with register(name, kernel); run(view_type, op, args, kwargs[,
     draws]) -> (results, stream)."""
     cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    math = _fakegpu_attention_math
 
     def cpu_forward(query, key, value, dropout_p, is_causal, *, scale):
         if dropout_p > 0:  # the CPU kernel has no dropout
-            return _fakegpu_attention_dropout.forward(torch, query, key, value, dropout_p, is_causal, scale)
+            seed = math.draw_seed(torch, query)
+            out, logsumexp = math.forward(torch, query, key, value, None, dropout_p, is_causal, scale, seed)
+            rng_state = torch.tensor([seed, 0], dtype=torch.uint64, device=query.device)
+            # Laid out as the query, as CUDA's kernel does (when the value's width allows).
+            if value.shape[-1] == query.shape[-1]:
+                return torch.empty_like(query).copy_(out), logsumexp, rng_state
+            return out.to(query.dtype), logsumexp, rng_state
         # The CPU kernel leaves the log-sum-exp as batch x length x heads, transposed; CUDA's is
         # batch x heads x length, dense, and code compiled against CUDA's strides (AOTAutograd's
         # graphs) views it so.
@@ -39,16 +54,12 @@ def install(torch, register, run, runtime, view_type):
 
     def cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, rng_state, *, scale):
         if dropout_p > 0:
-            grads = _fakegpu_attention_dropout.backward(torch, grad_out, query, key, value, dropout_p, is_causal,
-                                                        rng_state, scale)
+            seed = 0 if rng_state.device.type == "meta" else int(rng_state[0].item())
+            grads = math.backward(torch, grad_out, query, key, value, None, dropout_p, is_causal, seed, scale)[:3]
         else:
             grads = cpu_flash_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale=scale)
         # CUDA's kernel gives each gradient its input's strides and dtype; the CPU paths do not.
         return tuple(torch.empty_like(x).copy_(g) for x, g in zip((query, key, value), grads))
-
-    def record(stream, tensors, flops, dtype):
-        math = _fakegpu_cost.HALF if dtype in (torch.float16, torch.bfloat16) else _fakegpu_cost.FP32
-        runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), _fakegpu_cost.tensor_bytes(tensors), 16, None)
 
     def forward(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
         # With dropout, the mask's seed comes from the CUDA generator, as CUDA's kernel's does: one
@@ -57,7 +68,8 @@ def install(torch, register, run, runtime, view_type):
         draws = (lambda _: weights) if dropout_p > 0 else None
         (out, logsumexp, rng_state), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),
                                                   {"scale": scale}, draws)
-        record(stream, (query, key, value, out), _attention_flops(query, key, is_causal), query.dtype)
+        record_fused(torch, runtime, stream, (query, key, value, out), attention_flops(query, key, is_causal),
+                     query.dtype)
         # The cumulative sequence lengths of CUDA's kernel (for nested tensors) and the second part
         # of its RNG state, shaped as its own; the backward below reads neither.
         empty = torch.empty(0, dtype=torch.int64, device=query.device)
@@ -71,8 +83,8 @@ def install(torch, register, run, runtime, view_type):
                             (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, philox_seed),
                             {"scale": scale})
         # The backward recomputes the scores and takes about 2.5 times the forward's work.
-        record(stream, (grad_out, query, key, value, out) + tuple(grads),
-               2.5 * _attention_flops(query, key, is_causal), query.dtype)
+        record_fused(torch, runtime, stream, (grad_out, query, key, value, out) + tuple(grads),
+                     2.5 * attention_flops(query, key, is_causal), query.dtype)
         return grads
 
     register(FORWARD, forward)

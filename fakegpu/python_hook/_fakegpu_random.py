@@ -54,11 +54,34 @@ def elementwise_draws(torch, args):
     return draws
 
 
+class Drawing:
+    """A random operator's CPU work, drawing from its CUDA generator when it runs: at the call, or
+    at each replay of a CUDA graph that captured it (a replay draws afresh and moves the
+    generator on, as a GPU's does; while the graph is captured, the generator stays as it is).
+    draws(results) is how many numbers the operator drew."""
+
+    def __init__(self, torch, op, draws, args, kwargs):
+        self.torch, self.op, self.draws, self.args, self.kwargs = torch, op, draws, args, kwargs
+
+    def __call__(self, *args, **kwargs):
+        with drawing_from_cuda(self.torch, self.args, self.kwargs) as drawn:
+            results = self.op(*args, **kwargs)
+            drawn(self.draws(results))
+        return results
+
+    def __str__(self):
+        return str(self.op)
+
+
 @contextlib.contextmanager
 def drawing_from_cuda(torch, args, kwargs):
     """Runs the body with the CPU generator standing in for the operator's CUDA generator; yields a
     function the caller gives the count of numbers drawn, which moves the CUDA offset past them
-    (CUDA's kernels reserve them in fours)."""
+    (CUDA's kernels reserve them in fours). Under stream capture the body only computes shapes and
+    the generator, which CUDA then locks, is left alone."""
+    if torch.cuda.is_current_stream_capturing():
+        yield lambda count: None
+        return
     cuda = _source(torch, args, kwargs)
     seed, offset = cuda.initial_seed(), cuda.get_offset()
     cpu = torch.default_generator

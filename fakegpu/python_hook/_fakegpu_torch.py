@@ -5,8 +5,9 @@ tensors aliasing the same bytes, once the current stream has reached that point 
 land on streams asynchronously), and then queues the operator's modeled time on that stream
 (_fakegpu_cost.py). What stays with the CUDA kernels: allocation, views
 and other metadata-only operators, and stream bookkeeping. Flash attention runs as PyTorch's CPU
-flash attention (_fakegpu_attention.py); memory-efficient attention and cuDNN are turned off, so
-PyTorch takes its math and native paths there. An operator with no CPU kernel fails with one
+flash attention (_fakegpu_attention.py), memory-efficient attention on the same CPU kernel
+(_fakegpu_efficient_attention.py); cuDNN attention and cuDNN are turned off, so PyTorch takes its
+other backends and native paths there. An operator with no CPU kernel fails with one
 line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=shapes runs the operators on
 the meta device instead (result shapes and modeled time, no values: for predicting the step time
 of models too large to compute on a CPU); FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's CUDA kernels
@@ -22,6 +23,7 @@ import _fakegpu_attention
 import _fakegpu_capture
 import _fakegpu_compile
 import _fakegpu_cost
+import _fakegpu_efficient_attention
 import _fakegpu_fallbacks
 import _fakegpu_random
 import _fakegpu_steps
@@ -32,13 +34,15 @@ import _fakegpu_sync_batch_norm
 torch = None
 _runtime = None  # fakegpu's CUDA runtime, loaded by sitecustomize before torch
 
-# Operators whose CUDA kernels must stay: they allocate, only rearrange metadata, or keep stream
-# and memory bookkeeping, none of which computes on element values.
+# Operators whose CUDA kernels must stay: they allocate, only rearrange metadata, keep stream and
+# memory bookkeeping, or (attention's backend choice) read the device's properties, none of which
+# computes on element values.
 KEEP_CUDA = {
     "aten::empty.memory_format", "aten::empty_strided", "aten::resize_", "aten::set_.source_Storage",
     "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor", "aten::set_",
     "aten::record_stream", "aten::is_pinned", "aten::_pin_memory", "aten::_local_scalar_dense",
     "aten::set_.source_Tensor_storage_offset", "aten::_has_same_storage_numel", "aten::is_set_to",
+    "aten::_fused_sdp_choice",
 }
 
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
@@ -57,7 +61,8 @@ def tree_map(fn, x):
 
 
 # Operators given kernels of their own below (no CPU kernel computes them as CUDA would).
-OWN_KERNELS = _fakegpu_attention.NAMES + _fakegpu_fallbacks.NAMES + _fakegpu_sync_batch_norm.NAMES
+OWN_KERNELS = (_fakegpu_attention.NAMES + _fakegpu_efficient_attention.NAMES + _fakegpu_fallbacks.NAMES +
+               _fakegpu_sync_batch_norm.NAMES)
 
 
 def _takes_device(schema):
@@ -173,12 +178,9 @@ def _run(view_type, op, args, kwargs, draws=None):
     """The operator on stand-ins for its CUDA tensors, and its results as CUDA tensors; also the
     current raw stream of the operator's device. For an operator that draws random numbers,
     draws(results) is how many: it draws them from its CUDA generator (_fakegpu_random.py)."""
-    if draws is None:
-        return _run_on_stand_ins(view_type, op, args, kwargs)
-    with _fakegpu_random.drawing_from_cuda(torch, args, kwargs) as drawn:
-        results, stream = _run_on_stand_ins(view_type, op, args, kwargs)
-        drawn(draws(results))
-    return results, stream
+    if draws is not None:
+        op = _fakegpu_random.Drawing(torch, op, draws, args, kwargs)
+    return _run_on_stand_ins(view_type, op, args, kwargs)
 
 
 def _run_on_stand_ins(view_type, op, args, kwargs):
@@ -347,14 +349,14 @@ def install():
             register(name, kernel)
         view_type = _MetaView if mode == "shapes" else _CpuView
         _fakegpu_attention.install(torch, register, _run, _runtime, view_type)
+        _fakegpu_efficient_attention.install(torch, register, _run, _runtime, view_type)
         _fakegpu_fallbacks.install(torch, register, _run, _runtime, view_type)
         _fakegpu_sync_batch_norm.install(torch, register, _run, _runtime, view_type)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
-    # dispatcher. Flash attention has a CPU twin (_fakegpu_attention.py); memory-efficient and
-    # cuDNN attention and cuDNN itself have none, and their math and native paths decompose into
-    # operators that do.
-    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    # dispatcher. Flash and memory-efficient attention have CPU twins (_fakegpu_attention.py,
+    # _fakegpu_efficient_attention.py); cuDNN attention and cuDNN itself have none, and PyTorch's
+    # other backends and native paths decompose into operators that do.
     torch.backends.cuda.enable_cudnn_sdp(False)
     torch.backends.cudnn.enabled = False
 

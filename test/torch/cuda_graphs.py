@@ -1,9 +1,10 @@
 """CUDA graphs of PyTorch operators on a fake GPU, as PyTorch's documentation captures them: a
 whole training step (forward, backward, a capturable Adam) warmed up on a side stream, captured
-once and replayed on new data must train exactly as the same steps run eagerly; flash attention
-replays on new inputs; an all-reduce captured between operators sums each replay's data across
-the ranks; a replay takes modeled time, the same each time; and an operator whose result's shape
-depends on its data cannot be captured, and says so. Run under fgpu with two ranks or more;
+once and replayed on new data must train exactly as the same steps run eagerly; flash and
+memory-efficient attention replay on new inputs; random operators draw afresh at each replay, as
+the same operators run eagerly from the same generator state; an all-reduce captured between
+operators sums each replay's data across the ranks; a replay takes modeled time, the same each
+time; and an operator whose result's shape depends on its data cannot be captured, and says so. Run under fgpu with two ranks or more;
 each prints one line, or raises naming what differs."""
 
 import os
@@ -70,14 +71,52 @@ def main():
     if not all(torch.equal(a, b) for a, b in zip(model.parameters(), eager.parameters())):
         bad.append("weights after the replays")
 
-    q = torch.randn(2, 4, 8, 16, device="cuda", dtype=torch.bfloat16)
-    attention = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(attention):
-        out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
-    q.copy_(torch.randn_like(q))
-    attention.replay()
-    if not torch.equal(out, F.scaled_dot_product_attention(q, q, q, is_causal=True)):
-        bad.append("flash attention replayed on new inputs")
+    # bf16 without a mask runs flash attention; fp32 with a mask, memory-efficient attention.
+    for kind, dtype, mask in [("flash", torch.bfloat16, None), ("efficient", torch.float32, torch.randn(8, 8))]:
+        q = torch.randn(2, 4, 8, 16, device="cuda", dtype=dtype)
+        mask = mask if mask is None else mask.cuda()
+        attention = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(attention):
+            out = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        q.copy_(torch.randn_like(q))
+        attention.replay()
+        if not torch.equal(out, F.scaled_dot_product_attention(q, q, q, attn_mask=mask)):
+            bad.append(f"{kind} attention replayed on new inputs")
+
+    # Random operators draw at every replay from the CUDA generator's state then, and move it on,
+    # as the same operators run eagerly do: dropout, and attention's dropout (whose backward drops
+    # the weights its forward dropped).
+    x = torch.ones(64, 64, device="cuda", requires_grad=True)
+    mask = torch.zeros(64, 64, device="cuda")
+
+    def random_step():
+        kept = F.dropout(x, 0.5)
+        attended = F.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None], mask, 0.5)
+        (kept.sum() + attended.sum()).backward()
+        return kept, attended
+
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up, as graphs of autograd need
+        random_step()
+    torch.cuda.current_stream().wait_stream(side)
+    x.grad = None
+    dropout = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(dropout):
+        kept, attended = random_step()
+    replays = []
+    for seed in (5, None, 6):
+        if seed is not None:
+            torch.cuda.manual_seed(seed)
+        dropout.replay()
+        replays.append([kept.clone(), attended.clone(), x.grad.clone()])
+    torch.cuda.manual_seed(5)
+    x.grad = None
+    eager = list(random_step()) + [x.grad]
+    if not all(torch.equal(a, b) for a, b in zip(replays[0], eager)):
+        bad.append("random operators replayed against the same run eagerly from the same seed")
+    for i in (1, 2):
+        if any(torch.equal(a, b) for a, b in zip(replays[0], replays[i])):
+            bad.append(f"random operators of replay {i}, which must draw afresh")
 
     # Captured on a side stream, as ProcessGroupNCCL requires for an all-reduce inside a graph.
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -16,6 +16,8 @@ IMG = torch.randn(2, 3, 10, 10)
 KERNEL = torch.randn(4, 3, 3, 3)
 SEQ = torch.randn(2, 4, 6, 8)
 IDX = torch.tensor([0, 3, 5, 1])
+MASK = torch.randn(2, 1, 4, 4)
+KEEP = (MASK > 0) | torch.eye(4, dtype=torch.bool)  # every query keeps a key
 
 
 def cases():
@@ -39,9 +41,14 @@ def cases():
     yield "conv2d", lambda i, k: F.conv2d(i, k, padding=1, stride=2), [IMG, KERNEL]
     yield "max_pool/avg_pool", lambda i: F.max_pool2d(i, 2) + F.avg_pool2d(i, 2), [IMG]
     yield "batch_norm (training)", lambda i: F.batch_norm(i, None, None, training=True), [IMG]
-    # fp32 attention takes the math path on a GPU and flash attention on a CPU: they round apart.
-    yield "attention fp32", lambda q: F.scaled_dot_product_attention(q, q.flip(2), q, is_causal=True), \
-        [SEQ.transpose(1, 2)], 1e-5
+    # fp32 attention, and attention with a mask (a learned bias gets a gradient), take memory-efficient
+    # attention on a GPU; on a CPU, flash attention (and the math path for the bias's gradient).
+    yield "efficient attention fp32", lambda q: F.scaled_dot_product_attention(q, q.flip(2), q, is_causal=True), \
+        [SEQ.transpose(1, 2)]
+    yield "efficient attention, boolean mask", lambda q: F.scaled_dot_product_attention(
+        q, q.flip(2), q, attn_mask=KEEP.to(q.device)), [SEQ.transpose(1, 2)]
+    yield "efficient attention, learned bias", lambda q, b: F.scaled_dot_product_attention(
+        q, q.flip(2), q, attn_mask=b), [SEQ.transpose(1, 2), MASK], 1e-5
     yield "flash attention bf16", lambda q: F.scaled_dot_product_attention(q, q.flip(2), q, is_causal=True), \
         [SEQ.transpose(1, 2).to(torch.bfloat16)]
     yield "embedding", lambda e: F.embedding(IDX, e), [X]
@@ -63,9 +70,9 @@ def run(fn, inputs, device):
 
 
 def cuda_strides_kept():
-    """Names of flash attention's results whose strides differ from the ones PyTorch's own kernel
-    gives on a GPU (its meta function says which): graphs that torch.compile captures hard-code
-    them. Queries laid out as nn.MultiheadAttention's are (length, batch, heads, dim) underneath."""
+    """Names of flash and memory-efficient attention's results whose strides differ from the ones
+    PyTorch's own kernels give on a GPU (their meta functions say which): graphs that torch.compile
+    captures hard-code them. Queries laid out as nn.MultiheadAttention's are (length, batch, heads, dim) underneath."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     qkv = [torch.randn(6, 2, 4, 8).permute(1, 2, 0, 3).to("cuda", torch.bfloat16) for _ in range(3)]
@@ -77,46 +84,71 @@ def cuda_strides_kept():
         return {"output": fwd[0], "log-sum-exp": fwd[1], "RNG state": fwd[6], "offset": fwd[7],
                 **{f"gradient {i}": g for i, g in enumerate(grads)}}
 
-    real = flash(*qkv)
-    with FakeTensorMode() as mode:
-        fake = flash(*(mode.from_tensor(t) for t in qkv))
-    return [f"flash attention {name} strides" for name, t in real.items()
-            if (t.shape, t.stride()) != (fake[name].shape, fake[name].stride())]
+    def efficient(q, k, v, bias):
+        fwd = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, False)
+        grads = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+            torch.ones_like(fwd[0]), q, k, v, bias, fwd[0], fwd[1], fwd[2], fwd[3], 0.0, [True] * 4, False)
+        return {"output": fwd[0], "log-sum-exp": fwd[1], "seed": fwd[2], "offset": fwd[3],
+                **{f"gradient {i}": g for i, g in enumerate(grads)}}
+
+    bias = torch.randn(2, 4, 6, 6).to("cuda", torch.bfloat16)
+    bad = []
+    for kind, attention, inputs in [("flash", flash, qkv), ("efficient", efficient, qkv + [bias])]:
+        real = attention(*inputs)
+        with FakeTensorMode() as mode:
+            fake = attention(*(mode.from_tensor(t) for t in inputs))
+        bad += [f"{kind} attention {name} strides" for name, t in real.items()
+                if (t.shape, t.stride()) != (fake[name].shape, fake[name].stride())]
+    return bad
+
+
+def _flash_with_dropout(q, k, v, bias, grad_out, p):
+    fwd = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, p, True)
+    grads = torch.ops.aten._scaled_dot_product_flash_attention_backward(
+        grad_out, q, k, v, fwd[0], fwd[1], fwd[2], fwd[3], fwd[4], fwd[5], p, True, fwd[6], fwd[7])
+    return fwd[0], grads, int(fwd[6].cpu()[0].item())
+
+
+def _efficient_with_dropout(q, k, v, bias, grad_out, p):
+    fwd = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, p, True)
+    grads = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+        grad_out, q, k, v, bias, fwd[0], fwd[1], fwd[2], fwd[3], p, [True] * 4, True)
+    return fwd[0], grads, int(fwd[2].item())
 
 
 def dropout_attention_differences():
-    """Flash attention with dropout (a bf16 training step's attention): the forward and the
-    backward must drop the same weights, the ones its RNG state names (a seed, as CUDA's philox
-    state), and compute what the math path computes with that mask; the same CPU seed gives the
-    same result."""
+    """Flash and memory-efficient attention with dropout (a training step's attention): the forward
+    and the backward must drop the same weights, the ones the seed they return names (as CUDA's
+    philox state), and compute what the math path computes with that mask, a bias included; the
+    same CPU seed gives the same result."""
     p = 0.3
-    q, k, v = (torch.randn(2, 3, 8, 16).to(torch.bfloat16) for _ in range(3))
-    fwd = torch.ops.aten._scaled_dot_product_flash_attention(q.cuda(), k.cuda(), v.cuda(), p, True)
-    grad_out = torch.randn(2, 3, 8, 16).to(torch.bfloat16)
-    grads = torch.ops.aten._scaled_dot_product_flash_attention_backward(
-        grad_out.cuda(), q.cuda(), k.cuda(), v.cuda(), fwd[0], fwd[1], fwd[2], fwd[3], fwd[4], fwd[5], p, True, fwd[6],
-        fwd[7])
-    # The math path in fp32 with the mask the seed gives.
-    ref_q, ref_k, ref_v = (t.float().requires_grad_() for t in (q, k, v))
-    future = torch.ones(8, 8, dtype=torch.bool).triu(1)
-    scores = (ref_q @ ref_k.transpose(-2, -1) / 4).masked_fill(future, float("-inf"))
-    seed = int(fwd[6].cpu()[0].item())
-    keep = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(seed)) >= p
-    ref_out = (scores.softmax(-1) * keep / (1 - p)) @ ref_v
-    ref_out.backward(grad_out.float())
+    q, k, v, grad_out = (torch.randn(2, 3, 8, 16).to(torch.bfloat16) for _ in range(4))
     bad = []
-    if not 0.15 < 1 - keep.float().mean().item() < 0.45:
-        bad.append("dropout attention's share of dropped weights")
-    for name, got, want in [("output", fwd[0], ref_out), ("query gradient", grads[0], ref_q.grad),
-                            ("key gradient", grads[1], ref_k.grad), ("value gradient", grads[2], ref_v.grad)]:
-        if not torch.allclose(got.cpu().float(), want.detach(), rtol=2e-2, atol=2e-2):
-            bad.append(f"dropout attention {name}")
-    runs = []
-    for _ in range(2):
-        torch.manual_seed(7)
-        runs.append(F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), dropout_p=p).cpu())
-    if not torch.equal(runs[0], runs[1]):
-        bad.append("dropout attention under the same seed")
+    for kind, attention, bias in [("flash", _flash_with_dropout, None),
+                                  ("efficient", _efficient_with_dropout, torch.randn(2, 3, 8, 8).to(torch.bfloat16))]:
+        out, grads, seed = attention(q.cuda(), k.cuda(), v.cuda(), bias if bias is None else bias.cuda(),
+                                     grad_out.cuda(), p)
+        # The math path in fp32 with the mask the seed gives.
+        ref = [t.float().requires_grad_() for t in (q, k, v) + (() if bias is None else (bias,))]
+        future = torch.ones(8, 8, dtype=torch.bool).triu(1)
+        scores = ref[0] @ ref[1].transpose(-2, -1) / 4 + (0 if bias is None else ref[3])
+        keep = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(seed)) >= p
+        ref_out = (scores.masked_fill(future, float("-inf")).softmax(-1) * keep / (1 - p)) @ ref[2]
+        ref_out.backward(grad_out.float())
+        if not 0.15 < 1 - keep.float().mean().item() < 0.45:
+            bad.append(f"{kind} dropout attention's share of dropped weights")
+        names = ("output", "query gradient", "key gradient", "value gradient", "bias gradient")
+        for name, got, want in zip(names, (out,) + tuple(grads), [ref_out] + [t.grad for t in ref]):
+            if not torch.allclose(got.cpu().float(), want.detach(), rtol=2e-2, atol=2e-2):
+                bad.append(f"{kind} dropout attention {name}")
+    mask = torch.zeros(2, 3, 8, 8, dtype=torch.bfloat16).cuda()  # a mask: memory-efficient attention
+    for kind, attn_mask in [("flash", None), ("efficient", mask)]:
+        runs = []
+        for _ in range(2):
+            torch.manual_seed(7)
+            runs.append(F.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), attn_mask, p).cpu())
+        if not torch.equal(runs[0], runs[1]):
+            bad.append(f"{kind} dropout attention under the same seed")
     return bad
 
 
@@ -145,8 +177,8 @@ def main():
     bad += [name for name, (got, want) in checks.items() if not torch.equal(got, want)]
     if bad:
         raise AssertionError("fake-GPU results differ from the CPU's: " + ", ".join(bad))
-    print(f"op parity: {len(list(cases())) + len(checks)} cases agree with the CPU; flash attention keeps CUDA's "
-          "strides and drops out as the math path", flush=True)
+    print(f"op parity: {len(list(cases())) + len(checks)} cases agree with the CPU; flash and memory-efficient "
+          "attention keep CUDA's strides and drop out as the math path", flush=True)
 
 
 if __name__ == "__main__":

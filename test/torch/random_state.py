@@ -3,7 +3,7 @@ rely on, checked on every rank of a two-rank job. Prints one line per rank; exit
 
 - torch.cuda.manual_seed makes draws reproducible, and a new seed changes them;
 - torch.cuda.get_rng_state / set_rng_state (and torch.random.fork_rng) replay the same numbers,
-  dropout masks and flash attention's dropout included;
+  dropout masks and flash and memory-efficient attention's dropout included;
 - a generator made for the device (torch.Generator("cuda")) has a stream of its own;
 - drawing on the GPU leaves the CPU generator's sequence as it was (data made on the CPU);
 - activation checkpointing recomputes dropout with the same mask: gradients match the plain run;
@@ -52,6 +52,12 @@ def state_replay():
     torch.cuda.set_rng_state(state)
     check("set_rng_state replays attention dropout", torch.equal(a, F.scaled_dot_product_attention(q, q, q, dropout_p=0.3)))
     check("attention dropout draws afresh", not torch.equal(a, F.scaled_dot_product_attention(q, q, q, dropout_p=0.3)))
+    q, mask = q.float(), torch.zeros(16, 16, device="cuda")  # memory-efficient attention, with dropout
+    state = torch.cuda.get_rng_state()
+    a = F.scaled_dot_product_attention(q, q, q, mask, 0.3)
+    torch.cuda.set_rng_state(state)
+    check("set_rng_state replays efficient attention's dropout",
+          torch.equal(a, F.scaled_dot_product_attention(q, q, q, mask, 0.3)))
     with torch.random.fork_rng(devices=[torch.cuda.current_device()]):
         inside = torch.rand(5, device="cuda")
     check("fork_rng restores the state", torch.equal(inside, torch.rand(5, device="cuda")))

@@ -70,11 +70,10 @@ def install(torch, register, run, runtime, view_type):
                                                   {"scale": scale}, draws)
         record_fused(torch, runtime, stream, (query, key, value, out), attention_flops(query, key, is_causal),
                      query.dtype)
-        # The cumulative sequence lengths of CUDA's kernel (for nested tensors) and the second part
-        # of its RNG state, shaped as its own; the backward below reads neither.
-        empty = torch.empty(0, dtype=torch.int64, device=query.device)
+        # No cumulative sequence lengths (CUDA's kernel gives them for nested tensors only) and the
+        # second part of its RNG state, shaped as its own; the backward below reads neither.
         unused = torch.empty((), dtype=torch.uint64, device=query.device)
-        return (out, logsumexp, empty, empty, query.shape[2], key.shape[2], rng_state, unused,
+        return (out, logsumexp, None, None, query.shape[2], key.shape[2], rng_state, unused,
                 torch.empty(0, dtype=query.dtype, device=query.device))
 
     def backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,

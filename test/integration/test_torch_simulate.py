@@ -190,7 +190,8 @@ class DDP(TorchTest):
 
 
 class Parallel(TorchTest):
-    """FSDP2, tensor x data parallelism, SyncBatchNorm and mixed precision train for real."""
+    """FSDP2, tensor x data parallelism, context parallelism, SyncBatchNorm and mixed precision train
+    for real."""
 
     def check_reference(self, result):
         figures = json.loads(result.read_text())
@@ -232,6 +233,11 @@ class Parallel(TorchTest):
         figures = json.loads((self.tmp / "r.json").read_text())
         self.assertTrue(figures["losses_agree"] and figures["state_agrees"] and figures["eval_agrees"], figures)
         self.assertEqual(figures["world"], 3)
+
+    def test_context_parallel_attention_matches_whole_sequence_attention(self):
+        # Ring attention merges blocks through the attention kernels' log-sum-exps (fakegpu's own).
+        r = self.run_ok(TORCHRUN, "--nproc_per_node=4", TORCH_SCRIPTS / "context_parallel.py")
+        self.assertEqual(r.stdout.count("context parallel attention matches whole-sequence attention"), 4, r.stdout)
 
     def test_bf16_autocast_and_grad_scaler(self):
         r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "mixed_precision.py")

@@ -152,8 +152,38 @@ def dropout_attention_differences():
     return bad
 
 
+def flex_attention_differences():
+    """FlexAttention run eagerly (PyTorch's unfused path) with a score modification, a relative
+    position bias: the output against PyTorch's CPU FlexAttention, and the gradients, which CPU
+    FlexAttention does not compute, against the same attention written out on the CPU."""
+    import warnings
+
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def relative(score, batch, head, q_index, kv_index):
+        return score + (q_index - kv_index) * 0.1
+
+    q = SEQ.transpose(1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager FlexAttention says it is unfused
+        want = flex_attention(q, q.flip(2), q, score_mod=relative)
+        cuda = q.cuda().requires_grad_()
+        got = flex_attention(cuda, cuda.flip(2), cuda, score_mod=relative)
+    got.square().sum().backward()
+    ref = q.clone().requires_grad_()
+    positions = torch.arange(q.shape[2])
+    scores = ref @ ref.flip(2).transpose(-2, -1) / q.shape[-1] ** 0.5 + (positions[:, None] - positions) * 0.1
+    (scores.softmax(-1) @ ref).square().sum().backward()
+    bad = []
+    if not torch.allclose(got.detach().cpu(), want, rtol=1e-5, atol=1e-5):
+        bad.append("flex attention (result)")
+    if not torch.allclose(cuda.grad.cpu(), ref.grad, rtol=1e-4, atol=1e-4):
+        bad.append("flex attention (gradient)")
+    return bad
+
+
 def main():
-    bad = cuda_strides_kept() + dropout_attention_differences()
+    bad = cuda_strides_kept() + dropout_attention_differences() + flex_attention_differences()
     for name, fn, inputs, *tolerance in cases():
         tol = tolerance[0] if tolerance else 1e-6
         cpu, cuda = run(fn, inputs, "cpu"), run(fn, inputs, "cuda")
@@ -178,7 +208,7 @@ def main():
     if bad:
         raise AssertionError("fake-GPU results differ from the CPU's: " + ", ".join(bad))
     print(f"op parity: {len(list(cases())) + len(checks)} cases agree with the CPU; flash and memory-efficient "
-          "attention keep CUDA's strides and drop out as the math path", flush=True)
+          "attention keep CUDA's strides and drop out as the math path; FlexAttention agrees", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ once and replayed on new data must train exactly as the same steps run eagerly; 
 memory-efficient attention replay on new inputs; random operators draw afresh at each replay, as
 the same operators run eagerly from the same generator state; an all-reduce captured between
 operators sums each replay's data across the ranks; a replay takes modeled time, the same each
-time; and an operator whose result's shape depends on its data cannot be captured, and says so. Run under fgpu with two ranks or more;
-each prints one line, or raises naming what differs."""
+time; and an operator whose result's shape depends on its data cannot be captured, and says so.
+Run under fgpu with two ranks or more; each prints one line, or raises naming what differs."""
 
 import os
 

@@ -72,7 +72,8 @@ def run(fn, inputs, device):
 def cuda_strides_kept():
     """Names of flash and memory-efficient attention's results whose strides differ from the ones
     PyTorch's own kernels give on a GPU (their meta functions say which): graphs that torch.compile
-    captures hard-code them. Queries laid out as nn.MultiheadAttention's are (length, batch, heads, dim) underneath."""
+    captures hard-code them. Queries laid out as nn.MultiheadAttention's are (length, batch,
+    heads, dim) underneath."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     qkv = [torch.randn(6, 2, 4, 8).permute(1, 2, 0, 3).to("cuda", torch.bfloat16) for _ in range(3)]

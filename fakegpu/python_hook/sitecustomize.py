@@ -45,7 +45,8 @@ def _preload():
                          "runtimes (pip install torch==2.14.1 gives the CUDA 13 build)\n")
         return False
     # The runtime first: the driver and cuBLAS find it among the process's symbols.
-    for name in (f"libcudart.so.{major}", "libcuda.so.1", f"libcublasLt.so.{major}", f"libcublas.so.{major}"):
+    for name in (f"libcudart.so.{major}", "libcuda.so.1", "libnvidia-ml.so.1", f"libcublasLt.so.{major}",
+                 f"libcublas.so.{major}"):
         path = os.path.join(build, name)
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)

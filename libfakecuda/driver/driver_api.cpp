@@ -194,10 +194,26 @@ FAKECU_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   });
 }
 
+namespace {
+// The driver's own attributes for its virtual memory family (cuMemCreate, shareable handles,
+// GPUDirect RDMA with it, dma-buf, multicast), which fakegpu does not simulate
+// (driver_unsupported.cpp): each reads 0, so that programs take their other paths.
+bool virtual_memory_attribute(int attribute) {
+  switch (attribute) {
+    case 102: case 103: case 104: case 105: case 110: case 124: case 128: case 132: return true;
+    default: return false;
+  }
+}
+}  // namespace
+
 FAKECU_API CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev) {
   return call([&](const RuntimeCalls& rt) {
     require(value != nullptr);
     check_device(rt, dev);
+    if (virtual_memory_attribute(attribute)) {
+      *value = 0;
+      return;
+    }
     check(rt.device_get_attribute(value, attribute, dev));  // CUdevice_attribute numbers are cudaDeviceAttr's
   });
 }

@@ -1,6 +1,6 @@
-"""fakegpu's CUDA driver (libcuda.so.1) over fakegpu's runtime, through ctypes: devices from the
-cluster YAML, primary contexts, pointer queries, entry points, and a clear refusal for what it
-does not simulate."""
+"""fakegpu's CUDA driver (libcuda.so.1) and NVML (libnvidia-ml.so.1) over fakegpu's runtime,
+through ctypes: devices from the cluster YAML, primary contexts, pointer queries, entry points,
+and a clear refusal for what they do not simulate."""
 
 import ctypes
 import os
@@ -131,6 +131,53 @@ print(fn.value == direct, status.value)
         self.assertIn("fakegpu: cuMemCreate: not simulated by fakegpu's CUDA driver", r.stderr)
         r = run("e = ctypes.c_char_p(); cu.cuGetErrorString(801, ctypes.byref(e)); print(e.value.decode())")
         self.assertIn("operation not supported", r.stdout)
+        # The family's attributes say so too (virtual memory, POSIX and fabric handles, multicast).
+        out = self.check("""
+ok(cu.cuInit(0), "cuInit")
+values = []
+for attribute in (102, 103, 128, 132):
+    v = ctypes.c_int(7); ok(cu.cuDeviceGetAttribute(ctypes.byref(v), attribute, 0), f"attribute {attribute}")
+    values.append(v.value)
+print(values)
+""")
+        self.assertIn("[0, 0, 0, 0]", out)
+
+
+class FakeNvml(unittest.TestCase):
+    """libnvidia-ml.so.1 names the runtime's devices: count, names, UUIDs, PCI bus ids, memory."""
+
+    def test_devices_are_the_runtimes(self):
+        r = run(f"""
+nvml = ctypes.CDLL({str(built("libnvidia-ml.so.1"))!r})
+ok(nvml.nvmlInit_v2(), "nvmlInit_v2")
+n = ctypes.c_uint(); ok(nvml.nvmlDeviceGetCount_v2(ctypes.byref(n)), "count")
+print("count", n.value)
+for i in range(n.value):
+    dev = ctypes.c_void_p(); ok(nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(dev)), "handle")
+    name = ctypes.create_string_buffer(96); ok(nvml.nvmlDeviceGetName(dev, name, 96), "name")
+    uuid = ctypes.create_string_buffer(96); ok(nvml.nvmlDeviceGetUUID(dev, uuid, 96), "uuid")
+    raw = (ctypes.c_ubyte * 16)(); ok(cu.cuDeviceGetUuid_v2(raw, i), "cuDeviceGetUuid")
+    # A bus id as CUDA spells it finds the same device.
+    bus = ctypes.create_string_buffer(32); ok(cudart.cudaDeviceGetPCIBusId(bus, 32, i), "bus id")
+    by_bus = ctypes.c_void_p(); ok(nvml.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(by_bus)), "by bus id")
+    memory = (ctypes.c_ulonglong * 3)(); ok(nvml.nvmlDeviceGetMemoryInfo(dev, memory), "memory")
+    total = ctypes.c_size_t(); ok(cu.cuDeviceTotalMem_v2(ctypes.byref(total), i), "cuDeviceTotalMem")
+    print(i, name.value.decode(), uuid.value.decode()[4:].replace("-", "") == bytes(raw).hex(),
+          by_bus.value == dev.value, memory[0] == total.value, memory[0] == memory[1] + memory[2])
+processes = ctypes.c_uint(5); ok(nvml.nvmlDeviceGetComputeRunningProcesses(dev, ctypes.byref(processes), None), "procs")
+fabric = (ctypes.c_ubyte * 36)(); fabric[28] = 9
+ok(nvml.nvmlDeviceGetGpuFabricInfoV(dev, fabric), "fabric")
+print("processes", processes.value, "fabric state", fabric[28])
+bad = ctypes.c_void_p(); print("unknown bus", nvml.nvmlDeviceGetHandleByPciBusId_v2(b"0000:ff:1f.0", ctypes.byref(bad)))
+state = ctypes.c_int(); print("nvlink", nvml.nvmlDeviceGetNvLinkState(dev, 0, ctypes.byref(state)))
+""", FAKEGPU_NODE="1")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("count 2", r.stdout)
+        self.assertEqual(r.stdout.count("NVIDIA H100 80GB HBM3 True True True True"), 2, r.stdout)
+        self.assertIn("processes 0 fabric state 0", r.stdout)  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+        self.assertIn("unknown bus 6", r.stdout)  # NVML_ERROR_NOT_FOUND
+        self.assertIn("nvlink 3", r.stdout)  # NVML_ERROR_NOT_SUPPORTED, and one line naming the call
+        self.assertIn("fakegpu: nvmlDeviceGetNvLinkState: not simulated by fakegpu's NVML", r.stderr)
 
 
 if __name__ == "__main__":

@@ -416,6 +416,16 @@ class BadInput(TorchTest):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("fakegpu: aten::mm.dtype has no CPU kernel, so fakegpu cannot compute it", r.stderr)
 
+    def test_symmetric_memory_is_refused_with_a_line_naming_the_driver_call(self):
+        # PyTorch asks NVML for the GPU's fabric first: without an NVML it jumped to a null pointer.
+        script = self.tmp / "symm.py"
+        script.write_text("import torch\nimport torch.distributed._symmetric_memory as symm_mem\n"
+                          "symm_mem.empty(1024, device='cuda')\n")
+        r = fgpu_torch("--nproc", "1", PYTHON, script)
+        self.assertIn("rank 0 failed first, with exit code 1", r.stderr)  # an exception, not a signal
+        self.assertIn("fakegpu: cuMemGetAllocationGranularity: not simulated by fakegpu's CUDA driver", r.stderr)
+        self.assertIn("CUDA driver error: operation not supported", r.stderr)
+
     def test_a_torch_for_another_cuda_major_is_named(self):
         r = self.hook_output(self.fake_torch("11.8"))
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -1,4 +1,4 @@
-"""What torch.cuda reports on fake GPUs: the rank's node in the cluster YAML, its memory
+"""What torch.cuda reports on fake GPUs: the rank's node in the cluster YAML (NVML agreeing), its memory
 accounting, out-of-memory, streams and events with modeled time, and matrix products on the
 device against the CPU. Run as a rank of `fgpu --cluster-config configs/cluster_valid.yaml
 --nproc 4` (node0: two A100-80GB, node1: two H100-SXM); prints one line per rank."""
@@ -30,6 +30,10 @@ def main():
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     name, capability, sms, mib, fp32_tflops, tf32_tflops, bf16_tflops, memory_gbs = A100 if rank < 2 else H100
     check(f"device_count {torch.cuda.device_count()} != 2", torch.cuda.device_count() == 2)
+    # NVML (fakegpu's libnvidia-ml.so.1) names the same devices as the runtime.
+    check(f"NVML's device count {torch.cuda._device_count_nvml()}", torch.cuda._device_count_nvml() == 2)
+    uuids = [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(2)]
+    check(f"NVML's UUIDs {torch.cuda._raw_device_uuid_nvml()} != {uuids}", torch.cuda._raw_device_uuid_nvml() == uuids)
     torch.cuda.set_device(local)
     props = torch.cuda.get_device_properties(local)
     check(f"name {torch.cuda.get_device_name()!r} != {name!r}", torch.cuda.get_device_name() == name)

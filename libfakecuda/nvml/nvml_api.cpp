@@ -108,6 +108,14 @@ nvmlDevice_t handle(int index) {
   return &g_devices[index];
 }
 
+// The handle of the first device that matches; NVML_ERROR_NOT_FOUND when none does.
+template <typename Match>
+nvmlDevice_t first_device(const RuntimeCalls& rt, Match&& match) {
+  for (int i = 0; i < device_count(rt); ++i)
+    if (match(i)) return handle(i);
+  throw NvmlError{kNotFound};
+}
+
 struct Identity {
   char name[256];
   unsigned char uuid[16];
@@ -221,15 +229,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_
 NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_t* device) {
   return call([&](const RuntimeCalls& rt) {
     require(bus_id != nullptr && device != nullptr);
-    for (int i = 0; i < device_count(rt); ++i) {
+    *device = first_device(rt, [&](int i) {
       char id[32];
       nvml_bus_id(rt, i, id, sizeof id);
-      if (same_bus_id(id, bus_id)) {
-        *device = handle(i);
-        return;
-      }
-    }
-    throw NvmlError{kNotFound};
+      return same_bus_id(id, bus_id);
+    });
   });
 }
 NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevice_t* device) {
@@ -239,15 +243,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus_id, nvmlDevi
 NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   return call([&](const RuntimeCalls& rt) {
     require(uuid != nullptr && device != nullptr);
-    for (int i = 0; i < device_count(rt); ++i) {
+    *device = first_device(rt, [&](int i) {
       char text[64];
       format_uuid(identity(rt, i).uuid, text, sizeof text);
-      if (strcasecmp(text, uuid) == 0) {
-        *device = handle(i);
-        return;
-      }
-    }
-    throw NvmlError{kNotFound};
+      return strcasecmp(text, uuid) == 0;
+    });
   });
 }
 

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_CUDA_BRIDGE_VERSION 3u
+#define FAKEGPU_CUDA_BRIDGE_VERSION 4u
 
 /* A stream's modeled clock, opaque to callers: the time the work queued on the stream would
  * have taken on the modeled GPU. */
@@ -106,6 +106,21 @@ typedef struct fakegpu_cuda_bridge_table {
    * the calling thread, for a caller that polls something that work reports (a communicator's
    * asynchronous error). */
   void (*poll_streams)(void);
+
+  /* ---- virtual memory, added in version 4: the driver's cuMemAddressReserve family ---- */
+  /* A range of `bytes` (a multiple of vmm_granularity) for mappings; NULL when refused. */
+  void* (*vmm_reserve)(size_t bytes);
+  /* Frees a range with nothing mapped in it. */
+  int (*vmm_free)(void* base);
+  /* A handle to `bytes` of the device's memory, counted against it (cudaErrorMemoryAllocation
+   * when the device is full). */
+  int (*vmm_create)(size_t bytes, int device, uint64_t* handle);
+  int (*vmm_release)(uint64_t handle);
+  /* Maps a whole handle at `at`, inside a range, where nothing is mapped; unmapping drops the
+   * contents. */
+  int (*vmm_map)(void* at, size_t bytes, uint64_t handle);
+  int (*vmm_unmap)(void* at, size_t bytes);
+  size_t (*vmm_granularity)(void);
 } fakegpu_cuda_bridge_table;
 
 /* The one exported entry point: the table for `version`, or NULL when the runtime is of another

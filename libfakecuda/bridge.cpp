@@ -79,6 +79,13 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     start_clocked_host_func,
     kick_streams,
     poll_streams,
+    vmm_reserve,
+    vmm_free,
+    vmm_create,
+    vmm_release,
+    vmm_map,
+    vmm_unmap,
+    vmm_granularity,
 };
 
 }  // namespace

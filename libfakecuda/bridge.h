@@ -18,6 +18,14 @@ bool primary_context_active(int device);
 // memory_api.cpp
 int find_segment(const void* ptr, size_t len, uint64_t* segment_id, uint64_t* offset, int* fd, uint64_t* segment_size);
 int allocation_of(const void* ptr, void** base, size_t* bytes, int* kind, int* device);
+// virtual_memory.cpp
+void* vmm_reserve(size_t bytes);
+int vmm_free(void* base);
+int vmm_create(size_t bytes, int device, uint64_t* handle);
+int vmm_release(uint64_t handle);
+int vmm_map(void* at, size_t bytes, uint64_t handle);
+int vmm_unmap(void* at, size_t bytes);
+size_t vmm_granularity();
 
 }  // namespace fakegpu::cuda
 

@@ -63,7 +63,7 @@ void* DeviceMemory::allocate(size_t bytes, MemoryKind kind, int device, uint64_t
   void* p = nullptr;
   Segment* owner = nullptr;
   for (auto& s : segments_)
-    if (s->owner_pid == 0 && (p = carve(*s, length))) {
+    if (s->owner_pid == 0 && !s->reserved && (p = carve(*s, length))) {
       owner = s.get();
       break;
     }
@@ -80,10 +80,12 @@ void* DeviceMemory::allocate(size_t bytes, MemoryKind kind, int device, uint64_t
 bool DeviceMemory::release(void* ptr, MemoryKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.find(static_cast<uint8_t*>(ptr));
-  if (it == allocations_.end() || it->second.info.imported) return false;
+  if (it == allocations_.end() || it->second.info.imported || it->second.physical) return false;
   const bool host = it->second.info.kind == MemoryKind::kHost;
   if (host != (kind == MemoryKind::kHost)) return false;
-  auto [seg, length, info] = it->second;
+  Segment* seg = it->second.segment;
+  size_t length = it->second.length;
+  const Allocation info = it->second.info;
   allocations_.erase(it);
   if (counts_against_device(info.kind)) used_[info.device] -= length;
   size_t offset = static_cast<uint8_t*>(ptr) - seg->base;
@@ -143,10 +145,85 @@ uint64_t DeviceMemory::used_on(int device) const {
   return it == used_.end() ? 0 : it->second;
 }
 
+void* DeviceMemory::reserve(size_t bytes) {
+  if (bytes == 0 || bytes % kGranularity) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  Segment* s = new_segment(bytes);
+  if (!s) return nullptr;
+  s->free.clear();
+  s->reserved = true;
+  return s->base;
+}
+
+bool DeviceMemory::free_reservation(void* base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(segments_.begin(), segments_.end(),
+                         [&](auto& s) { return s->reserved && s->base == static_cast<uint8_t*>(base); });
+  if (it == segments_.end()) return false;
+  Segment* seg = it->get();
+  for (auto& [start, carved] : allocations_)
+    if (carved.segment == seg) return false;  // still mapped
+  munmap(seg->base, seg->size);
+  if (seg->fd >= 0) close(seg->fd);
+  segments_.erase(it);
+  return true;
+}
+
+uint64_t DeviceMemory::create_physical(size_t bytes, int device, uint64_t capacity) {
+  if (bytes == 0 || bytes % kGranularity) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (used_[device] + bytes > capacity) return 0;
+  used_[device] += bytes;
+  physical_[next_id_] = Physical{bytes, device, false};
+  return next_id_++;
+}
+
+bool DeviceMemory::release_physical(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(handle);
+  if (it == physical_.end()) return false;
+  used_[it->second.device] -= it->second.bytes;
+  physical_.erase(it);  // a mapping still in place keeps its pages until it is unmapped
+  return true;
+}
+
+bool DeviceMemory::map_physical(void* at, size_t bytes, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* p = static_cast<uint8_t*>(at);
+  Segment* seg = const_cast<Segment*>(segment_of(at));
+  auto it = physical_.find(handle);
+  if (!seg || !seg->reserved || it == physical_.end() || it->second.mapped || bytes != it->second.bytes ||
+      (p - seg->base) % kGranularity || bytes > seg->size - static_cast<size_t>(p - seg->base))
+    return false;
+  auto next = allocations_.lower_bound(p);
+  if (next != allocations_.end() && next->first < p + bytes) return false;  // overlaps a mapping
+  if (next != allocations_.begin() && std::prev(next)->first + std::prev(next)->second.length > p) return false;
+  it->second.mapped = true;
+  allocations_[p] = Carved{seg, bytes, Allocation{p, bytes, MemoryKind::kDevice, it->second.device, false}, handle};
+  return true;
+}
+
+bool DeviceMemory::unmap_physical(void* at, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto* p = static_cast<uint8_t*>(at);
+  auto first = allocations_.lower_bound(p);
+  auto last = allocations_.lower_bound(p + bytes);
+  if (first == last || first->first != p) return false;
+  for (auto it = first; it != last; ++it)
+    if (!it->second.physical) return false;
+  for (auto it = first; it != last; ++it) {
+    auto phys = physical_.find(it->second.physical);
+    if (phys != physical_.end()) phys->second.mapped = false;
+  }
+  allocations_.erase(first, last);
+  madvise(p, bytes, MADV_REMOVE);  // the handle's contents go with its mapping
+  return true;
+}
+
 bool DeviceMemory::export_allocation(const void* base, IpcExport* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.find(static_cast<const uint8_t*>(base));
-  if (it == allocations_.end() || it->second.info.kind == MemoryKind::kHost) return false;
+  if (it == allocations_.end() || it->second.info.kind == MemoryKind::kHost || it->second.physical) return false;
   const Segment* s = it->second.segment;
   if (s->fd < 0) return false;
   const bool imported = s->owner_pid != 0;  // re-exporting an opened handle names the first exporter

@@ -56,6 +56,19 @@ class DeviceMemory {
   bool lookup(const void* ptr, Allocation* out) const;
   uint64_t used_on(int device) const;
 
+  // The driver's virtual memory family (cuMemAddressReserve, cuMemCreate, cuMemMap...). A
+  // reserved range is a segment of its own, one memfd, so that buffers spanning several mapped
+  // handles stay in one segment for the zero-copy data plane. A physical handle is capacity
+  // counted against its device; mapping it makes its part of the range an allocation of device
+  // memory, and unmapping drops that part's pages. nullptr / 0 / false on failure.
+  void* reserve(size_t bytes);
+  bool free_reservation(void* base);
+  uint64_t create_physical(size_t bytes, int device, uint64_t capacity);
+  bool release_physical(uint64_t handle);
+  bool map_physical(void* at, size_t bytes, uint64_t handle);
+  bool unmap_physical(void* at, size_t bytes);
+  static constexpr size_t kGranularity = size_t{2} << 20;
+
   // IPC: describe an allocation for another process, and map one described so.
   bool export_allocation(const void* base, IpcExport* out) const;
   // nullptr with errno-style reason in *why when the exporter is gone or not reachable.
@@ -72,11 +85,18 @@ class DeviceMemory {
     int32_t owner_pid = 0;          // for an imported segment: the exporter
     int32_t owner_fd = -1;
     int imports = 0;                // open IPC handles into an imported segment
+    bool reserved = false;          // a virtual memory reservation: nothing is carved from it
   };
   struct Carved {
     Segment* segment;
     size_t length;  // rounded
     Allocation info;
+    uint64_t physical = 0;  // the handle mapped there, for virtual memory
+  };
+  struct Physical {
+    size_t bytes;
+    int device;
+    bool mapped;
   };
   Segment* new_segment(size_t min_bytes);
   static void* carve(Segment& s, size_t bytes);
@@ -87,6 +107,7 @@ class DeviceMemory {
   std::vector<std::unique_ptr<Segment>> segments_;
   std::map<const uint8_t*, Carved> allocations_;  // by start
   std::map<int, uint64_t> used_;                   // device -> bytes counted against it
+  std::map<uint64_t, Physical> physical_;          // virtual memory handles
   uint64_t next_id_ = 1;
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "log_once.h"
+#include "runtime_calls.h"
 
 #define FAKECU_API extern "C" __attribute__((visibility("default")))
 
@@ -42,5 +43,34 @@ Context* primary_context(int device);
 // Maps a runtime result (cudaError_t) to the driver's: the shared codes have the same values.
 CUresult from_runtime(int cuda_error);
 using fakegpu::log_once;  // "fakegpu: <api>: <what>" once per api name, on stderr
+
+struct DriverError {
+  CUresult code;
+};
+
+inline void check(int cuda_error) {
+  if (cuda_error != 0) throw DriverError{from_runtime(cuda_error)};
+}
+
+inline void require(bool ok, CUresult code = kInvalidValue) {
+  if (!ok) throw DriverError{code};
+}
+
+// Every driver call goes through here: the one place where a failure becomes a CUresult.
+template <typename Body>
+CUresult call(Body&& body) noexcept {
+  if (!runtime_loaded()) {
+    log_once("libcuda.so.1", "fakegpu's driver needs fakegpu's CUDA runtime in the process; none is loaded");
+    return kNotInitialized;
+  }
+  try {
+    body(runtime());
+    return kSuccess;
+  } catch (const DriverError& e) {
+    return e.code;
+  } catch (...) {
+    return kUnknown;
+  }
+}
 
 }  // namespace fakegpu::driver

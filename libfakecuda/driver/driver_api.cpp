@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "driver.h"
@@ -44,34 +45,6 @@ CUresult from_runtime(int cuda_error) {
 }  // namespace fakegpu::driver
 
 namespace {
-
-struct DriverError {
-  CUresult code;
-};
-
-void check(int cuda_error) {
-  if (cuda_error != 0) throw DriverError{from_runtime(cuda_error)};
-}
-
-template <typename Body>
-CUresult call(Body&& body) noexcept {
-  if (!runtime_loaded()) {
-    log_once("libcuda.so.1", "fakegpu's driver needs fakegpu's CUDA runtime in the process; none is loaded");
-    return kNotInitialized;
-  }
-  try {
-    body(runtime());
-    return kSuccess;
-  } catch (const DriverError& e) {
-    return e.code;
-  } catch (...) {
-    return kUnknown;
-  }
-}
-
-void require(bool ok, CUresult code = kInvalidValue) {
-  if (!ok) throw DriverError{code};
-}
 
 int device_count(const RuntimeCalls& rt) {
   int n = 0;
@@ -195,13 +168,15 @@ FAKECU_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 }
 
 namespace {
-// The driver's own attributes for its virtual memory family (cuMemCreate, shareable handles,
-// GPUDirect RDMA with it, dma-buf, multicast), which fakegpu does not simulate
-// (driver_unsupported.cpp): each reads 0, so that programs take their other paths.
-bool virtual_memory_attribute(int attribute) {
+// The driver's own attributes of its virtual memory family, which the runtime's enumeration
+// lacks: virtual memory itself is simulated (driver_vmm.cpp); shareable handles, GPUDirect RDMA
+// with them, dma-buf and multicast are not (driver_unsupported.cpp), and read 0 so that
+// programs take their other paths.
+std::optional<int> virtual_memory_attribute(int attribute) {
   switch (attribute) {
-    case 102: case 103: case 104: case 105: case 110: case 124: case 128: case 132: return true;
-    default: return false;
+    case 102: return 1;
+    case 103: case 104: case 105: case 110: case 124: case 128: case 132: return 0;
+    default: return std::nullopt;
   }
 }
 }  // namespace
@@ -210,8 +185,8 @@ FAKECU_API CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev
   return call([&](const RuntimeCalls& rt) {
     require(value != nullptr);
     check_device(rt, dev);
-    if (virtual_memory_attribute(attribute)) {
-      *value = 0;
+    if (auto known = virtual_memory_attribute(attribute)) {
+      *value = *known;
       return;
     }
     check(rt.device_get_attribute(value, attribute, dev));  // CUdevice_attribute numbers are cudaDeviceAttr's

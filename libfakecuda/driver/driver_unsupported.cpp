@@ -1,14 +1,13 @@
 // Driver calls that fakegpu does not simulate, present so that programs and PyTorch resolve
-// them: each returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming itself. The virtual
-// memory family is here (PyTorch then keeps its expandable segments off), as are modules,
+// them: each returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming itself. Sharing virtual
+// memory handles between processes and multicast are here (driver_vmm.cpp has the rest), as are modules,
 // linking and kernel launches through the driver (there is no GPU code to run).
 #include "driver.h"
 
 using namespace fakegpu::driver;
 
 #define FAKEGPU_DRIVER_UNSUPPORTED(X)                                                                       \
-  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)       \
-  X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuMemExportToShareableHandle)                       \
+  X(cuMemExportToShareableHandle)                                                                          \
   X(cuMemImportFromShareableHandle) X(cuMemRetainAllocationHandle) X(cuMemGetAllocationPropertiesFromHandle) \
   X(cuMulticastCreate) X(cuMulticastAddDevice) X(cuMulticastBindMem) X(cuMulticastBindAddr)                 \
   X(cuMulticastUnbind) X(cuMulticastGetGranularity)                                                         \

@@ -125,13 +125,54 @@ print(fn.value == direct, status.value)
         self.assertIn("1 True 0", out)  # not found: cudaDriverEntryPointSymbolNotFound, no error
         self.assertIn("True 0", out.splitlines()[-1])
 
-    def test_virtual_memory_is_refused_clearly(self):
-        r = run("print(cu.cuMemCreate(None, 0, None, 0))")
-        self.assertEqual(r.stdout.strip(), "801", r.stderr)  # CUDA_ERROR_NOT_SUPPORTED
-        self.assertIn("fakegpu: cuMemCreate: not simulated by fakegpu's CUDA driver", r.stderr)
+    def test_virtual_memory_maps_device_memory(self):
+        # Two handles mapped side by side in one range: device memory to every other call, one
+        # buffer across both, counted against the device until released.
+        out = self.check("""
+ok(cu.cuInit(0), "cuInit")
+class Prop(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("handle_types", ctypes.c_int), ("location_type", ctypes.c_int),
+                ("location_id", ctypes.c_int), ("win32", ctypes.c_void_p), ("flags", ctypes.c_ubyte * 8)]
+prop = Prop(1, 1, 1, 1)  # pinned, POSIX descriptors requested, on device 1
+grain = ctypes.c_size_t(); ok(cu.cuMemGetAllocationGranularity(ctypes.byref(grain), ctypes.byref(prop), 0), "granularity")
+g = grain.value
+base = ctypes.c_uint64(); ok(cu.cuMemAddressReserve(ctypes.byref(base), 4 * g, 0, 0, 0), "reserve")
+ok(cudart.cudaSetDevice(1), "cudaSetDevice")
+free0, total = ctypes.c_size_t(), ctypes.c_size_t(); ok(cudart.cudaMemGetInfo(ctypes.byref(free0), ctypes.byref(total)), "info")
+handles = []
+for i in range(2):
+    h = ctypes.c_uint64(); ok(cu.cuMemCreate(ctypes.byref(h), g, ctypes.byref(prop), 0), "create")
+    ok(cu.cuMemMap(ctypes.c_uint64(base.value + i * g), g, 0, h, 0), "map")
+    handles.append(h)
+access = (ctypes.c_int * 3)(1, 1, 3)
+ok(cu.cuMemSetAccess(base, 2 * g, access, 1), "access")
+free1 = ctypes.c_size_t(); ok(cudart.cudaMemGetInfo(ctypes.byref(free1), ctypes.byref(total)), "info")
+data = (ctypes.c_ubyte * (2 * g))(*([7] * (2 * g)))
+ok(cudart.cudaMemcpy(ctypes.c_void_p(base.value), data, 2 * g, 1), "to the mapping")
+back = (ctypes.c_ubyte * 16)()
+ok(cudart.cudaMemcpy(back, ctypes.c_void_p(base.value + 2 * g - 16), 16, 2), "back")
+kind = ctypes.c_int(); ok(cu.cuPointerGetAttribute(ctypes.byref(kind), 2, ctypes.c_uint64(base.value + g)), "memory type")
+print("granularity", g, "counted", free0.value - free1.value == 2 * g, "read", list(back)[:2], "type", kind.value)
+print("cudaFree", cudart.cudaFree(ctypes.c_void_p(base.value)))
+print("map twice", cu.cuMemMap(base, g, 0, handles[0], 0))
+too_much = ctypes.c_size_t((total.value // g + 1) * g)
+print("too much", cu.cuMemCreate(ctypes.byref(ctypes.c_uint64()), too_much, ctypes.byref(prop), 0))
+print("export", cu.cuMemExportToShareableHandle(ctypes.byref(ctypes.c_int()), handles[0], 1, 0))
+ok(cu.cuMemUnmap(base, 2 * g), "unmap")
+for h in handles: ok(cu.cuMemRelease(h), "release")
+ok(cu.cuMemAddressFree(base, 4 * g), "free")
+free2 = ctypes.c_size_t(); ok(cudart.cudaMemGetInfo(ctypes.byref(free2), ctypes.byref(total)), "info")
+print("given back", free2.value == free0.value)
+""")
+        self.assertIn("granularity 2097152 counted True read [7, 7] type 2", out)  # CU_MEMORYTYPE_DEVICE
+        self.assertIn("cudaFree 17", out)  # not cudaMalloc's: cudaErrorInvalidDevicePointer
+        self.assertIn("map twice 1", out)
+        self.assertIn("too much 2", out)  # CUDA_ERROR_OUT_OF_MEMORY
+        self.assertIn("export 801", out)  # CUDA_ERROR_NOT_SUPPORTED
+        self.assertIn("given back True", out)
         r = run("e = ctypes.c_char_p(); cu.cuGetErrorString(801, ctypes.byref(e)); print(e.value.decode())")
         self.assertIn("operation not supported", r.stdout)
-        # The family's attributes say so too (virtual memory, POSIX and fabric handles, multicast).
+        # The attributes say what is simulated: virtual memory; not shareable handles or multicast.
         out = self.check("""
 ok(cu.cuInit(0), "cuInit")
 values = []
@@ -140,7 +181,7 @@ for attribute in (102, 103, 128, 132):
     values.append(v.value)
 print(values)
 """)
-        self.assertIn("[0, 0, 0, 0]", out)
+        self.assertIn("[1, 0, 0, 0]", out)
 
 
 class FakeNvml(unittest.TestCase):

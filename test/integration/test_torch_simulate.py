@@ -169,6 +169,19 @@ class DDP(TorchTest):
         self.assertEqual(len(figures["ddp_losses"]), 6)
         self.assertEqual(figures["reference_device"], "cpu")
 
+    def test_expandable_segments_train_as_the_reference_with_zero_copy_collectives(self):
+        # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: PyTorch allocates through the driver's
+        # virtual memory (cuMemAddressReserve, cuMemCreate, cuMemMap), which fakegpu simulates.
+        result, report = self.tmp / "result.json", self.tmp / "r.json"
+        env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+        self.run_ok("--report", report, TORCHRUN, "--nproc_per_node=2", REPO / "verification" / "ddp_reference_check.py",
+                    "--rtol", "1e-5", "--reference-device", "cpu", "--out", result, env=env)
+        figures = json.loads(result.read_text())
+        self.assertTrue(figures["losses_agree"] and figures["weights_agree"], figures)
+        data = json.loads(report.read_text())["data_plane"]
+        self.assertGreater(data["shared_memory_bytes"], 0, data)
+        self.assertEqual(data["socket_bytes"], 0, data)
+
     def test_compiled_ddp_matches_the_reference_and_compiles_only_the_model(self):
         result = self.tmp / "result.json"
         r = self.run_ok("--report", self.tmp / "r.json", TORCHRUN, "--nproc_per_node=2",
@@ -418,12 +431,16 @@ class BadInput(TorchTest):
 
     def test_symmetric_memory_is_refused_with_a_line_naming_the_driver_call(self):
         # PyTorch asks NVML for the GPU's fabric first: without an NVML it jumped to a null pointer.
+        # Allocating works (the driver's virtual memory); sharing it between ranks is refused.
         script = self.tmp / "symm.py"
-        script.write_text("import torch\nimport torch.distributed._symmetric_memory as symm_mem\n"
-                          "symm_mem.empty(1024, device='cuda')\n")
-        r = fgpu_torch("--nproc", "1", PYTHON, script)
-        self.assertIn("rank 0 failed first, with exit code 1", r.stderr)  # an exception, not a signal
-        self.assertIn("fakegpu: cuMemGetAllocationGranularity: not simulated by fakegpu's CUDA driver", r.stderr)
+        script.write_text("import torch, torch.distributed as dist\n"
+                          "import torch.distributed._symmetric_memory as symm_mem\n"
+                          "dist.init_process_group('nccl')\ntorch.cuda.set_device(dist.get_rank())\n"
+                          "buffer = symm_mem.empty(1024, device='cuda')\n"
+                          "symm_mem.rendezvous(buffer, dist.group.WORLD)\n")
+        r = fgpu_torch("--nproc", "2", PYTHON, script)
+        self.assertRegex(r.stderr, r"rank \d failed first, with exit code 1")  # an exception, not a signal
+        self.assertIn("fakegpu: cuMemExportToShareableHandle: not simulated by fakegpu's CUDA driver", r.stderr)
         self.assertIn("CUDA driver error: operation not supported", r.stderr)
 
     def test_a_torch_for_another_cuda_major_is_named(self):

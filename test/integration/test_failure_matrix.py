@@ -20,7 +20,9 @@ from fakegpu.configs import write_single_node_config  # noqa: E402
 from rank_jobs import Coordinator, run_rank_processes  # noqa: E402
 
 I32 = DTYPES["int32"][1]
-PROMPT_S = 1.0  # how soon the survivors must hear of it
+# How soon the survivors must hear of it: a hang would be the 30 s a rank waits here. Detection
+# takes milliseconds; the bound leaves room for a loaded machine running tests side by side.
+PROMPT_S = 5.0
 
 
 def killed_rank_body(nccl, comm, rank, world):
@@ -108,7 +110,7 @@ def run(body, world, during=None):
 
 
 class FailureMatrix(unittest.TestCase):
-    def test_killed_rank_fails_the_survivors_within_a_second(self):
+    def test_killed_rank_fails_the_survivors_promptly(self):
         procs, results, report = run("killed_rank", 3)
         self.assertEqual(procs[2].returncode, -signal.SIGKILL)
         for rank in (0, 1):
@@ -137,7 +139,7 @@ class FailureMatrix(unittest.TestCase):
             error = results[rank]["error"]
             self.assertIsNotNone(error)
             self.assertIn("fakegpu coordinator", error)
-            self.assertLess(results[rank]["at"] - killed_at[0], PROMPT_S if rank < 2 else 5)
+            self.assertLess(results[rank]["at"] - killed_at[0], PROMPT_S)
 
     def test_a_mismatch_among_exchanging_ranks_is_diagnosed(self):
         procs, results, report = run("exchanged_mismatch", 3)

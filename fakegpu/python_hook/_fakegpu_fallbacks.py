@@ -1,22 +1,29 @@
 """CUDA operators that have no CPU kernel but that PyTorch reaches on CUDA tensors, given one here
 in terms of operators that have: the backward of the fused RMSNorm (nn.RMSNorm, F.rms_norm), whose
-forward has a CPU kernel, and the fused LSTM cell and its backward (nn.LSTM without cuDNN). The
-LSTM cell's workspace is this module's own: the four activated gates, which the backward reads.
+forward has a CPU kernel, and the fused LSTM and GRU cells and their backwards (nn.LSTM and nn.GRU
+without cuDNN). The cells' workspaces are this module's own, what the backwards read: the LSTM's
+four activated gates; the GRU's reset and update gates, its candidate, the previous hidden state
+and the hidden part of the candidate's input (CUDA's layout).
 Also histc, whose CPU kernel takes floating point only where CUDA's counts integers too (mixture
 of experts routers count the tokens sent to each expert so), and ctc_loss's question whether to
-use cuDNN or MIOpen."""
+use cuDNN or MIOpen. And pack_padded_sequence, whose batch sizes stay on the host, as CUDA's
+leaves them (nn.utils.rnn checks)."""
 
 import _fakegpu_cost
 
 RMS_NORM_BACKWARD = "aten::_fused_rms_norm_backward"
 LSTM_CELL = "aten::_thnn_fused_lstm_cell"
 LSTM_CELL_BACKWARD = "aten::_thnn_fused_lstm_cell_backward_impl"
+GRU_CELL = "aten::_thnn_fused_gru_cell"
+GRU_CELL_BACKWARD = "aten::_thnn_fused_gru_cell_backward"
 HISTC = "aten::histc"
+PACK_PADDED_SEQUENCE = "aten::_pack_padded_sequence"
 # Whether ctc_loss may take cuDNN's or MIOpen's kernel: never here, so it takes the native one,
 # which has a CPU twin (cuDNN is off on fake GPUs).
 USE_LIBRARY_CTC_LOSS = ("aten::_use_cudnn_ctc_loss", "aten::_use_cudnn_ctc_loss.Tensor", "aten::_use_miopen_ctc_loss",
                         "aten::_use_miopen_ctc_loss.Tensor")
-NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD, HISTC) + USE_LIBRARY_CTC_LOSS
+NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD, GRU_CELL, GRU_CELL_BACKWARD, HISTC,
+         PACK_PADDED_SEQUENCE) + USE_LIBRARY_CTC_LOSS
 
 
 def _histc(torch, values, bins=100, min=0, max=0):
@@ -66,6 +73,36 @@ def _lstm_cell_backward(torch, grad_hy, grad_cy, cx, cy, workspace, has_bias):
     return grad_gates, grad_c * f, grad_bias
 
 
+def _gru_cell(torch, input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    if input_bias is not None:
+        input_gates, hidden_gates = input_gates + input_bias, hidden_gates + hidden_bias
+    input_r, input_z, input_n = input_gates.chunk(3, 1)
+    hidden_r, hidden_z, hidden_n = hidden_gates.chunk(3, 1)
+    r, z = torch.sigmoid(input_r + hidden_r), torch.sigmoid(input_z + hidden_z)
+    n = torch.tanh(input_n + r * hidden_n)
+    return n + z * (hx - n), torch.cat([r, z, n, hx, hidden_n], 1)
+
+
+def _gru_cell_backward(torch, grad_hy, workspace, has_bias):
+    # hy = n + z * (hx - n), n = tanh(input_n + r * hidden_n), r and z sigmoids of their sums.
+    r, z, n, hx, hidden_n = workspace.chunk(5, 1)
+    grad_z = grad_hy * (hx - n) * z * (1 - z)
+    grad_n = grad_hy * (1 - z) * (1 - n * n)
+    grad_r = grad_n * hidden_n * r * (1 - r)
+    grad_input_gates = torch.cat([grad_r, grad_z, grad_n], 1)
+    grad_hidden_gates = torch.cat([grad_r, grad_z, grad_n * r], 1)
+    if has_bias:
+        grad_input_bias, grad_hidden_bias = grad_input_gates.sum(0), grad_hidden_gates.sum(0)
+    else:
+        grad_input_bias = grad_hidden_bias = grad_input_gates.new_empty(0)
+    return grad_input_gates, grad_hidden_gates, grad_hy * z, grad_input_bias, grad_hidden_bias
+
+
+def _pack_padded_sequence(torch, values, lengths, batch_first):
+    data, batch_sizes = torch.ops.aten._pack_padded_sequence(values, lengths, batch_first)
+    return data, batch_sizes.tolist()  # not a tensor: the result stays on the host
+
+
 def memory_bound(torch, run, runtime, view_type, fn):
     """A CUDA kernel computing fn(torch, *args) on stand-ins for its tensors, its time modeled as
     reading and writing every tensor it takes and returns once."""
@@ -84,7 +121,15 @@ def install(torch, register, run, runtime, view_type):
     """Registers the operators with register(name, kernel); run(view_type, fn, args, kwargs) -> (results,
     stream)."""
     for name, fn in ((RMS_NORM_BACKWARD, _rms_norm_backward), (LSTM_CELL, _lstm_cell),
-                     (LSTM_CELL_BACKWARD, _lstm_cell_backward), (HISTC, _histc)):
+                     (LSTM_CELL_BACKWARD, _lstm_cell_backward), (GRU_CELL, _gru_cell),
+                     (GRU_CELL_BACKWARD, _gru_cell_backward), (HISTC, _histc)):
         register(name, memory_bound(torch, run, runtime, view_type, fn))
     for name in USE_LIBRARY_CTC_LOSS:
         register(name, lambda *args: False)
+    pack = memory_bound(torch, run, runtime, view_type, _pack_padded_sequence)
+
+    def pack_padded_sequence(*args):
+        data, batch_sizes = pack(*args)
+        return data, torch.tensor(batch_sizes, dtype=torch.int64)  # on the host, where CUDA's kernel leaves them
+
+    register(PACK_PADDED_SEQUENCE, pack_padded_sequence)

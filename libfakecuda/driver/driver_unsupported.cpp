@@ -1,7 +1,8 @@
 // Driver calls that fakegpu does not simulate, present so that programs and PyTorch resolve
 // them: each returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming itself. Sharing virtual
 // memory handles between processes and multicast are here (driver_vmm.cpp has the rest), as are modules,
-// linking and kernel launches through the driver (there is no GPU code to run).
+// linking and kernel launches through the driver (there is no GPU code to run), and the driver's
+// private tables (cuGetExportTable), which NVRTC calls unchecked once it finds a libcuda.so.1.
 #include "driver.h"
 
 using namespace fakegpu::driver;
@@ -19,7 +20,7 @@ using namespace fakegpu::driver;
   X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuFuncSetCacheConfig)                                       \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)    \
   X(cuTensorMapEncodeTiled) X(cuTensorMapEncodeIm2col) X(cuLibraryLoadData) X(cuLibraryUnload)              \
-  X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuCtxCreate_v4) X(cuCtxDestroy_v2)
+  X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuGetExportTable)
 
 #define FAKEGPU_DEFINE_UNSUPPORTED(name)                                   \
   FAKECU_API CUresult name() {                                             \

@@ -443,6 +443,17 @@ class BadInput(TorchTest):
         self.assertIn("fakegpu: cuMemExportToShareableHandle: not simulated by fakegpu's CUDA driver", r.stderr)
         self.assertIn("CUDA driver error: operation not supported", r.stderr)
 
+    def test_a_kernel_compiled_at_run_time_is_refused_with_a_line_naming_the_driver_call(self):
+        # torch.cuda.jiterator compiles CUDA C++ with NVRTC, which called a driver table fakegpu's
+        # driver lacked and crashed; it compiles now, and loading the kernel is refused.
+        script = self.tmp / "jit.py"
+        script.write_text("import torch\n"
+                          "double = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return 2 * x; }')\n"
+                          "double(torch.ones(3, device='cuda'))\n")
+        r = fgpu_torch("--nproc", "1", PYTHON, script)
+        self.assertIn("rank 0 failed first, with exit code 1", r.stderr)  # an exception, not a signal
+        self.assertIn("fakegpu: cuModuleLoadData: not simulated by fakegpu's CUDA driver", r.stderr)
+
     def test_a_torch_for_another_cuda_major_is_named(self):
         r = self.hook_output(self.fake_torch("11.8"))
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -3,7 +3,7 @@ every result and every gradient must agree (PyTorch's CPU kernels compute both, 
 the last bit in most cases; a tolerance of 1e-6 covers kernels whose order of summation depends
 on the layout). Includes non-contiguous inputs, in-place and out= forms, integer and boolean
 results, and the paths fakegpu diverts or supplies (attention, convolution without cuDNN,
-RMSNorm's backward, the LSTM cell). Run as one rank
+RMSNorm's backward, the LSTM and GRU cells, packed sequences). Run as one rank
 under fgpu; prints one line, or raises naming each operator that differs."""
 
 import torch
@@ -56,10 +56,24 @@ def cases():
     yield "lstm", lambda x, w_ih, w_hh: torch._VF.lstm(x, (torch.zeros_like(x[:1, :, :4]),) * 2, [w_ih, w_hh], False, 1,
                                                         0.0, True, False, False)[0], \
         [SEQ[0, :, :3, :], torch.randn(16, 8), torch.randn(16, 4)], 1e-5
+    yield "gru", lambda x, w_ih, w_hh, b: torch._VF.gru(x, torch.zeros_like(x[:1, :, :4]), [w_ih, w_hh, b, b.flip(0)],
+                                                        True, 1, 0.0, True, False, False)[0], \
+        [SEQ[0, :, :3, :], torch.randn(12, 8), torch.randn(12, 4), torch.randn(12)], 1e-5
+    yield "packed sequence (GRU)", packed_gru, [SEQ[0, :, :3, :], torch.randn(12, 8), torch.randn(12, 4)], 1e-5
     yield "topk/sort", lambda x: x.topk(3, 1).values + x.sort(1).values[:, :3], [X]
     yield "ctc_loss", lambda x: F.ctc_loss(x.log_softmax(2), torch.tensor([[1, 2, 3], [2, 2, 1]], device=x.device),
                                            (6, 5), (3, 3)), [torch.randn(6, 2, 5)]
     yield "to(dtype)", lambda x: x.to(torch.float64).sin().to(torch.float32), [X]
+
+
+def packed_gru(x, w_ih, w_hh):
+    """A GRU over sequences of lengths 4, 3 and 1, packed and padded back, as nn.GRU runs them."""
+    from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+    packed = pack_padded_sequence(x, [4, 3, 1])
+    h0 = torch.zeros(1, 3, 4, device=x.device)
+    out = torch._VF.gru(packed.data, packed.batch_sizes, h0, [w_ih, w_hh], False, 1, 0.0, True, False)[0]
+    return pad_packed_sequence(PackedSequence(out, packed.batch_sizes))[0]
 
 
 def run(fn, inputs, device):

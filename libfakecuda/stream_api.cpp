@@ -3,7 +3,10 @@
 // default stream runs inline, after the device's blocking streams have drained: that is CUDA's
 // implicit synchronisation between the legacy stream and blocking streams. While a stream
 // captures, its work goes into a graph instead (graph.h), replayed by cudaGraphLaunch.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -393,6 +396,32 @@ FAKECUDA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     e->wait_for(generation);
     fakegpu::cuda::host_clock().raise_to(e->modeled_at(generation));
   });
+}
+
+// Events shared between processes, as torch.multiprocessing shares CUDA tensors: the exporter
+// records, hands out the handle and the importer waits on it. The exporter's work is waited for
+// when the handle is made (without counting as the program's synchronisation), so the event the
+// importer opens is one whose work is done; fakegpu's streams cannot see another process's.
+namespace {
+constexpr uint64_t kIpcEventMagic = 0x6670677569706576;  // "fpguipev"
+}  // namespace
+
+FAKECUDA_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event) {
+  return guarded([&] {
+    if (!handle) throw cudaErrorInvalidValue;
+    std::shared_ptr<Event> e = resolve(event);
+    e->wait_for(e->last_recorded());
+    std::memset(handle->reserved, 0, sizeof handle->reserved);
+    const uint64_t fields[2] = {kIpcEventMagic, static_cast<uint64_t>(getpid())};
+    std::memcpy(handle->reserved, fields, sizeof fields);
+  });
+}
+
+FAKECUDA_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) {
+  uint64_t fields[2];
+  std::memcpy(fields, handle.reserved, sizeof fields);
+  if (!event || fields[0] != kIpcEventMagic) return fail(cudaErrorInvalidResourceHandle);
+  return cudaEventCreateWithFlags(event, cudaEventDisableTiming | cudaEventInterprocess);
 }
 
 FAKECUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int /*flags*/) {

@@ -58,7 +58,7 @@
     X(cudaGraphicsResourceSetMapFlags) X(cudaGraphicsSubResourceGetMappedArray) X(cudaGraphicsUnmapResources) \
     X(cudaGraphicsUnregisterResource) X(cudaGraphicsVDPAURegisterOutputSurface) \
     X(cudaGraphicsVDPAURegisterVideoSurface) X(cudaHostGetFlags) X(cudaImportExternalMemory) \
-    X(cudaImportExternalSemaphore) X(cudaIpcGetEventHandle) X(cudaIpcOpenEventHandle) \
+    X(cudaImportExternalSemaphore) \
     X(cudaKernelSetAttributeForDevice) \
     X(cudaLaunchKernelExC_ptsz) X(cudaLibraryEnumerateKernels) X(cudaLibraryGetGlobal) X(cudaLibraryGetKernel) \
     X(cudaLibraryGetKernelCount) X(cudaLibraryGetManaged) X(cudaLibraryGetUnifiedFunction) X(cudaLibraryLoadData) \

@@ -93,6 +93,11 @@ class CudaFacts(TorchTest):
         r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "cuda_graphs.py")
         self.assertEqual(r.stdout.count("4 replays train as eager steps, 3 replay an all-reduce"), 2, r.stdout)
 
+    def test_cuda_tensors_are_shared_between_processes(self):
+        # torch.multiprocessing: a CUDA IPC memory handle and an event handle per tensor.
+        r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "share_cuda_tensors.py")
+        self.assertIn("the consumer computed 270.0 on the producer's memory and wrote back", r.stdout)
+
     def test_random_numbers_follow_the_cuda_generator_state(self):
         r = self.run_ok(TORCHRUN, "--nproc_per_node=2", TORCH_SCRIPTS / "random_state.py")
         self.assertEqual(r.stdout.count("random state as on a GPU"), 2, r.stdout)

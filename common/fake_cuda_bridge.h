@@ -121,6 +121,9 @@ typedef struct fakegpu_cuda_bridge_table {
   int (*vmm_map)(void* at, size_t bytes, uint64_t handle);
   int (*vmm_unmap)(void* at, size_t bytes);
   size_t (*vmm_granularity)(void);
+  /* Bytes of the device's memory allocated so far (what cudaMemGetInfo counts as not free),
+   * without making it current. */
+  uint64_t (*device_memory_used)(int device);
 } fakegpu_cuda_bridge_table;
 
 /* The one exported entry point: the table for `version`, or NULL when the runtime is of another

@@ -86,6 +86,7 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     vmm_map,
     vmm_unmap,
     vmm_granularity,
+    device_memory_used,
 };
 
 }  // namespace

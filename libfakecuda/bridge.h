@@ -26,6 +26,7 @@ int vmm_release(uint64_t handle);
 int vmm_map(void* at, size_t bytes, uint64_t handle);
 int vmm_unmap(void* at, size_t bytes);
 size_t vmm_granularity();
+uint64_t device_memory_used(int device);
 
 }  // namespace fakegpu::cuda
 

@@ -42,4 +42,6 @@ int vmm_unmap(void* at, size_t bytes) { return memory().unmap_physical(at, bytes
 
 size_t vmm_granularity() { return DeviceMemory::kGranularity; }
 
+uint64_t device_memory_used(int device) { return memory().used_on(device); }
+
 }  // namespace fakegpu::cuda

@@ -22,10 +22,10 @@ LOGSUMEXP_ALIGN = 32
 BIAS_ALIGN = 16
 
 
-def _cuda_layout(torch, like):
-    """An empty tensor shaped as `like` (batch x heads x length x dim), laid out as batch x length x
-    heads x dim, as CUDA's kernel writes its output and gradients."""
-    return torch.empty_permuted(like.shape, (0, 2, 1, 3), dtype=like.dtype, device=like.device)
+def _cuda_layout(torch, shape, like):
+    """An empty tensor of `shape` (batch x heads x length x dim) with like's dtype and device, laid
+    out as batch x length x heads x dim, as CUDA's kernel writes its output and gradients."""
+    return torch.empty_permuted(shape, (0, 2, 1, 3), dtype=like.dtype, device=like.device)
 
 
 def install(torch, register, run, runtime, view_type):
@@ -47,7 +47,7 @@ def install(torch, register, run, runtime, view_type):
         lse = torch.full((query.shape[0], query.shape[1], padded), float("inf"), device=query.device)
         if padded:
             lse[..., :rows] = logsumexp
-        output = _cuda_layout(torch, query.new_empty(query.shape[:3] + value.shape[3:]))
+        output = _cuda_layout(torch, query.shape[:3] + value.shape[3:], query)
         return output.copy_(out), lse, seed, torch.tensor(seed, dtype=torch.int64, device=query.device)
 
     def cpu_backward(grad_out, query, key, value, bias, out, logsumexp, philox_seed, dropout_p, bias_grad, is_causal,
@@ -63,7 +63,8 @@ def install(torch, register, run, runtime, view_type):
             lse = logsumexp[..., :query.shape[2]].contiguous()
             grad_q, grad_k, grad_v = cpu_flash_backward(grad_out, query, key, value, out, lse, 0.0, is_causal,
                                                         attn_mask=bias, scale=scale)
-        grads = tuple(_cuda_layout(torch, x).copy_(g) for x, g in zip((query, key, value), (grad_q, grad_k, grad_v)))
+        inputs, grads = (query, key, value), (grad_q, grad_k, grad_v)
+        grads = tuple(_cuda_layout(torch, x.shape, x).copy_(g) for x, g in zip(inputs, grads))
         return grads + (grad_bias,)
 
     def forward(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *, scale=None):

@@ -56,6 +56,16 @@ inline void require(bool ok, CUresult code = kInvalidValue) {
   if (!ok) throw DriverError{code};
 }
 
+inline int device_count(const RuntimeCalls& rt) {
+  int n = 0;
+  check(rt.get_device_count(&n));
+  return n;
+}
+
+inline void check_device(const RuntimeCalls& rt, CUdevice dev) {
+  require(dev >= 0 && dev < device_count(rt), kInvalidDevice);
+}
+
 // Every driver call goes through here: the one place where a failure becomes a CUresult.
 template <typename Body>
 CUresult call(Body&& body) noexcept {

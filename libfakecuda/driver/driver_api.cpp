@@ -15,6 +15,8 @@ using namespace fakegpu::driver;
 
 namespace fakegpu::driver {
 
+const char* const kRuntimeCaller = "libcuda.so.1";
+
 namespace {
 thread_local Context* t_current = nullptr;  // set by cuCtxSetCurrent/PushCurrent; else the runtime's device
 thread_local bool t_current_set = false;
@@ -45,14 +47,6 @@ CUresult from_runtime(int cuda_error) {
 }  // namespace fakegpu::driver
 
 namespace {
-
-int device_count(const RuntimeCalls& rt) {
-  int n = 0;
-  check(rt.get_device_count(&n));
-  return n;
-}
-
-void check_device(const RuntimeCalls& rt, CUdevice dev) { require(dev >= 0 && dev < device_count(rt), kInvalidDevice); }
 
 Context* checked_context(const RuntimeCalls& rt, CUcontext ctx) {
   require(ctx != nullptr && ctx == primary_context(ctx->device), kInvalidContext);

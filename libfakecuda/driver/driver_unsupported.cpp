@@ -1,8 +1,9 @@
 // Driver calls that fakegpu does not simulate, present so that programs and PyTorch resolve
 // them: each returns CUDA_ERROR_NOT_SUPPORTED and logs one line naming itself. Sharing virtual
-// memory handles between processes and multicast are here (driver_vmm.cpp has the rest), as are modules,
-// linking and kernel launches through the driver (there is no GPU code to run), and the driver's
-// private tables (cuGetExportTable), which NVRTC calls unchecked once it finds a libcuda.so.1.
+// memory handles between processes and multicast are here (driver_vmm.cpp has the rest), as
+// are modules, linking and kernel launches through the driver (there is no GPU code to run),
+// and the driver's private tables (cuGetExportTable), which NVRTC calls unchecked once it finds
+// a libcuda.so.1.
 #include "driver.h"
 
 using namespace fakegpu::driver;

@@ -23,9 +23,7 @@ struct AccessDesc {
 constexpr int kPinned = 1, kOnDevice = 1;
 
 void check_device_location(const RuntimeCalls& rt, int type, int id) {
-  int count = 0;
-  check(rt.get_device_count(&count));
-  require(type == kOnDevice && id >= 0 && id < count);
+  require(type == kOnDevice && id >= 0 && id < device_count(rt));
 }
 
 void* address(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); }

@@ -14,7 +14,7 @@ void find(Fn*& fn, const char* name) {
 
 RuntimeCalls resolve() {
   RuntimeCalls r;
-  r.bridge = find_cuda_bridge("libcuda.so.1");
+  r.bridge = find_cuda_bridge(kRuntimeCaller);
   // NVIDIA's runtime has the cuda* names too; the driver only ever talks to fakegpu's.
   if (!r.bridge) return r;
   find(r.get_device_count, "cudaGetDeviceCount");

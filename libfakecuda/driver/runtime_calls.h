@@ -29,6 +29,10 @@ struct RuntimeCalls {
   int (*stream_synchronize)(void*) = nullptr;
 };
 
+// The library these calls serve, as its messages name it ("libcuda.so.1"): each library that
+// links runtime_calls.cpp defines it.
+extern const char* const kRuntimeCaller;
+
 // The runtime's calls; `loaded` is false when the process has no fake runtime, and then
 // every driver call fails with CUDA_ERROR_NOT_INITIALIZED.
 const RuntimeCalls& runtime();

@@ -17,6 +17,8 @@
 using fakegpu::log_once;
 using fakegpu::driver::RuntimeCalls;
 
+const char* const fakegpu::driver::kRuntimeCaller = "libnvidia-ml.so.1";
+
 namespace {
 
 using nvmlReturn_t = int;
@@ -297,19 +299,13 @@ NVML_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, in
 }
 
 // Memory in use is what the process's runtime has allocated on the device (NVML counts every
-// process; a rank sees its own).
+// process; a rank sees its own). Asked of the device directly: NVML makes no device current.
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   return call([&](const RuntimeCalls& rt) {
     require(memory != nullptr);
     const int i = index_of(rt, device);
-    int current = 0;
-    check(rt.get_device(&current));
-    size_t free = 0, total = 0;
-    check(rt.set_device(i));
-    const int error = rt.mem_get_info(&free, &total);
-    check(rt.set_device(current));
-    check(error);
-    *memory = nvmlMemory_t{total, free, total - free};
+    const uint64_t total = identity(rt, i).memory_bytes, used = rt.bridge->device_memory_used(i);
+    *memory = nvmlMemory_t{total, total - used, used};
   });
 }
 

@@ -116,6 +116,19 @@ ROWS += [
 #         (sizes from 64 MiB): Azure/AI-benchmarking-guide, Azure_Results/ND_GB200_v6_results.md
 #   R12-1 GB200 NVL72, 4 and 8 GPUs of each of 3 racks (InfiniBand between them), NCCL 2.27.3, NVLS off
 #         (Ring and Tree left: NCCL picks Ring), and Tree forced: NVIDIA/nccl issue 1801, opening post
+#   R13-1 2 x 8 A100 80GB SXM (Crusoe, virtual machines), 8 InfiniBand HCAs per node, one process per
+#         GPU, -n 100: dstackai/dstack, examples/clusters/crusoe/README.md, "NCCL tests" (the version of
+#         2026-02-27; later versions dropped the output). The page names the HCAs, not their speed: they
+#         are modeled as a DGX A100's 200 Gbit/s HDR, which its 194 GB/s at 2 GiB (a ring across two
+#         nodes, eight NICs a side) agrees with
+#   R13-2 2 x 8 B200 (Lambda 1-Click Cluster), NCCL 2.26.2, one process per GPU, -n 100: dstackai/dstack,
+#         mkdocs/docs/examples/clusters/lambda.md, "Run NCCL tests". The page names no network: modeled
+#         as a DGX B200's 8 x 400 Gbit/s InfiniBand, what Lambda builds those clusters with
+#   R13-3 2 x GCP A4 (8 x B200, 8 x 400G RoCE): dstackai/dstack, mkdocs/docs/examples/clusters/gcp.md,
+#         "NCCL tests", tab A4 (the page keeps the rows from 8 MiB up)
+# R13's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB, 1 GiB) and the
+# sweep's largest, less a size whose out-of-place time is over 1.5 times its in-place one, a hiccup
+# of the run (R13-1 at 256 KiB: 192.8 us, in place 100.0).
 DGX_H100, H200 = "configs/presets/dgx-h100-1node.yaml", "configs/presets/hgx-h200-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
@@ -243,6 +256,29 @@ WIDER = [
      393.66, "3 racks x 8, NVLS off"),
     ("R12-1", NVL72, ["--nodes", "3", "--gpus-per-node", "8", "--algo", "tree"], "all_reduce", 16 * GIB, "busbw",
      485.68, "Tree forced"),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", 8, "time", 27.7, "2 x 8 A100, Crusoe, IB"),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", KIB, "time", 30.79, ""),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", 32 * KIB, "time", 45.2, ""),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", MIB, "time", 81.71, ""),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", 4 * MIB, "time", 123.5, ""),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", 16 * MIB, "time", 274.05, ""),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", 128 * MIB, "time", 1483.43, ""),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", GIB, "time", 10472.2, ""),
+    ("R13-1", DGX_A100, ["--nodes", "2"], "all_reduce", 2 * GIB, "time", 20749.1, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", 8, "time", 36.5, "2 x 8 B200, Lambda, IB"),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", KIB, "time", 45.33, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", 32 * KIB, "time", 45.42, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", 256 * KIB, "time", 66.68, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", MIB, "time", 115.58, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", 4 * MIB, "time", 118.25, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", 16 * MIB, "time", 186.86, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", 128 * MIB, "time", 596.75, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", GIB, "time", 2972.25, ""),
+    ("R13-2", DGX_B200, ["--nodes", "2"], "all_reduce", 2 * GIB, "time", 5784.75, ""),
+    ("R13-3", GCP_A4, ["--nodes", "2"], "all_reduce", 16 * MIB, "time", 196.3, "2 x GCP A4, dstack's run"),
+    ("R13-3", GCP_A4, ["--nodes", "2"], "all_reduce", 128 * MIB, "time", 638.5, ""),
+    ("R13-3", GCP_A4, ["--nodes", "2"], "all_reduce", GIB, "time", 3229.9, ""),
+    ("R13-3", GCP_A4, ["--nodes", "2"], "all_reduce", 8 * GIB, "time", 23563, ""),
 ]
 
 

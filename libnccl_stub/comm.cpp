@@ -219,11 +219,16 @@ void destroy_comm(ncclComm* comm, bool abort) {
   }
   if (comm->id == 0) return;  // never joined: nothing to tell the coordinator
   comm->client->forget_peer_mailbox(comm->id);
-  // With the coordinator gone there is nobody to tell; the local state is freed all the same.
+  // With the coordinator gone there is nobody to tell; the local state is freed all the same,
+  // also when it goes while being told.
   if (comm->client->connection_lost()) return;
-  forward_activity(*comm->client, 0);  // the streams' log so far, while the job is surely still up
-  auto request = comm->client->submit(wire::CommDestroy{comm->id, comm->rank});
-  if (!abort) request->reply<wire::Ack>();
+  try {
+    forward_activity(*comm->client, 0);  // the streams' log so far, while the job is surely still up
+    auto request = comm->client->submit(wire::CommDestroy{comm->id, comm->rank});
+    if (!abort) request->reply<wire::Ack>();
+  } catch (const NcclError&) {
+    if (!comm->client->connection_lost()) throw;
+  }
 }
 
 }  // namespace fakegpu::stub

@@ -49,10 +49,12 @@ def killed_rank_body(nccl, comm, rank, world):
 def coordinator_killed_body(nccl, comm, rank, world):
     buf, _ = nccl.device_array(I32, [rank] * 4)
     nccl.all_reduce(buf, buf, 4, "int32", "sum", comm)
+    marker = Path(os.environ["KILLED_MARKER"])
     if rank == world - 1:  # never joins: the others wait until the coordinator is killed under them
-        marker = Path(os.environ["KILLED_MARKER"])
         while not marker.exists():
             time.sleep(0.01)
+    else:
+        (marker.parent / f"waiting.{rank}").touch()
     try:
         nccl.all_reduce(buf, buf, 4, "int32", "sum", comm)
         return {"error": None}
@@ -128,9 +130,16 @@ class FailureMatrix(unittest.TestCase):
         killed_at = []
 
         def kill_when_waiting(coord, tmp):
-            time.sleep(1.0)  # ranks 0 and 1 wait in their second AllReduce by now
+            # Once ranks 0 and 1 are on their way into the second AllReduce (and a moment to get
+            # there). The last rank joins it only when the coordinator is dead and its sockets
+            # closed: otherwise the ranks could complete it among themselves while it still was.
+            deadline = time.time() + 60
+            while not all((tmp / f"waiting.{r}").exists() for r in (0, 1)) and time.time() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)
             killed_at.append(time.time())
             coord.process.send_signal(signal.SIGKILL)
+            coord.process.wait()
             (tmp / "killed").touch()
 
         procs, results, _ = run("coordinator_killed", 3, kill_when_waiting)

@@ -70,8 +70,17 @@ std::vector<Flow> CommModel::flow_plan(CollType coll, int algo, int root) const 
       }
     }
     if (algo == kNvlsTree) {
-      // Across nodes, each local GPU carries its share over its own rail, on both halves of
-      // the double binary tree: up to the parent node, then back down.
+      // Across nodes only the NVLS heads talk (NCCL's connectNvls): one GPU beside each NIC, as
+      // many as the NVLS graph has channels. Head h carries its share of the buffer to head h
+      // of the parent node and back, on both halves of the double binary tree.
+      const int nheads = std::max(1, graphs_[kNvlsTree].channels);
+      std::vector<std::vector<int>> heads(node_ranks_.size());
+      for (size_t nd = 0; nd < node_ranks_.size(); ++nd) {
+        std::set<int> nics;
+        for (int r : node_ranks_[nd])
+          if (int nic = topo_.gpus[gpus_[r]].nic; nic >= 0 && nics.insert(nic).second) heads[nd].push_back(r);
+        if (heads[nd].empty()) heads[nd] = node_ranks_[nd];  // no NIC known: the node's GPUs in turn
+      }
       for (int half = 0; half < 2; ++half) {
         // The first channel on this half (tree_half), or the last one when it has none.
         const size_t first = static_cast<size_t>(half) * std::max(1, graphs_[kRing].channels);
@@ -82,11 +91,11 @@ std::vector<Flow> CommModel::flow_plan(CollType coll, int algo, int root) const 
           for (int r : node_ranks_[nd])
             if (tree[r].parent >= 0 && node_of_[tree[r].parent] != nd) parent = tree[r].parent;
           if (parent < 0) continue;
-          auto& mine = node_ranks_[nd];
-          auto& theirs = node_ranks_[node_of_[parent]];
-          for (int h = 0; h < ppn_; ++h) {
+          const auto& mine = heads[nd];
+          const auto& theirs = heads[node_of_[parent]];
+          for (int h = 0; h < nheads; ++h) {
             int a = mine[h % mine.size()], b = theirs[h % theirs.size()];
-            add(h, 2, 1, a, b, 0.5 / ppn_), add(h, 3, 1, b, a, 0.5 / ppn_);
+            add(h, 2, 1, a, b, 0.5 / nheads), add(h, 3, 1, b, a, 0.5 / nheads);
           }
         }
       }

@@ -633,6 +633,25 @@ TEST(Planner, FlowPlanPerChannelAndStep) {
   }
 }
 
+// An NVLS tree crosses nodes through its heads only (NCCL's connectNvls): one GPU beside each
+// NIC, as many as the NVLS graph has channels (32 on racks of 72 GB200 and 72 NICs, not 72),
+// head h of a node talking to head h of the other.
+TEST(Planner, NvlsTreeCrossesNodesThroughItsHeads) {
+  Fixture f(cluster("gb200", 2, 72));
+  ASSERT_EQ(f.model.graph(kNvlsTree).channels, 32);
+  std::set<int> senders;
+  double sent = 0;
+  for (const Flow& fl : f.model.flow_plan(CollType::kAllReduce, kNvlsTree)) {
+    if (fl.src < 0 || fl.dst < 0 || f.model.node_of(fl.src) == f.model.node_of(fl.dst)) continue;
+    senders.insert(fl.src);
+    EXPECT_EQ(fl.src % 72, fl.dst % 72) << "head " << fl.src << " to " << fl.dst;
+    sent += fl.bytes * fl.steps;
+  }
+  EXPECT_EQ(senders.size(), 64u);
+  // Two nodes, one edge per half of the tree, crossed up and down by that half's buffer.
+  EXPECT_NEAR(sent, 2.0, 1e-9);
+}
+
 TEST(Planner, TimeGrowsWithSizeAndBandwidthSaturates) {
   Fixture f(cluster("a100-80gb", 2, 8));
   double prev = 0;

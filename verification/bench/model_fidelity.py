@@ -126,6 +126,10 @@ ROWS += [
 #         as a DGX B200's 8 x 400 Gbit/s InfiniBand, what Lambda builds those clusters with
 #   R13-3 2 x GCP A4 (8 x B200, 8 x 400G RoCE): dstackai/dstack, mkdocs/docs/examples/clusters/gcp.md,
 #         "NCCL tests", tab A4 (the page keeps the rows from 8 MiB up)
+#   R14-1 8 x H200, all_reduce at 8 GiB on 4 to 8 of its GPUs, nccl-tests, with the algorithm NCCL picked
+#         (Ring on 4, NVLS from 5): stas00/ml-engineering, network/README.md, "SHARP" (the GPU-count table)
+#   R14-2 8 x B200 (AWS p6-b200.48xlarge), NCCL 2.27.7 and AWS's tuner plugin, the same sweep (Ring on 4
+#         and 5, NVLS from 6): the same section. Each row runs the algorithm the run reports, as C3's do.
 # R13's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB, 1 GiB) and the
 # sweep's largest, less a size whose out-of-place time is over 1.5 times its in-place one, a hiccup
 # of the run (R13-1 at 256 KiB: 192.8 us, in place 100.0).
@@ -279,6 +283,16 @@ WIDER = [
     ("R13-3", GCP_A4, ["--nodes", "2"], "all_reduce", 128 * MIB, "time", 638.5, ""),
     ("R13-3", GCP_A4, ["--nodes", "2"], "all_reduce", GIB, "time", 3229.9, ""),
     ("R13-3", GCP_A4, ["--nodes", "2"], "all_reduce", 8 * GIB, "time", 23563, ""),
+    ("R14-1", H200, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", 8 * GIB, "busbw", 363.3, "4 of 8 H200, Ring"),
+    ("R14-1", H200, ["--gpus-per-node", "5", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 414.2, "5 of 8 H200, NVLS"),
+    ("R14-1", H200, ["--gpus-per-node", "6", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 435.6, "6 of 8 H200, NVLS"),
+    ("R14-1", H200, ["--gpus-per-node", "7", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 460.0, "7 of 8 H200, NVLS"),
+    ("R14-1", H200, ["--gpus-per-node", "8", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 473.1, "8 of 8 H200, NVLS"),
+    ("R14-2", DGX_B200, ["--gpus-per-node", "4", "--algo", "ring"], "all_reduce", 8 * GIB, "busbw", 673.2, "4 of 8 B200, Ring"),
+    ("R14-2", DGX_B200, ["--gpus-per-node", "5", "--algo", "ring"], "all_reduce", 8 * GIB, "busbw", 677.8, "5 of 8 B200, Ring"),
+    ("R14-2", DGX_B200, ["--gpus-per-node", "6", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 778.2, "6 of 8 B200, NVLS"),
+    ("R14-2", DGX_B200, ["--gpus-per-node", "7", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 811.2, "7 of 8 B200, NVLS"),
+    ("R14-2", DGX_B200, ["--gpus-per-node", "8", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 838.0, "8 of 8 B200, NVLS"),
 ]
 
 

@@ -130,9 +130,13 @@ ROWS += [
 #         (Ring on 4, NVLS from 5): stas00/ml-engineering, network/README.md, "SHARP" (the GPU-count table)
 #   R14-2 8 x B200 (AWS p6-b200.48xlarge), NCCL 2.27.7 and AWS's tuner plugin, the same sweep (Ring on 4
 #         and 5, NVLS from 6): the same section. Each row runs the algorithm the run reports, as C3's do.
-# R13's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB, 1 GiB) and the
-# sweep's largest, less a size whose out-of-place time is over 1.5 times its in-place one, a hiccup
-# of the run (R13-1 at 256 KiB: 192.8 us, in place 100.0).
+#   R15-1 2 x GCP A4 (8 x B200, 8 x 400G RoCE, gIB plugin and its settings script), all_gather, one
+#         process per GPU, --iters 100: GoogleCloudPlatform/cluster-toolkit, examples/gke-a4/README.md,
+#         "Deploy and run NCCL test with Topology Aware Scheduling" (the version before 2025-04-10, when
+#         the table was removed)
+# R13's and R15's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB,
+# 1 GiB) where the sweep has them and its largest, less a size whose out-of-place time is over
+# 1.5 times its in-place one, a hiccup of the run (R13-1 at 256 KiB: 192.8 us, in place 100.0).
 DGX_H100, H200 = "configs/presets/dgx-h100-1node.yaml", "configs/presets/hgx-h200-1node.yaml"
 H20 = "configs/presets/h20-1node.yaml"
 A3ULTRA, DGX_A100 = "gcp-a3-ultra-1x8.yaml", "configs/presets/dgx-a100-1node.yaml"
@@ -293,6 +297,15 @@ WIDER = [
     ("R14-2", DGX_B200, ["--gpus-per-node", "6", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 778.2, "6 of 8 B200, NVLS"),
     ("R14-2", DGX_B200, ["--gpus-per-node", "7", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 811.2, "7 of 8 B200, NVLS"),
     ("R14-2", DGX_B200, ["--gpus-per-node", "8", "--algo", "nvls"], "all_reduce", 8 * GIB, "busbw", 838.0, "8 of 8 B200, NVLS"),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", KIB, "time", 39.23, "2 x GCP A4, all_gather"),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 32 * KIB, "time", 39.6, ""),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 256 * KIB, "time", 46.8, ""),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", MIB, "time", 81.56, ""),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 4 * MIB, "time", 95.18, ""),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 16 * MIB, "time", 132.9, ""),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 128 * MIB, "time", 477.4, ""),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", GIB, "time", 2809.4, ""),
+    ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 8 * GIB, "time", 21986, ""),
 ]
 
 

@@ -194,14 +194,9 @@ void CommModel::search_graphs() {
   if (nvls_ok) {
     Graph nvls;
     nvls.channels = std::min(32, ppn_);
-    if (inter) {
-      for (auto& ranks : node_ranks_) {
-        std::set<int> nics;
-        for (int r : ranks)
-          if (int nic = topo_.gpus[gpus_[r]].nic; nic >= 0) nics.insert(nic);
-        nvls.channels = std::min<int>(nvls.channels, std::max<size_t>(1, nics.size()));
-      }
-    }
+    if (inter)
+      for (int nd = 0; nd < nnodes(); ++nd)
+        nvls.channels = std::min<int>(nvls.channels, std::max<size_t>(1, nic_heads(nd).size()));
     SpeedList intra = search_speeds(min_cc_, false);
     for (int k = 0; k < intra.count && nvls.bw_intra == 0; ++k)
       if (intra.speeds[k] * (nvls.channels + 1) <= total + 1e-9) nvls.bw_intra = intra.speeds[k];
@@ -251,6 +246,14 @@ void CommModel::search_graphs() {
 // other half of the double binary tree.
 int CommModel::graph_channel(int c) const { return c % std::max(1, graphs_[kRing].channels); }
 int CommModel::tree_half(int c) const { return (c / std::max(1, graphs_[kRing].channels)) % 2; }
+
+std::vector<int> CommModel::nic_heads(int node) const {
+  std::vector<int> heads;
+  std::set<int> nics;
+  for (int r : node_ranks_[node])
+    if (int nic = topo_.gpus[gpus_[r]].nic; nic >= 0 && nics.insert(nic).second) heads.push_back(r);
+  return heads;
+}
 
 // Ring c visits the nodes in order; inside a node it starts at a GPU on the rail of the
 // channel's NIC (NICs serving the communicator's GPUs take turns), so traffic enters the node

@@ -108,6 +108,9 @@ class CommModel {
   const std::vector<std::vector<TreeNode>>& trees() const { return trees_; }
   // Which half of NCCL's double binary tree channel c's tree is (0 or 1).
   int tree_half(int c) const;
+  // The first rank of comm node `node` beside each of its NICs, in local order: one head per NIC,
+  // as NCCL picks NVLS and CollNet heads.
+  std::vector<int> nic_heads(int node) const;
   const Graph& graph(int algo) const { return graphs_[algo]; }
   bool algo_available(int func, int algo, int proto) const { return bw_[func][algo][proto] > 0; }
   static double bus_factor(wire::CollType coll, int nranks);

@@ -1,7 +1,6 @@
 // Who sends how much to whom, per channel and step, for each algorithm: the one description of
 // an algorithm's traffic. The per-link plan (estimate.cpp) and `fgpu model --flows` both read it.
 #include <algorithm>
-#include <set>
 
 #include "comm_model.h"
 
@@ -74,11 +73,9 @@ std::vector<Flow> CommModel::flow_plan(CollType coll, int algo, int root) const 
       // many as the NVLS graph has channels. Head h carries its share of the buffer to head h
       // of the parent node and back, on both halves of the double binary tree.
       const int nheads = std::max(1, graphs_[kNvlsTree].channels);
-      std::vector<std::vector<int>> heads(node_ranks_.size());
-      for (size_t nd = 0; nd < node_ranks_.size(); ++nd) {
-        std::set<int> nics;
-        for (int r : node_ranks_[nd])
-          if (int nic = topo_.gpus[gpus_[r]].nic; nic >= 0 && nics.insert(nic).second) heads[nd].push_back(r);
+      std::vector<std::vector<int>> heads(nnodes());
+      for (int nd = 0; nd < nnodes(); ++nd) {
+        heads[nd] = nic_heads(nd);
         if (heads[nd].empty()) heads[nd] = node_ranks_[nd];  // no NIC known: the node's GPUs in turn
       }
       for (int half = 0; half < 2; ++half) {
@@ -104,11 +101,9 @@ std::vector<Flow> CommModel::flow_plan(CollType coll, int algo, int root) const 
     // Each NIC's head GPU owns an equal share of the buffer: the node reduces every share onto
     // its head (directly, or along a chain from the head), the head exchanges it with the
     // network's switches, and the result comes back the same way.
-    for (auto& ranks : node_ranks_) {
-      std::vector<int> heads;
-      std::set<int> nics;
-      for (int r : ranks)
-        if (int nic = topo_.gpus[gpus_[r]].nic; nic >= 0 && nics.insert(nic).second) heads.push_back(r);
+    for (int nd = 0; nd < nnodes(); ++nd) {
+      const auto& ranks = node_ranks_[nd];
+      const std::vector<int> heads = nic_heads(nd);
       const double share = 1.0 / heads.size();
       const int k = static_cast<int>(ranks.size());
       for (int h = 0; h < static_cast<int>(heads.size()); ++h) {

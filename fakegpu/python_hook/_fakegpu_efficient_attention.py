@@ -6,8 +6,6 @@ the same gradients of query, key and value. Dropout, and the gradient of a bias 
 need the weights in full: _fakegpu_attention_math.py computes those. The results keep CUDA's
 layouts (its meta functions say which); the modeled time is one fused kernel's, as flash's."""
 
-import math as _math
-
 import _fakegpu_attention
 import _fakegpu_attention_math
 import _fakegpu_capture
@@ -20,6 +18,10 @@ NAMES = (FORWARD, BACKWARD)
 # a multiple of the second (the tensor is a view of the first columns).
 LOGSUMEXP_ALIGN = 32
 BIAS_ALIGN = 16
+
+
+def _round_up(n, multiple):
+    return -(-n // multiple) * multiple
 
 
 def _cuda_layout(torch, shape, like):
@@ -43,7 +45,7 @@ def install(torch, register, run, runtime, view_type):
         else:
             out, logsumexp = cpu_flash(query, key, value, 0.0, is_causal, attn_mask=bias, scale=scale)
         rows = query.shape[2]
-        padded = _math.ceil(rows / LOGSUMEXP_ALIGN) * LOGSUMEXP_ALIGN if compute_log_sumexp else 0
+        padded = _round_up(rows, LOGSUMEXP_ALIGN) if compute_log_sumexp else 0
         lse = torch.full((query.shape[0], query.shape[1], padded), float("inf"), device=query.device)
         if padded:
             lse[..., :rows] = logsumexp
@@ -91,8 +93,7 @@ def install(torch, register, run, runtime, view_type):
                              is_causal), {"scale": scale})
         if grads[3] is not None:  # CUDA's rows of bias gradients are padded; the tensor views their start
             columns = attn_bias.shape[-1]
-            aligned = _math.ceil(columns / BIAS_ALIGN) * BIAS_ALIGN
-            padded = attn_bias.new_empty(attn_bias.shape[:-1] + (aligned,))[..., :columns]
+            padded = attn_bias.new_empty(attn_bias.shape[:-1] + (_round_up(columns, BIAS_ALIGN),))[..., :columns]
             grads = grads[:3] + (padded.copy_(grads[3]),)
         tensors = (grad_out, query, key, value, out) + tuple(g for g in grads if g is not None)
         _fakegpu_attention.record_fused(torch, runtime, stream, tensors,

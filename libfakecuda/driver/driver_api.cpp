@@ -188,17 +188,8 @@ FAKECU_API CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice dev
 }
 
 namespace {
-// What the runtime reports of a device that the driver hands out piece by piece.
-struct Identity {
-  char name[256];
-  unsigned char uuid[16];
-  uint64_t memory_bytes = 0;
-};
-Identity identity(const RuntimeCalls& rt, CUdevice dev) {
-  Identity id;
-  check(rt.bridge->device_identity(dev, id.name, id.uuid, &id.memory_bytes));
-  return id;
-}
+// What the runtime reports of a device, which the driver hands out piece by piece.
+DeviceIdentity identity(const RuntimeCalls& rt, CUdevice dev) { return device_identity(rt, dev, check); }
 }  // namespace
 
 FAKECU_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {

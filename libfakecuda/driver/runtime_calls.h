@@ -29,6 +29,20 @@ struct RuntimeCalls {
   int (*stream_synchronize)(void*) = nullptr;
 };
 
+// What the runtime reports of a device: its name, UUID and memory. `check` turns the runtime's
+// result (a cudaError_t) into the calling library's error.
+struct DeviceIdentity {
+  char name[256];
+  unsigned char uuid[16];
+  uint64_t memory_bytes = 0;
+};
+template <typename Check>
+DeviceIdentity device_identity(const RuntimeCalls& rt, int device, Check&& check) {
+  DeviceIdentity id;
+  check(rt.bridge->device_identity(device, id.name, id.uuid, &id.memory_bytes));
+  return id;
+}
+
 // The library these calls serve, as its messages name it ("libcuda.so.1"): each library that
 // links runtime_calls.cpp defines it.
 extern const char* const kRuntimeCaller;

@@ -118,15 +118,8 @@ nvmlDevice_t first_device(const RuntimeCalls& rt, Match&& match) {
   throw NvmlError{kNotFound};
 }
 
-struct Identity {
-  char name[256];
-  unsigned char uuid[16];
-  uint64_t memory_bytes = 0;
-};
-Identity identity(const RuntimeCalls& rt, int index) {
-  Identity id;
-  check(rt.bridge->device_identity(index, id.name, id.uuid, &id.memory_bytes));
-  return id;
+fakegpu::driver::DeviceIdentity identity(const RuntimeCalls& rt, int index) {
+  return fakegpu::driver::device_identity(rt, index, check);
 }
 
 int attribute(const RuntimeCalls& rt, int index, int attr) {

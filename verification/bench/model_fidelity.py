@@ -78,9 +78,15 @@ ROWS += [
 #         A3 Mega Slurm recipes, which source Google's TCPXO profile first: the preset's nccl_conf.
 #   R3-1  2 x OCI BM.GPU4.8, 16 x 100G RoCE: oracle-quickstart/oci-hpc-oke,
 #         docs/running-rdma-workloads-on-oke-h100.md
-#   R6-1  GB200 NVL72, one rack, NCCL 2.26.2: coreweave/nccl-tests README.md, "GB200 > Single Rack"
+#   R6-1  GB200 NVL72, one rack: coreweave/nccl-tests README.md, "GB200 > Single Rack"
 #   R6-2  GB200 NVL72, two racks: the same README, "GB200 > 2 Racks"
-#   R6-3  GB200 NVL72, 20 racks (1440 GPUs): the same README, "GB200 > 20 Racks"
+#   R6-3  GB200 NVL72, 20 racks (1440 GPUs), NVLS off: the same README, "GB200 > 20 Racks". The three
+#         tables landed together (2025-05-05) with job files that set NCCL_NVLS_ENABLE=0 and
+#         NCCL_COLLNET_ENABLE=0, as the repository's GB200 job had since 2025-04-14 ("disable NVLS
+#         temporarily"; on before that, with an NCCL 2.25.1 image). The one- and two-rack tables
+#         name another host and an older driver's "NVIDIA Graphics Device", and reach 834 GB/s on
+#         one rack, which only NVLS reaches there (rings over GB200's NVLink reach 680, R11-2): an
+#         earlier run, NVLS on. The 20-rack table names "NVIDIA GB200" and has a ring's shape.
 #   R1-4  8 x RTX 5090 on PCIe, peer access enabled, NCCL 2.29.7: aikitoria/open-gpu-kernel-modules,
 #         README.md, "Sample nccl-tests all_reduce_perf output"
 #   R7-1  8 x H100, one node, one process per GPU (a p5 by the README's Batch stack; the log names no
@@ -183,9 +189,10 @@ WIDER = [
     ("R6-1", NVL72, [], "all_reduce", 8 * GIB, "time", 20299, ""),
     ("R6-2", NVL72, ["--nodes", "2"], "all_reduce", GIB, "time", 3574.4, "2 racks"),
     ("R6-2", NVL72, ["--nodes", "2"], "all_reduce", 16 * GIB, "time", 42067, ""),
-    ("R6-3", NVL72, ["--nodes", "20"], "all_reduce", 512 * MIB, "time", 7108.4, "20 racks"),
-    ("R6-3", NVL72, ["--nodes", "20"], "all_reduce", 4 * GIB, "time", 24782, ""),
-    ("R6-3", NVL72, ["--nodes", "20"], "all_reduce", 16 * GIB, "time", 84625, ""),
+    ("R6-3", NVL72, ["--nodes", "20", "--algo", "ring,tree"], "all_reduce", 512 * MIB, "time", 7108.4,
+     "20 racks, NVLS off"),
+    ("R6-3", NVL72, ["--nodes", "20", "--algo", "ring,tree"], "all_reduce", 4 * GIB, "time", 24782, ""),
+    ("R6-3", NVL72, ["--nodes", "20", "--algo", "ring,tree"], "all_reduce", 16 * GIB, "time", 84625, ""),
     ("R1-4", RTX5090, [], "all_reduce", 8, "time", 24.5, "8 x RTX 5090, PCIe only"),
     ("R1-4", RTX5090, [], "all_reduce", 32 * KIB, "time", 39.3, ""),
     ("R1-4", RTX5090, [], "all_reduce", 256 * KIB, "time", 45.9, ""),

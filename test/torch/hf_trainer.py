@@ -65,6 +65,10 @@ def main():
         with open(a.out, "w") as f:
             json.dump(losses, f)
         print("hf_trainer:", json.dumps(losses), flush=True)
+    # The Trainer leaves its process group to the caller. Left alive, gloo's worker threads can
+    # abort the interpreter as it finalizes ("terminate called without an active exception").
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

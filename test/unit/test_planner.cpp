@@ -699,6 +699,25 @@ TEST(Planner, TreeFillCrossesEveryLevelOnce) {
   EXPECT_LT(large.fill_us, 0.1 * large.data_us);
 }
 
+// A broadcast's or reduce's chain fills behind the previous operation: its time is NCCL's
+// latency and the busiest link's data, at any size, where a ring still shows its last slice.
+// Data moves at the same rate for both: every GPU of a chain sends the whole buffer once.
+TEST(Planner, ChainsHideTheirFillBehindTheNextOperation) {
+  Fixture f(cluster("b200", 1, 8));
+  for (uint64_t bytes : {16ull << 20, 64ull << 20, 1ull << 30}) {
+    for (CollType coll : {CollType::kBroadcast, CollType::kReduce}) {
+      const Estimate e = f.model.estimate(coll, bytes);
+      ASSERT_EQ(e.algo, kRing);
+      EXPECT_EQ(e.fill_us, 0) << bytes;
+      EXPECT_DOUBLE_EQ(e.time_us, e.latency_us + e.data_us) << bytes;
+    }
+    EXPECT_GT(f.model.estimate(CollType::kAllGather, bytes).fill_us, 0) << bytes;
+  }
+  const Estimate bcast = f.model.estimate(CollType::kBroadcast, 1ull << 30);
+  const Estimate gather = f.model.estimate(CollType::kAllGather, 1ull << 30);
+  EXPECT_NEAR(bcast.data_us, gather.data_us * 8 / 7, 0.01 * bcast.data_us);
+}
+
 TEST(Planner, PointToPointUsesThePeersPathOnly) {
   Fixture f(cluster("h100-sxm", 2, 1));
   auto e = f.model.estimate(CollType::kSend, 1ull << 30);

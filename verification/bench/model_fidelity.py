@@ -109,8 +109,11 @@ ROWS += [
 #   R8-2  8 x RTX 4090 without peer access, default algorithm, -n 200: NVIDIA/nccl issue 1530, the
 #         author's comment that the pattern remains
 #   R9-1  8 x B200 (Xeon host), NCCL 2.29.2, one process for 8 GPUs (sizes from 64 MiB: the smaller
-#         ones carry that process's launch cost): mit-orcd/orcd-benchmarks,
-#         b200-ubuntu/out-nccl-1node/nccl-1node-node5700-20260810-143247.out
+#         ones carry that process's launch cost, 33 to 57 us at 1 MiB whatever the collective):
+#         mit-orcd/orcd-benchmarks, b200-ubuntu/out-nccl-1node/nccl-1node-node5700-20260810-143247.out.
+#         all_reduce at its five sizes from 64 MiB; the file's other collectives at 64 MiB, 1 GiB
+#         and 16 GiB, but sendrecv (its 64 and 256 MiB take 797 and 814 us, a hiccup of that test:
+#         16 MiB takes 218 and 1 GiB 1688) and hypercube (it fails its own check)
 #   R9-2  2 x GCP A4 (8 x B200, 8 x 400G RoCE, gIB plugin), one process per GPU: yangwhale/gpu-tpu-pedia,
 #         gpu/deepep README, cross-node NCCL test section
 #   R10-1 8 x A100-SXM4-80GB (host "thanos"), NCCL from pip's nvidia-nccl-cu12, mpirun -np 8, one process
@@ -240,6 +243,27 @@ WIDER = [
     ("R9-1", DGX_B200, [], "all_reduce", GIB, "time", 2578.8, ""),
     ("R9-1", DGX_B200, [], "all_reduce", 4 * GIB, "time", 9011.3, ""),
     ("R9-1", DGX_B200, [], "all_reduce", 16 * GIB, "time", 35735, ""),
+    ("R9-1", DGX_B200, [], "all_gather", 64 * MIB, "time", 141.5, "8 x B200, all_gather"),
+    ("R9-1", DGX_B200, [], "all_gather", GIB, "time", 1520.2, ""),
+    ("R9-1", DGX_B200, [], "all_gather", 16 * GIB, "time", 22446, ""),
+    ("R9-1", DGX_B200, [], "reduce_scatter", 64 * MIB, "time", 141.4, "8 x B200, reduce_scatter"),
+    ("R9-1", DGX_B200, [], "reduce_scatter", GIB, "time", 1468.3, ""),
+    ("R9-1", DGX_B200, [], "reduce_scatter", 16 * GIB, "time", 21595, ""),
+    ("R9-1", DGX_B200, [], "reduce", 64 * MIB, "time", 133.5, "8 x B200, reduce"),
+    ("R9-1", DGX_B200, [], "reduce", GIB, "time", 1631.6, ""),
+    ("R9-1", DGX_B200, [], "reduce", 16 * GIB, "time", 25231, ""),
+    ("R9-1", DGX_B200, [], "broadcast", 64 * MIB, "time", 135.1, "8 x B200, broadcast"),
+    ("R9-1", DGX_B200, [], "broadcast", GIB, "time", 1643.8, ""),
+    ("R9-1", DGX_B200, [], "broadcast", 16 * GIB, "time", 25268, ""),
+    ("R9-1", DGX_B200, [], "alltoall", 64 * MIB, "time", 140.4, "8 x B200, alltoall"),
+    ("R9-1", DGX_B200, [], "alltoall", GIB, "time", 1553.9, ""),
+    ("R9-1", DGX_B200, [], "alltoall", 16 * GIB, "time", 22749, ""),
+    ("R9-1", DGX_B200, [], "gather", 64 * MIB, "time", 95.88, "8 x B200, gather"),
+    ("R9-1", DGX_B200, [], "gather", GIB, "time", 1346.1, ""),
+    ("R9-1", DGX_B200, [], "gather", 16 * GIB, "time", 20935, ""),
+    ("R9-1", DGX_B200, [], "scatter", 64 * MIB, "time", 98.87, "8 x B200, scatter"),
+    ("R9-1", DGX_B200, [], "scatter", GIB, "time", 1317.9, ""),
+    ("R9-1", DGX_B200, [], "scatter", 16 * GIB, "time", 20150, ""),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 16 * MIB, "time", 193.2, "2 x 8 B200, RoCE"),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 64 * MIB, "time", 483.3, ""),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 256 * MIB, "time", 1114.8, ""),

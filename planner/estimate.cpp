@@ -286,7 +286,7 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
   if (coll == CollType::kBroadcast || coll == CollType::kReduce) return 0;
   // Every ring link is busy from the first step: only the last slice shows, on the slowest hop
   // of a channel (hop_cost, us per MB at full protocol efficiency). Simple slices hold two steps.
-  double slice = p == kSimple ? 2 * simple_step() : p == kLL128 ? kLL128Step : kLLStep;
+  const double slice = p == kSimple ? 2 * simple_step() : p == kLL128 ? kLL128Step : kLLStep;
   const double block = static_cast<double>(bytes) / (static_cast<double>(nc) * n);
   return std::min(slice, block) * pat.hop_cost / efficiency(func_of(coll), a, p) / 1e3;
 }

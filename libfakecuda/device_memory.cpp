@@ -83,9 +83,7 @@ bool DeviceMemory::release(void* ptr, MemoryKind kind) {
   if (it == allocations_.end() || it->second.info.imported || it->second.physical) return false;
   const bool host = it->second.info.kind == MemoryKind::kHost;
   if (host != (kind == MemoryKind::kHost)) return false;
-  Segment* seg = it->second.segment;
-  size_t length = it->second.length;
-  const Allocation info = it->second.info;
+  auto [seg, length, info, physical] = it->second;  // physical: 0, as checked above
   allocations_.erase(it);
   if (counts_against_device(info.kind)) used_[info.device] -= length;
   size_t offset = static_cast<uint8_t*>(ptr) - seg->base;

@@ -3,8 +3,6 @@
 // default stream runs inline, after the device's blocking streams have drained: that is CUDA's
 // implicit synchronisation between the legacy stream and blocking streams. While a stream
 // captures, its work goes into a graph instead (graph.h), replayed by cudaGraphLaunch.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -412,15 +410,14 @@ FAKECUDA_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cud
     std::shared_ptr<Event> e = resolve(event);
     e->wait_for(e->last_recorded());
     std::memset(handle->reserved, 0, sizeof handle->reserved);
-    const uint64_t fields[2] = {kIpcEventMagic, static_cast<uint64_t>(getpid())};
-    std::memcpy(handle->reserved, fields, sizeof fields);
+    std::memcpy(handle->reserved, &kIpcEventMagic, sizeof kIpcEventMagic);
   });
 }
 
 FAKECUDA_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) {
-  uint64_t fields[2];
-  std::memcpy(fields, handle.reserved, sizeof fields);
-  if (!event || fields[0] != kIpcEventMagic) return fail(cudaErrorInvalidResourceHandle);
+  uint64_t magic;
+  std::memcpy(&magic, handle.reserved, sizeof magic);
+  if (!event || magic != kIpcEventMagic) return fail(cudaErrorInvalidResourceHandle);
   return cudaEventCreateWithFlags(event, cudaEventDisableTiming | cudaEventInterprocess);
 }
 

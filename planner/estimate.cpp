@@ -37,6 +37,10 @@ constexpr double kLLPayload = 0.5;
 constexpr double kLL128Payload = 120.0 / 128;
 double payload_share(int proto) { return proto == kLL ? kLLPayload : proto == kLL128 ? kLL128Payload : 1.0; }
 
+// Broadcast and Reduce run a ring as a chain from or to the root (fill_us says why their fill
+// does not show).
+bool chain_from_or_to_root(CollType coll) { return coll == CollType::kBroadcast || coll == CollType::kReduce; }
+
 constexpr double kDefaultBuffsize = 4.0 * 1024 * 1024;  // NCCL's Simple buffer, NCCL_BUFFSIZE
 constexpr int kNcclSteps = 8;                               // a buffer holds this many steps
 constexpr double kDefaultNvlsChunk = 128 * 1024;            // NCCL_NVLS_CHUNKSIZE
@@ -283,7 +287,7 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
   // coalesced broadcasts run, each hide the last one's fill behind their own data (8 x B200:
   // broadcast 64 MiB in 135 us and reduce in 134, where a fill over six hops of 32 channels'
   // 512 KiB steps would take 139 us alone). Only a lone broadcast's last rank sees it.
-  if (coll == CollType::kBroadcast || coll == CollType::kReduce) return 0;
+  if (chain_from_or_to_root(coll)) return 0;
   // Every ring link is busy from the first step: only the last slice shows, on the slowest hop
   // of a channel (hop_cost, us per MB at full protocol efficiency). Simple slices hold two steps.
   const double slice = p == kSimple ? 2 * simple_step() : p == kLL128 ? kLL128Step : kLLStep;
@@ -344,8 +348,8 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
 
   Pattern pat = summarize(flows);
   // A ring's links are all busy from its first step, so its start-up exposes only the last
-  // slice, on the slowest hop of a channel.
-  if ((algo == kRing || algo == kPat) && !rings_.empty()) {
+  // slice, on the slowest hop of a channel (a chain's exposes nothing: fill_us).
+  if ((algo == kRing || algo == kPat) && !chain_from_or_to_root(coll) && !rings_.empty()) {
     const auto& ring = rings_[0];
     for (int i = 0; i < n; ++i) pat.hop_cost = std::max(pat.hop_cost, flows.channel_cost(g(ring[i]), g(ring[(i + 1) % n])));
   }

@@ -143,7 +143,11 @@ ROWS += [
 #         process per GPU, --iters 100: GoogleCloudPlatform/cluster-toolkit, examples/gke-a4/README.md,
 #         "Deploy and run NCCL test with Topology Aware Scheduling" (the version before 2025-04-10, when
 #         the table was removed)
-# R13's and R15's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB,
+#   R16-1 10 x 8 H100 SXM, one 400 Gbit/s NIC a GPU (48.8 GB/s on a ring of one GPU a node: modeled as
+#         DGX H100s), NCCL 2.29.2, one process per GPU, from 32 MiB: xxrjun/nccl-tests-cluster,
+#         benchmarks/example-cluster01/nccl-benchmark-results/multi-node/runs/20260129-180219, the runs
+#         with 1, 2, 4 and 8 GPUs of each of the 10 nodes, every collective each run times
+# R13's, R15's and R16's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB,
 # 1 GiB) where the sweep has them and its largest, less a size whose out-of-place time is over
 # 1.5 times its in-place one, a hiccup of the run (R13-1 at 256 KiB: 192.8 us, in place 100.0).
 DGX_H100, H200 = "configs/presets/dgx-h100-1node.yaml", "configs/presets/hgx-h200-1node.yaml"
@@ -155,6 +159,21 @@ OCI16, RTX5090 = "oci-a100-16nic-1x8.yaml", "rtx5090-pcie-1x8.yaml"
 RTX5090_SHM, RTX4090_SHM = "rtx5090-shm-1x4.yaml", "rtx4090-shm-1x8.yaml"
 DGX_B200, GCP_A4 = "configs/presets/dgx-b200-1node.yaml", "gcp-a4-1x8.yaml"
 KIB = 1024
+# R16-1's times (us) at 128 MiB, 1 GiB and 16 GiB, by GPUs of each node and collective.
+R16_1_TIMES = {
+    1: (("all_reduce", (5031.02, 39744.4, 632480)), ("all_gather", (2607.15, 20609.1, 321112)),
+        ("reduce_scatter", (2585.19, 20189.8, 316586)), ("alltoall", (2795.45, 21624.7, 346210)),
+        ("sendrecv", (5436.43, 43154.7, 691104))),
+    2: (("all_reduce", (2832.27, 20875.4, 333590)), ("all_gather", (1378.80, 10500.9, 167723)),
+        ("reduce_scatter", (1384.45, 10549.7, 166835)), ("alltoall", (2798.17, 21499.9, 341262)),
+        ("sendrecv", (5326.14, 42626.1, 681954))),
+    4: (("all_reduce", (1752.10, 10728.4, 170665)), ("all_gather", (794.22, 5421.99, 86184.2)),
+        ("reduce_scatter", (795.96, 5416.79, 85733.1)), ("alltoall", (2964.53, 21521.0, 338186)),
+        ("sendrecv", (5114.20, 40898.8, 655122))),
+    8: (("all_reduce", (1250.59, 6149.19, 105854)), ("all_gather", (840.85, 4001.42, 52314.1)),
+        ("reduce_scatter", (1058.78, 3786.91, 52458.7)), ("alltoall", (2944.85, 21159.9, 336737)),
+        ("sendrecv", (8821.21, 70501.7, 1128428))),
+}
 # R9-1's other collectives: its times (us) at 64 MiB, 1 GiB and 16 GiB.
 R9_1_OTHER_COLLECTIVES = (("all_gather", (141.5, 1520.2, 22446)), ("reduce_scatter", (141.4, 1468.3, 21595)),
                           ("reduce", (133.5, 1631.6, 25231)), ("broadcast", (135.1, 1643.8, 25268)),
@@ -324,6 +343,10 @@ WIDER = [
     ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 128 * MIB, "time", 477.4, ""),
     ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", GIB, "time", 2809.4, ""),
     ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 8 * GIB, "time", 21986, ""),
+    *[("R16-1", DGX_H100, ["--nodes", "10", "--gpus-per-node", str(gpus)], coll, size, "time", us,
+       f"10 x {gpus} H100, {coll}" if size == 128 * MIB else "")
+      for gpus, runs in R16_1_TIMES.items() for coll, times in runs
+      for size, us in zip((128 * MIB, GIB, 16 * GIB), times)],
 ]
 
 

@@ -368,7 +368,7 @@ void CommModel::tune() {
   if (n <= 1) return;
   const double ppn = static_cast<double>(n) / nodes;
 
-  const StepLatencies step_lat = step_latencies(min_clock_mhz_);
+  const StepLatencies step_lat = step_latencies(min_clock_mhz_, min_cc_ / 10 == 10 && !arm_host_);
   for (int f = 0; f < kNumFuncs; ++f) {
     for (int a = 0; a < kNumAlgos; ++a) {
       if ((f == kBroadcast || f == kReduce) && a != kRing) continue;

@@ -108,18 +108,26 @@ const double kStepLat[kNumHwClasses][kNumAlgos][kNumProtos] = {
     {{2.0, 2.9, 4.0}, {2.0, 3.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}}};
 
 // An LL or LL128 step over NVLink is a loop of the GPU's own: the sender stores lines that carry
-// their flags, the receiver spins on its memory until they land, so its time counts in SM
-// cycles. kStepLat's figures are Hopper's and Blackwell's (both near 1980 MHz); a GPU clocked
-// lower takes its steps that much longer (8 x A100 at 1410 MHz: 20 us for 8 B and 24 for 1
-// KiB, where 8 x H100 take 13 and 16). A Simple step waits on fences across the links, not on
-// the SM's loop, and keeps its figure; so do PCIe and network steps, which the bus sets.
-StepLatencies step_latencies(int clock_mhz) {
+// their flags, the receiver spins on its memory until they land, so its time counts in SM cycles.
+// kStepLat's figures are Hopper's (near 1980 MHz); a GPU clocked lower takes its steps that much
+// longer (8 x A100 at 1410 MHz: 20 us for 8 B and 24 for 1 KiB, where 8 x H100 take 13 and 16).
+// B200 boards beside x86 hosts take longer at the same clock: the smallest AllReduce of 8 x B200
+// takes 3.0 us where 8 x H200 or H800 take 2.3 by the same method (NVIDIA/nccl issue 1940, one
+// round over NVLink), so each of their steps adds that 0.7 us. GB200 keeps Hopper's figures: a
+// ring over 20 of its racks takes 1.6 us a step (R6-3), under even Hopper's LL128 figure. A
+// Simple step waits on fences across the links, not on the SM's loop, and keeps its figure; so do
+// PCIe and network steps, which the bus sets.
+constexpr double kB200NvlinkStepExtraUs = 0.7;
+
+StepLatencies step_latencies(int clock_mhz, bool b200_on_x86) {
   constexpr double kReferenceClockMhz = 1980;
   StepLatencies out;
   std::copy(&kStepLat[0][0][0], &kStepLat[0][0][0] + sizeof(out.at) / sizeof(double), &out.at[0][0][0]);
-  if (clock_mhz > 0)
-    for (auto& algo : out.at[kHwNvlink])
-      for (int p : {kLL, kLL128}) algo[p] *= kReferenceClockMhz / clock_mhz;
+  const double scale = clock_mhz > 0 ? kReferenceClockMhz / clock_mhz : 1.0;
+  const double extra = b200_on_x86 ? kB200NvlinkStepExtraUs : 0.0;
+  for (auto& algo : out.at[kHwNvlink])
+    for (int p : {kLL, kLL128})
+      if (algo[p] > 0) algo[p] = algo[p] * scale + extra;
   return out;
 }
 

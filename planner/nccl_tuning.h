@@ -33,11 +33,12 @@ enum HwClass { kHwNvlink = 0, kHwPci, kHwNet, kHwShm, kNumHwClasses };
 // Per-step latencies: NCCL's tuner table, and the one the modeled time takes (kStepLat).
 extern const double kHwLat[kNumHwClasses][kNumAlgos][kNumProtos];
 extern const double kStepLat[kNumHwClasses][kNumAlgos][kNumProtos];
-// kStepLat for GPUs whose SM clock is `clock_mhz` (the slowest GPU of the communicator).
+// kStepLat for GPUs whose SM clock is `clock_mhz` (the slowest GPU of the communicator);
+// `b200_on_x86`: data-center Blackwell (compute capability 10.x) beside x86 hosts, not Grace.
 struct StepLatencies {
   double at[kNumHwClasses][kNumAlgos][kNumProtos];
 };
-StepLatencies step_latencies(int clock_mhz);
+StepLatencies step_latencies(int clock_mhz, bool b200_on_x86);
 // Share of the PCIe rate that data moved through host memory reaches (NCCL's SHM transport).
 extern const double kShmRateShare;
 extern const double kLlMaxBw[4][3];

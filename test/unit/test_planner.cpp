@@ -350,7 +350,7 @@ TEST(Planner, SmallLowLatencyOperationsRunAtTheirChannelsRate) {
 // An LL step over NVLink is the GPUs' own loop: a GPU clocked lower (A100, 1410 MHz) takes each
 // step that much longer than Hopper (1980 MHz); Simple steps and other links keep their figures.
 TEST(Planner, LowLatencyStepsOverNvlinkCountTheGpusClock) {
-  const StepLatencies hopper = step_latencies(1980), ampere = step_latencies(1410);
+  const StepLatencies hopper = step_latencies(1980, false), ampere = step_latencies(1410, false);
   const double slower = 1980.0 / 1410;
   EXPECT_DOUBLE_EQ(hopper.at[kHwNvlink][kRing][kLL], kStepLat[kHwNvlink][kRing][kLL]);
   EXPECT_DOUBLE_EQ(ampere.at[kHwNvlink][kRing][kLL], kStepLat[kHwNvlink][kRing][kLL] * slower);
@@ -366,6 +366,33 @@ TEST(Planner, LowLatencyStepsOverNvlinkCountTheGpusClock) {
   ASSERT_EQ(a100.algo, kRing);
   ASSERT_EQ(a100.proto, kLL);
   EXPECT_NEAR(a100.latency_us - h100.latency_us, 14 * kStepLat[kHwNvlink][kRing][kLL] * (slower - 1), 1e-9);
+}
+
+// B200 beside x86 hosts takes 0.7 us more than Hopper for each LL and LL128 step over NVLink at
+// the same clock (NVIDIA/nccl issue 1940); its Simple steps, network steps and NCCL's own tuner
+// table do not change, nor do GB200's steps (Grace hosts).
+TEST(Planner, B200LowLatencyStepsOverNvlinkTakeLonger) {
+  const StepLatencies hopper = step_latencies(1980, false), b200 = step_latencies(1980, true);
+  for (int p : {kLL, kLL128}) {
+    EXPECT_DOUBLE_EQ(b200.at[kHwNvlink][kRing][p], hopper.at[kHwNvlink][kRing][p] + 0.7);
+    EXPECT_DOUBLE_EQ(b200.at[kHwNvlink][kTree][p], hopper.at[kHwNvlink][kTree][p] + 0.7);
+  }
+  EXPECT_DOUBLE_EQ(b200.at[kHwNvlink][kRing][kSimple], hopper.at[kHwNvlink][kRing][kSimple]);
+  EXPECT_DOUBLE_EQ(b200.at[kHwNet][kTree][kLL], hopper.at[kHwNet][kTree][kLL]);
+  EXPECT_DOUBLE_EQ(b200.at[kHwNvlink][kNvls][kLL], 0.0);  // NVLS has no LL steps to slow
+
+  // 8 GPUs, 8 bytes: a ring LL AllReduce of 14 steps, each 0.7 us longer on B200 (and a little for
+  // its 1965 MHz clock); GB200 at the same clock pays the clock only.
+  const Estimate h100 = Fixture(cluster("h100-sxm", 1, 8)).model.estimate(CollType::kAllReduce, 8);
+  const Estimate b200_ring = Fixture(cluster("b200", 1, 8)).model.estimate(CollType::kAllReduce, 8);
+  const Estimate gb200_ring = Fixture(cluster("gb200", 1, 8)).model.estimate(CollType::kAllReduce, 8);
+  ASSERT_EQ(b200_ring.algo, kRing);
+  ASSERT_EQ(b200_ring.proto, kLL);
+  ASSERT_EQ(gb200_ring.algo, kRing);
+  ASSERT_EQ(gb200_ring.proto, kLL);
+  const double step = kStepLat[kHwNvlink][kRing][kLL], clock = step * (1980.0 / 1965 - 1);
+  EXPECT_NEAR(b200_ring.latency_us - h100.latency_us, 14 * (clock + 0.7), 1e-9);
+  EXPECT_NEAR(gb200_ring.latency_us - h100.latency_us, 14 * clock, 1e-9);
 }
 
 // NCCL_BUFFSIZE sets a Simple step (an eighth of the buffer): a tree's first chunk crosses its

@@ -55,6 +55,7 @@ CommModel::CommModel(const Topology& topo, std::vector<int> gpus, const TuningEn
   build_rings();
   build_trees();
   tune();
+  setup_p2p();
 }
 
 void CommModel::place(const Topology& topo) {

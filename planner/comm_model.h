@@ -146,6 +146,12 @@ class CommModel {
   Pattern build_pattern(wire::CollType coll, int algo, int root) const;
   Pattern summarize(const Flows& flows) const;
   double p2p_latency(bool inter_node) const;
+  // Point-to-point channels (p2p_channels.cpp).
+  void setup_p2p();
+  int p2p_channels_to(int from, int to) const;
+  int p2p_op_channels(uint64_t bytes) const;
+  double p2p_copy_us(wire::CollType coll, uint64_t bytes) const;
+  double lone_p2p_copy_us(uint64_t bytes) const;
   double efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;
   double cap_busbw(int func, int algo, int proto, int nc, bool for_time = false) const;
@@ -169,6 +175,10 @@ class CommModel {
   Graph graphs_[kNumAlgos];
   int channels_ = 1;
   int nvls_channels_ = 0;
+  int p2p_channels_ = 1;      // channels p2p operations spread over (NCCL's p2pnChannels)
+  int p2p_per_peer_ = 1;      // the most one Send or Recv takes (p2pnChannelsPerPeer)
+  int p2p_min_channels_ = 1;  // the fewest it takes once its bytes fill them
+  double p2p_chunk_ = 0;      // NCCL's p2p chunk: parts are counted in it
   std::vector<std::vector<int>> rings_;
   std::vector<std::vector<TreeNode>> trees_;
   double bw_[kNumFuncs][kNumAlgos][kNumProtos] = {};

@@ -408,7 +408,8 @@ Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
       pat = &it->second;
     }
     e.latency_us = p2p_latency(node_of_[from] != node_of_[to]);
-    e.data_us = bytes * std::max(pat->worst_store, pat->worst_net) / 1e3;
+    e.data_us = std::max(bytes * std::max(pat->worst_store, pat->worst_net) / 1e3, lone_p2p_copy_us(bytes));
+    e.channels = p2p_op_channels(bytes);
     e.time_us = e.latency_us + e.data_us;
     e.per_byte_links = &pat->per_byte;
     e.per_byte_node_pairs = &pat->node_pairs;
@@ -455,6 +456,11 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     if (f >= 0) {
       const double cap = cap_busbw(f, a, p, e.channels, /*for_time=*/true);
       e.data_us = std::max(e.data_us, bytes / (cap * bus_to_alg(f, a) * 1e3));
+    } else {
+      // Nor do point-to-point patterns outrun the channels NCCL gives each message.
+      e.data_us = std::max(e.data_us, p2p_copy_us(coll, bytes));
+      e.channels = coll == CollType::kSend ? p2p_op_channels(bytes)
+                                           : std::min(p2p_channels_, (n - 1) * p2p_op_channels(bytes / n));
     }
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat);

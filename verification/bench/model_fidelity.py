@@ -112,8 +112,7 @@ ROWS += [
 #         ones carry that process's launch cost, 33 to 57 us at 1 MiB whatever the collective):
 #         mit-orcd/orcd-benchmarks, b200-ubuntu/out-nccl-1node/nccl-1node-node5700-20260810-143247.out.
 #         all_reduce at its five sizes from 64 MiB; the file's other collectives at 64 MiB, 1 GiB
-#         and 16 GiB, but sendrecv (its 64 and 256 MiB take 797 and 814 us, a hiccup of that test:
-#         16 MiB takes 218 and 1 GiB 1688) and hypercube (it fails its own check)
+#         and 16 GiB, but hypercube (it fails its own check)
 #   R9-2  2 x GCP A4 (8 x B200, 8 x 400G RoCE, gIB plugin), one process per GPU: yangwhale/gpu-tpu-pedia,
 #         gpu/deepep README, cross-node NCCL test section
 #   R10-1 8 x A100-SXM4-80GB (host "thanos"), NCCL from pip's nvidia-nccl-cu12, mpirun -np 8, one process
@@ -147,6 +146,11 @@ ROWS += [
 #         DGX H100s), NCCL 2.29.2, one process per GPU, from 32 MiB: xxrjun/nccl-tests-cluster,
 #         benchmarks/example-cluster01/nccl-benchmark-results/multi-node/runs/20260129-180219, the runs
 #         with 1, 2, 4 and 8 GPUs of each of the 10 nodes, every collective each run times
+#   R16-2 one node of that cluster, its 8 GPUs: the same repository's single-node run of cnode3-002
+#         (runs/20260128-145017), every collective it times
+#   R16-3 two nodes of that cluster, 1, 2, 4 and 8 GPUs of each: the repository's pairwise runs
+#         (runs/20260128-010702, AlltoAll and the ring of sends from 4 GiB), the median over its 45
+#         pairs of nodes at 16 GiB
 # R13's, R15's and R16's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB,
 # 1 GiB) where the sweep has them and its largest, less a size whose out-of-place time is over
 # 1.5 times its in-place one, a hiccup of the run (R13-1 at 256 KiB: 192.8 us, in place 100.0).
@@ -174,11 +178,17 @@ R16_1_TIMES = {
         ("reduce_scatter", (1058.78, 3786.91, 52458.7)), ("alltoall", (2944.85, 21159.9, 336737)),
         ("sendrecv", (8821.21, 70501.7, 1128428))),
 }
+# R16-2's times (us) at 128 MiB, 1 GiB and 16 GiB, and R16-3's medians at 16 GiB by GPUs of each node.
+R16_2_TIMES = (("all_reduce", (564.78, 4000.82, 62340.7)), ("all_gather", (382.20, 2719.60, 41542.0)),
+               ("reduce_scatter", (380.31, 2741.51, 41211.4)), ("alltoall", (393.32, 2830.00, 43193.3)),
+               ("sendrecv", (825.74, 2974.51, 46779.2)))
+R16_3_TIMES = {1: (("alltoall", 238157), ("sendrecv", 432803)), 2: (("alltoall", 182993), ("sendrecv", 431642)),
+               4: (("alltoall", 179828), ("sendrecv", 412531)), 8: (("alltoall", 175431), ("sendrecv", 398612))}
 # R9-1's other collectives: its times (us) at 64 MiB, 1 GiB and 16 GiB.
 R9_1_OTHER_COLLECTIVES = (("all_gather", (141.5, 1520.2, 22446)), ("reduce_scatter", (141.4, 1468.3, 21595)),
                           ("reduce", (133.5, 1631.6, 25231)), ("broadcast", (135.1, 1643.8, 25268)),
                           ("alltoall", (140.4, 1553.9, 22749)), ("gather", (95.88, 1346.1, 20935)),
-                          ("scatter", (98.87, 1317.9, 20150)))
+                          ("scatter", (98.87, 1317.9, 20150)), ("sendrecv", (796.9, 1687.5, 26206)))
 
 WIDER = [
     ("R1-6", H20, [], "all_reduce", 32 * KIB, "time", 18.66, "8 x H20, small"),
@@ -347,6 +357,11 @@ WIDER = [
        f"10 x {gpus} H100, {coll}" if size == 128 * MIB else "")
       for gpus, runs in R16_1_TIMES.items() for coll, times in runs
       for size, us in zip((128 * MIB, GIB, 16 * GIB), times)],
+    *[("R16-2", DGX_H100, [], coll, size, "time", us, f"8 x H100 of R16, {coll}" if size == 128 * MIB else "")
+      for coll, times in R16_2_TIMES for size, us in zip((128 * MIB, GIB, 16 * GIB), times)],
+    *[("R16-3", DGX_H100, ["--nodes", "2", "--gpus-per-node", str(gpus)], coll, 16 * GIB, "time", us,
+       f"2 x {gpus} H100 of R16")
+      for gpus, runs in R16_3_TIMES.items() for coll, us in runs],
 ]
 
 

@@ -1,0 +1,117 @@
+// Point-to-point channels: how many of a communicator's channels NCCL gives one Send or Recv
+// (its init's ncclTopoComputeP2pChannels, its enqueue's addP2pToPlan), and what they carry.
+//
+// A p2p channel is one thread block copying between the user's buffer and the peer's: about
+// 40 GB/s, split between the send and the receive it carries when it carries both. nccl-tests'
+// sendrecv on one node, where every channel does both, shows it on two GPU generations: 8 x
+// H100 at 80 GB/s from 32 to 64 MiB (4 channels), 162 at 128 MiB (8), 361 at 1 GiB (the
+// links); 8 x B200 at 77 to 84 GB/s from 16 to 64 MiB, 330 at 256 MiB (16 channels), 656 at
+// 16 GiB (32). Gather and Scatter, whose root only receives or only sends, run at their links.
+#include <algorithm>
+#include <cmath>
+
+#include "comm_model.h"
+
+namespace fakegpu::planner {
+namespace {
+
+constexpr double kP2pChannelGBs = 40;         // one channel, both directions together
+constexpr int kMaxP2pTasksPerBatch = 8;       // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
+constexpr double kP2pPerChannelNetGBs = 14;   // NCCL_P2P_PER_CHANNEL_NET_BW
+constexpr double kP2pNvlChunk = 512 * 1024;   // NCCL_P2P_NVL_CHUNKSIZE
+constexpr double kP2pNetChunk = 128 * 1024;   // NCCL_P2P_NET_CHUNKSIZE (and PCI)
+
+int pow2_up(int x) {
+  int p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+// Channels NCCL gives a peer: twice the NVLinks between two GPUs of a node (2 over PCIe), and
+// across nodes one per NIC of the GPU, more where its NICs outrun 14 GB/s a channel.
+int CommModel::p2p_channels_to(int from, int to) const {
+  const Gpu& a = topo_.gpus[gpus_[from]];
+  const Gpu& b = topo_.gpus[gpus_[to]];
+  if (a.node == b.node) {
+    if (!topo_.nvlink_between(gpus_[from], gpus_[to])) return 2;
+    const Node& node = topo_.nodes[a.node];
+    double pair = std::min(a.nvlink_gbs, b.nvlink_gbs);
+    if (node.fabric == IntraFabric::kNvLinkMesh) pair /= std::max<size_t>(1, node.gpus.size() - 1);
+    return 2 * std::max(1, static_cast<int>(pair / nccl_nvlink_bw(a.cc)));
+  }
+  int count = 0;
+  double bw = 0;
+  for (int nic : topo_.nodes[a.node].nics) {
+    const auto& served = topo_.nics[nic].gpus;
+    if (std::find(served.begin(), served.end(), gpus_[from]) == served.end()) continue;
+    ++count, bw += topo_.nics[nic].line_gbytes;
+    if (bw >= a.pcie_gbs) break;  // NCCL stops once the NICs match the GPU's own link
+  }
+  if (count == 0) return 2;
+  return std::max(count, static_cast<int>(std::ceil(bw / kP2pPerChannelNetGBs)));
+}
+
+void CommModel::setup_p2p() {
+  const int n = nranks();
+  p2p_channels_ = pow2_up(std::min(channels_, kMaxChannels));
+  int per_peer = kMaxChannels;
+  for (int r = 1; r < n; ++r) per_peer = std::min(per_peer, p2p_channels_to(0, r));
+  per_peer = pow2_up(per_peer);
+  if (nnodes() > 1) {
+    // Across nodes NCCL fits every peer into one round of channels.
+    const int groups = (n + kMaxP2pTasksPerBatch - 1) / kMaxP2pTasksPerBatch;
+    while (per_peer * groups > p2p_channels_ && per_peer > 1) per_peer /= 2;
+  } else {
+    per_peer = std::min(per_peer, p2p_channels_);
+  }
+  p2p_per_peer_ = per_peer;
+  p2p_min_channels_ = per_peer;
+  while (p2p_min_channels_ * n > p2p_channels_ && p2p_min_channels_ > 1) p2p_min_channels_ /= 2;
+  // Across nodes every p2p uses the network's chunk (twice it on Grace Blackwell, whose nodes
+  // have four GPUs); on one node NVLink's.
+  double chunk = nnodes() > 1 ? kP2pNetChunk * (arm_host_ && min_cc_ >= 100 ? 2 : 1)
+                 : nvl_intra_ ? kP2pNvlChunk
+                              : kP2pNetChunk;
+  p2p_chunk_ = std::min(chunk, simple_step());
+}
+
+// NCCL's split of one Send or Recv of `bytes`: at least a minimum part per channel, its fewest
+// channels, doubled while parts stay over the most a part may hold.
+int CommModel::p2p_op_channels(uint64_t bytes) const {
+  if (bytes == 0) return 1;
+  const bool multi = nnodes() > 1;
+  const double min_part = multi ? p2p_chunk_ / 2 : p2p_chunk_ / 8;
+  const double max_part = multi ? p2p_chunk_ : p2p_chunk_ * 32;
+  int nc = static_cast<int>(std::min<double>(p2p_min_channels_, std::ceil(bytes / min_part)));
+  double part = std::max(min_part, std::ceil(static_cast<double>(bytes) / nc));
+  while (part > max_part && nc <= p2p_per_peer_ / 2) {
+    nc *= 2;
+    part = std::ceil(static_cast<double>(bytes) / nc);
+  }
+  return nc;
+}
+
+// The least time a rank's channels take to copy a p2p pattern's bytes: each of nccl-tests'
+// sendrecv ranks (CollType::kSend) sends one message and receives one on the same channels;
+// AlltoAll sends and receives a share per peer, its channels shared once they outnumber the
+// communicator's; a Gather's root only receives and a Scatter's only sends, at a channel's whole
+// rate.
+double CommModel::p2p_copy_us(wire::CollType coll, uint64_t bytes) const {
+  using wire::CollType;
+  const int n = nranks();
+  if (coll == CollType::kSend) return bytes / (p2p_op_channels(bytes) * kP2pChannelGBs / 2 * 1e3);
+  if (coll != CollType::kAlltoAll && coll != CollType::kGather && coll != CollType::kScatter) return 0;
+  const uint64_t share = bytes / std::max(1, n);
+  const int used = std::min(p2p_channels_, (n - 1) * p2p_op_channels(share));
+  const double rate = used * kP2pChannelGBs / (coll == CollType::kAlltoAll ? 2 : 1);
+  return static_cast<double>(share) * (n - 1) / (rate * 1e3);
+}
+
+// One Send (or Recv) alone on its channels.
+double CommModel::lone_p2p_copy_us(uint64_t bytes) const {
+  return bytes / (p2p_op_channels(bytes) * kP2pChannelGBs * 1e3);
+}
+
+}  // namespace fakegpu::planner

@@ -1,0 +1,92 @@
+// Point-to-point channels: NCCL's split of a Send or Recv over its channels, and what a
+// channel carries (about 40 GB/s, half each way when it both sends and receives).
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "cluster_config.h"
+#include "comm_model.h"
+
+namespace fakegpu::planner {
+namespace {
+
+using wire::CollType;
+
+constexpr double kMiB = 1 << 20;
+
+struct Preset {
+  Topology topo;
+  CommModel model;
+  explicit Preset(const std::string& file)
+      : topo(Topology::from_config(load_cluster_config(std::string(FAKEGPU_SOURCE_DIR) + "/configs/presets/" + file))),
+        model(topo, all_ranks(static_cast<int>(topo.gpus.size())), TuningEnv{}) {}
+  static std::vector<int> all_ranks(int n) {
+    std::vector<int> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+  }
+};
+
+// One node of 8 H100: 32 p2p channels, a message on 4 of them until its parts pass 16 MiB, then
+// doubled; nccl-tests' sendrecv (every channel sends and receives) moves 20 GB/s a channel each
+// way: 80 GB/s at 32 and 64 MiB, then the links.
+TEST(P2pChannels, SendRecvOnOneNodeRunsOnTheChannelsNcclGivesIt) {
+  Preset h100("dgx-h100-1node.yaml");
+  const struct {
+    double mib;
+    int channels;
+  } rows[] = {{32, 4}, {64, 4}, {128, 8}, {256, 16}, {512, 32}, {1024, 32}};
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.mib);
+    const uint64_t bytes = static_cast<uint64_t>(row.mib * kMiB);
+    const Estimate e = h100.model.estimate(CollType::kSend, bytes);
+    EXPECT_EQ(e.channels, row.channels);
+    EXPECT_GE(e.data_us, bytes / (row.channels * 20.0 * 1e3) - 1e-9);
+  }
+  const Estimate small = h100.model.estimate(CollType::kSend, 32 << 20);
+  EXPECT_NEAR(small.data_us, (32 << 20) / (4 * 20.0 * 1e3), 1e-9);
+  // 32 channels carry 640 GB/s each way: one GPU's NVLink (370) sets the rate at 1 GiB.
+  const Estimate large = h100.model.estimate(CollType::kSend, 1ull << 30);
+  EXPECT_GT(large.data_us, (1ull << 30) / (32 * 20.0 * 1e3) * 1.5);
+}
+
+// A lone Send has its channels to itself: 40 GB/s each, twice what the sendrecv ring gets.
+TEST(P2pChannels, ALoneSendHasItsChannelsWholeRate) {
+  Preset h100("dgx-h100-1node.yaml");
+  const uint64_t bytes = 32 << 20;
+  const Estimate lone = h100.model.estimate_p2p(0, 1, bytes);
+  EXPECT_EQ(lone.channels, 4);
+  EXPECT_NEAR(lone.data_us, bytes / (4 * 40.0 * 1e3), 1e-9);
+  EXPECT_LT(lone.data_us, h100.model.estimate(CollType::kSend, bytes).data_us);
+}
+
+// AlltoAll on 8 x B200 at 64 MiB: 8 MiB per peer on 4 channels, 28 channels both sending and
+// receiving, 560 GB/s each way (the links would carry more). From 1 GiB the peers' channels
+// outnumber the communicator's 32. Gather's root only receives: its links set the rate.
+TEST(P2pChannels, AlltoAllSharesItsChannelsAmongPeers) {
+  Preset b200("dgx-b200-1node.yaml");
+  const uint64_t mid = 64 << 20, big = 1ull << 30;
+  const Estimate a = b200.model.estimate(CollType::kAlltoAll, mid);
+  EXPECT_EQ(a.channels, 28);
+  EXPECT_NEAR(a.data_us, mid / 8.0 * 7 / (28 * 20.0 * 1e3), 1e-9);
+  const Estimate b = b200.model.estimate(CollType::kAlltoAll, big);
+  EXPECT_EQ(b.channels, 32);
+  EXPECT_NEAR(b.data_us, big / 8.0 * 7 / (32 * 20.0 * 1e3), 1e-6);
+  const Estimate g = b200.model.estimate(CollType::kGather, mid);
+  EXPECT_LT(g.data_us, mid / 8.0 * 7 / (28 * 40.0 * 1e3) * 2);
+  EXPECT_GT(g.data_us, mid / 8.0 * 7 / (28 * 40.0 * 1e3));
+}
+
+// Across nodes NCCL gives a network peer a channel per 14 GB/s of its NIC (4 for 400G) and
+// counts parts in the network's 128 KiB chunk: a 1 GiB message takes 4 channels.
+TEST(P2pChannels, AcrossNodesAMessageTakesTheNetworksChannels) {
+  Preset two("dgx-h100-2node.yaml");
+  EXPECT_EQ(two.model.estimate(CollType::kSend, 1ull << 30).channels, 4);
+  EXPECT_EQ(two.model.estimate_p2p(0, 8, 1ull << 30).channels, 4);
+  // The NIC, not the channels (160 GB/s), sets a lone send's rate across nodes.
+  const Estimate e = two.model.estimate_p2p(0, 8, 1ull << 30);
+  EXPECT_GT(e.data_us, (1ull << 30) / (4 * 40.0 * 1e3) * 2);
+}
+
+}  // namespace
+}  // namespace fakegpu::planner

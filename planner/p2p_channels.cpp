@@ -19,7 +19,8 @@ constexpr double kP2pChannelGBs = 40;         // one channel, both directions to
 constexpr int kMaxP2pTasksPerBatch = 8;       // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
 constexpr double kP2pPerChannelNetGBs = 14;   // NCCL_P2P_PER_CHANNEL_NET_BW
 constexpr double kP2pNvlChunk = 512 * 1024;   // NCCL_P2P_NVL_CHUNKSIZE
-constexpr double kP2pNetChunk = 128 * 1024;   // NCCL_P2P_NET_CHUNKSIZE (and PCI)
+constexpr double kP2pNetChunk = 128 * 1024;   // NCCL_P2P_NET_CHUNKSIZE
+constexpr double kP2pPciChunk = 128 * 1024;   // NCCL_P2P_PCI_CHUNKSIZE
 
 int pow2_up(int x) {
   int p = 1;
@@ -41,6 +42,7 @@ int CommModel::p2p_channels_to(int from, int to) const {
     if (node.fabric == IntraFabric::kNvLinkMesh) pair /= std::max<size_t>(1, node.gpus.size() - 1);
     return 2 * std::max(1, static_cast<int>(pair / nccl_nvlink_bw(a.cc)));
   }
+  if (env_.channels_per_net_peer > 0) return env_.channels_per_net_peer;  // NCCL_NCHANNELS_PER_NET_PEER
   int count = 0;
   double bw = 0;
   for (int nic : topo_.nodes[a.node].nics) {
@@ -55,12 +57,13 @@ int CommModel::p2p_channels_to(int from, int to) const {
 
 void CommModel::setup_p2p() {
   const int n = nranks();
-  p2p_channels_ = pow2_up(std::min(channels_, kMaxChannels));
+  const int most = env_.max_p2p_channels > 0 ? env_.max_p2p_channels : kMaxChannels;
+  p2p_channels_ = pow2_up(std::max(std::min(channels_, most), std::max(1, env_.min_p2p_channels)));
   int per_peer = kMaxChannels;
   for (int r = 1; r < n; ++r) per_peer = std::min(per_peer, p2p_channels_to(0, r));
   per_peer = pow2_up(per_peer);
-  if (nnodes() > 1) {
-    // Across nodes NCCL fits every peer into one round of channels.
+  if (nnodes() > 1 && env_.channels_per_net_peer == 0) {
+    // Across nodes NCCL fits every peer into one round of channels, unless told a peer's share.
     const int groups = (n + kMaxP2pTasksPerBatch - 1) / kMaxP2pTasksPerBatch;
     while (per_peer * groups > p2p_channels_ && per_peer > 1) per_peer /= 2;
   } else {
@@ -70,10 +73,11 @@ void CommModel::setup_p2p() {
   p2p_min_channels_ = per_peer;
   while (p2p_min_channels_ * n > p2p_channels_ && p2p_min_channels_ > 1) p2p_min_channels_ /= 2;
   // Across nodes every p2p uses the network's chunk (twice it on Grace Blackwell, whose nodes
-  // have four GPUs); on one node NVLink's.
-  double chunk = nnodes() > 1 ? kP2pNetChunk * (arm_host_ && min_cc_ >= 100 ? 2 : 1)
-                 : nvl_intra_ ? kP2pNvlChunk
-                              : kP2pNetChunk;
+  // have four GPUs); on one node NVLink's, or PCIe's where some pair has no NVLink.
+  auto set_or = [](int64_t set, double fallback) { return set > 0 ? static_cast<double>(set) : fallback; };
+  double chunk = nnodes() > 1 ? set_or(env_.p2p_net_chunksize, kP2pNetChunk) * (arm_host_ && min_cc_ >= 100 ? 2 : 1)
+                 : nvl_intra_ ? set_or(env_.p2p_nvl_chunksize, kP2pNvlChunk)
+                              : set_or(env_.p2p_pci_chunksize, kP2pPciChunk);
   p2p_chunk_ = std::min(chunk, simple_step());
 }
 

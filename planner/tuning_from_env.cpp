@@ -55,6 +55,12 @@ TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
   tuning.buffsize = value_of(env::kNcclBuffsize, conf);
   tuning.nvls_chunksize = value_of(env::kNcclNvlsChunksize, conf);
   tuning.nvls_tree_max_chunksize = value_of(env::kNcclNvlsTreeMaxChunksize, conf);
+  tuning.p2p_nvl_chunksize = value_of(env::kNcclP2pNvlChunksize, conf);
+  tuning.p2p_net_chunksize = value_of(env::kNcclP2pNetChunksize, conf);
+  tuning.p2p_pci_chunksize = value_of(env::kNcclP2pPciChunksize, conf);
+  tuning.max_p2p_channels = static_cast<int>(value_of(env::kNcclMaxP2pChannels, conf));
+  tuning.min_p2p_channels = static_cast<int>(value_of(env::kNcclMinP2pChannels, conf));
+  tuning.channels_per_net_peer = static_cast<int>(value_of(env::kNcclNchannelsPerNetPeer, conf));
   return tuning;
 }
 

@@ -213,6 +213,15 @@ TEST(Env, BufferAndChunkSizesComeFromTheEnvironmentOrTheCluster) {
     EXPECT_EQ(t.buffsize, 2097152);
     EXPECT_EQ(t.nvls_tree_max_chunksize, 65536);
   }
+  {
+    Assigned chunk(env::kNcclP2pNvlChunksize, "131072");
+    Assigned peer(env::kNcclNchannelsPerNetPeer, "8");
+    t = planner::tuning_from_env({{"NCCL_MAX_P2P_NCHANNELS", "16", "c.yaml:3:5"}});
+    EXPECT_EQ(t.p2p_nvl_chunksize, 131072);
+    EXPECT_EQ(t.channels_per_net_peer, 8);
+    EXPECT_EQ(t.max_p2p_channels, 16);
+    EXPECT_EQ(t.p2p_net_chunksize, 0);
+  }
   expect_refused({"NCCL_BUFFSIZE", "8M", "c.yaml:3:12"}, "c.yaml:3:12: cluster.nccl_conf.NCCL_BUFFSIZE");
 }
 

@@ -17,9 +17,9 @@ constexpr double kMiB = 1 << 20;
 struct Preset {
   Topology topo;
   CommModel model;
-  explicit Preset(const std::string& file)
+  explicit Preset(const std::string& file, const TuningEnv& env = {})
       : topo(Topology::from_config(load_cluster_config(std::string(FAKEGPU_SOURCE_DIR) + "/configs/presets/" + file))),
-        model(topo, all_ranks(static_cast<int>(topo.gpus.size())), TuningEnv{}) {}
+        model(topo, all_ranks(static_cast<int>(topo.gpus.size())), env) {}
   static std::vector<int> all_ranks(int n) {
     std::vector<int> v(n);
     std::iota(v.begin(), v.end(), 0);
@@ -86,6 +86,27 @@ TEST(P2pChannels, AcrossNodesAMessageTakesTheNetworksChannels) {
   // The NIC, not the channels (160 GB/s), sets a lone send's rate across nodes.
   const Estimate e = two.model.estimate_p2p(0, 8, 1ull << 30);
   EXPECT_GT(e.data_us, (1ull << 30) / (4 * 40.0 * 1e3) * 2);
+}
+
+// NCCL's p2p settings move the split as they move NCCL's: a smaller NVLink chunk doubles a
+// 32 MiB message's channels (parts may hold 32 chunks), NCCL_MAX_P2P_NCHANNELS bounds them,
+// and NCCL_NCHANNELS_PER_NET_PEER lets a network peer take more than one round's share.
+TEST(P2pChannels, NcclsP2pSettingsMoveTheSplit) {
+  TuningEnv small_chunk;
+  small_chunk.p2p_nvl_chunksize = 128 * 1024;
+  EXPECT_EQ(Preset("dgx-h100-1node.yaml").model.estimate(CollType::kSend, 32 << 20).channels, 4);
+  EXPECT_EQ(Preset("dgx-h100-1node.yaml", small_chunk).model.estimate(CollType::kSend, 32 << 20).channels, 8);
+
+  TuningEnv few;
+  few.max_p2p_channels = 8;
+  const Estimate capped = Preset("dgx-h100-1node.yaml", few).model.estimate(CollType::kSend, 1ull << 30);
+  EXPECT_EQ(capped.channels, 8);
+  EXPECT_NEAR(capped.data_us, (1ull << 30) / (8 * 20.0 * 1e3), 1e-6);
+
+  TuningEnv wide;
+  wide.channels_per_net_peer = 8;
+  EXPECT_EQ(Preset("dgx-h100-2node.yaml").model.estimate(CollType::kSend, 1ull << 30).channels, 4);
+  EXPECT_EQ(Preset("dgx-h100-2node.yaml", wide).model.estimate(CollType::kSend, 1ull << 30).channels, 8);
 }
 
 }  // namespace

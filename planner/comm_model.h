@@ -152,6 +152,7 @@ class CommModel {
   int p2p_op_channels(uint64_t bytes) const;
   double p2p_copy_us(wire::CollType coll, uint64_t bytes) const;
   double lone_p2p_copy_us(uint64_t bytes) const;
+  double p2p_channel_gbs() const;
   double efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;
   double cap_busbw(int func, int algo, int proto, int nc, bool for_time = false) const;

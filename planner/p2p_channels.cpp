@@ -2,11 +2,13 @@
 // (its init's ncclTopoComputeP2pChannels, its enqueue's addP2pToPlan), and what they carry.
 //
 // A p2p channel is one thread block copying between the user's buffer and the peer's: about
-// 40 GB/s, split between the send and the receive it carries when it carries both. nccl-tests'
-// sendrecv on one node, where every channel does both, shows it on two GPU generations: 8 x
-// H100 at 80 GB/s from 32 to 64 MiB (4 channels), 162 at 128 MiB (8), 361 at 1 GiB (the
-// links); 8 x B200 at 77 to 84 GB/s from 16 to 64 MiB, 330 at 256 MiB (16 channels), 656 at
-// 16 GiB (32). Gather and Scatter, whose root only receives or only sends, run at their links.
+// 40 GB/s at 1980 MHz, split between the send and the receive it carries when it carries both,
+// and as fast as the SM's clock. nccl-tests' sendrecv on one node, where every channel does both,
+// shows it on three GPU generations: 8 x H100 at 80 GB/s from 32 to 64 MiB (4 channels), 162 at
+// 128 MiB (8), 361 at 1 GiB (the links); 8 x B200 at 77 to 84 GB/s from 16 to 64 MiB, 330 at 256
+// MiB (16 channels), 656 at 16 GiB (32); 8 x A100 (1410 MHz) at 111 GB/s at 128 MiB (8 channels,
+// 14 GB/s each way). Gather and Scatter, whose root only receives or only sends, run at their
+// links.
 #include <algorithm>
 #include <cmath>
 
@@ -15,7 +17,8 @@
 namespace fakegpu::planner {
 namespace {
 
-constexpr double kP2pChannelGBs = 40;         // one channel, both directions together
+constexpr double kP2pChannelGBs = 40;         // one channel, both directions together, at 1980 MHz
+constexpr double kReferenceClockMhz = 1980;
 constexpr int kMaxP2pTasksPerBatch = 8;       // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
 constexpr double kP2pPerChannelNetGBs = 14;   // NCCL_P2P_PER_CHANNEL_NET_BW
 constexpr double kP2pNvlChunk = 512 * 1024;   // NCCL_P2P_NVL_CHUNKSIZE
@@ -97,6 +100,12 @@ int CommModel::p2p_op_channels(uint64_t bytes) const {
   return nc;
 }
 
+// What one p2p channel copies, both directions together, on the communicator's slowest GPU.
+double CommModel::p2p_channel_gbs() const {
+  return min_clock_mhz_ > 0 && min_clock_mhz_ < (1 << 30) ? kP2pChannelGBs * min_clock_mhz_ / kReferenceClockMhz
+                                                          : kP2pChannelGBs;
+}
+
 // The least time a rank's channels take to copy a p2p pattern's bytes: each of nccl-tests'
 // sendrecv ranks (CollType::kSend) sends one message and receives one on the same channels;
 // AlltoAll sends and receives a share per peer, its channels shared once they outnumber the
@@ -105,17 +114,17 @@ int CommModel::p2p_op_channels(uint64_t bytes) const {
 double CommModel::p2p_copy_us(wire::CollType coll, uint64_t bytes) const {
   using wire::CollType;
   const int n = nranks();
-  if (coll == CollType::kSend) return bytes / (p2p_op_channels(bytes) * kP2pChannelGBs / 2 * 1e3);
+  if (coll == CollType::kSend) return bytes / (p2p_op_channels(bytes) * p2p_channel_gbs() / 2 * 1e3);
   if (coll != CollType::kAlltoAll && coll != CollType::kGather && coll != CollType::kScatter) return 0;
   const uint64_t share = bytes / std::max(1, n);
   const int used = std::min(p2p_channels_, (n - 1) * p2p_op_channels(share));
-  const double rate = used * kP2pChannelGBs / (coll == CollType::kAlltoAll ? 2 : 1);
+  const double rate = used * p2p_channel_gbs() / (coll == CollType::kAlltoAll ? 2 : 1);
   return static_cast<double>(share) * (n - 1) / (rate * 1e3);
 }
 
 // One Send (or Recv) alone on its channels.
 double CommModel::lone_p2p_copy_us(uint64_t bytes) const {
-  return bytes / (p2p_op_channels(bytes) * kP2pChannelGBs * 1e3);
+  return bytes / (p2p_op_channels(bytes) * p2p_channel_gbs() * 1e3);
 }
 
 }  // namespace fakegpu::planner

@@ -65,16 +65,29 @@ TEST(P2pChannels, ALoneSendHasItsChannelsWholeRate) {
 // outnumber the communicator's 32. Gather's root only receives: its links set the rate.
 TEST(P2pChannels, AlltoAllSharesItsChannelsAmongPeers) {
   Preset b200("dgx-b200-1node.yaml");
+  const double each_way = 20.0 * 1965 / 1980;  // B200's clock
   const uint64_t mid = 64 << 20, big = 1ull << 30;
   const Estimate a = b200.model.estimate(CollType::kAlltoAll, mid);
   EXPECT_EQ(a.channels, 28);
-  EXPECT_NEAR(a.data_us, mid / 8.0 * 7 / (28 * 20.0 * 1e3), 1e-9);
+  EXPECT_NEAR(a.data_us, mid / 8.0 * 7 / (28 * each_way * 1e3), 1e-9);
   const Estimate b = b200.model.estimate(CollType::kAlltoAll, big);
   EXPECT_EQ(b.channels, 32);
-  EXPECT_NEAR(b.data_us, big / 8.0 * 7 / (32 * 20.0 * 1e3), 1e-6);
+  EXPECT_NEAR(b.data_us, big / 8.0 * 7 / (32 * each_way * 1e3), 1e-6);
   const Estimate g = b200.model.estimate(CollType::kGather, mid);
-  EXPECT_LT(g.data_us, mid / 8.0 * 7 / (28 * 40.0 * 1e3) * 2);
-  EXPECT_GT(g.data_us, mid / 8.0 * 7 / (28 * 40.0 * 1e3));
+  EXPECT_LT(g.data_us, mid / 8.0 * 7 / (28 * 2 * each_way * 1e3) * 2);
+  EXPECT_GT(g.data_us, mid / 8.0 * 7 / (28 * 2 * each_way * 1e3));
+}
+
+// A channel's copy loop runs on one SM, at its clock: 8 x A100 (1410 MHz) move a 128 MiB
+// sendrecv on 8 channels at 14.2 GB/s each way, where H100 (1980 MHz) move 20.
+TEST(P2pChannels, ChannelsCopyAtTheirSmsClock) {
+  const uint64_t bytes = 128 << 20;
+  const Estimate a100 = Preset("dgx-a100-1node.yaml").model.estimate(CollType::kSend, bytes);
+  const Estimate h100 = Preset("dgx-h100-1node.yaml").model.estimate(CollType::kSend, bytes);
+  ASSERT_EQ(a100.channels, 8);
+  ASSERT_EQ(h100.channels, 8);
+  EXPECT_NEAR(a100.data_us, bytes / (8 * 20.0 * 1410 / 1980 * 1e3), 1e-6);
+  EXPECT_NEAR(h100.data_us, bytes / (8 * 20.0 * 1e3), 1e-6);
 }
 
 // Across nodes NCCL gives a network peer a channel per 14 GB/s of its NIC (4 for 400G) and

@@ -151,6 +151,8 @@ ROWS += [
 #   R16-3 two nodes of that cluster, 1, 2, 4 and 8 GPUs of each: the repository's pairwise runs
 #         (runs/20260128-010702, AlltoAll and the ring of sends from 4 GiB), the median over its 45
 #         pairs of nodes at 16 GiB
+#   R17-1 8 x A100 SXM (NVSwitch), nccl-tests' sendrecv, one process for 8 GPUs, from 128 MiB:
+#         li-plus/playground, cuda/nccl.md
 # R13's, R15's and R16's sizes are R7-1's (8 B, 1 and 32 KiB, 256 KiB, 1 and 4 MiB, 16 and 128 MiB,
 # 1 GiB) where the sweep has them and its largest, less a size whose out-of-place time is over
 # 1.5 times its in-place one, a hiccup of the run (R13-1 at 256 KiB: 192.8 us, in place 100.0).
@@ -362,6 +364,8 @@ WIDER = [
     *[("R16-3", DGX_H100, ["--nodes", "2", "--gpus-per-node", str(gpus)], coll, 16 * GIB, "time", us,
        f"2 x {gpus} H100 of R16")
       for gpus, runs in R16_3_TIMES.items() for coll, us in runs],
+    ("R17-1", DGX_A100, [], "sendrecv", 128 * MIB, "time", 1211.2, "8 x A100, sendrecv"),
+    ("R17-1", DGX_A100, [], "sendrecv", GIB, "time", 5503.4, ""),
 ]
 
 

@@ -147,12 +147,16 @@ class CommModel {
   Pattern summarize(const Flows& flows) const;
   double p2p_latency(bool inter_node) const;
   // Point-to-point channels (p2p_channels.cpp).
+  struct P2pCopy {
+    int channels = 1;  // at one rank
+    double us = 0;     // the least time they take to copy the bytes
+  };
   void setup_p2p();
-  int p2p_channels_to(int from, int to) const;
+  int p2p_channels_to_local(int from, int to) const;
+  int p2p_channels_to_network(int from) const;
   int p2p_op_channels(uint64_t bytes) const;
-  double p2p_copy_us(wire::CollType coll, uint64_t bytes) const;
-  double lone_p2p_copy_us(uint64_t bytes) const;
   double p2p_channel_gbs() const;
+  P2pCopy p2p_copy(wire::CollType coll, uint64_t bytes, bool lone = false) const;
   double efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;
   double cap_busbw(int func, int algo, int proto, int nc, bool for_time = false) const;

@@ -408,8 +408,9 @@ Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
       pat = &it->second;
     }
     e.latency_us = p2p_latency(node_of_[from] != node_of_[to]);
-    e.data_us = std::max(bytes * std::max(pat->worst_store, pat->worst_net) / 1e3, lone_p2p_copy_us(bytes));
-    e.channels = p2p_op_channels(bytes);
+    const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true);
+    e.data_us = std::max(bytes * std::max(pat->worst_store, pat->worst_net) / 1e3, copy.us);
+    e.channels = copy.channels;
     e.time_us = e.latency_us + e.data_us;
     e.per_byte_links = &pat->per_byte;
     e.per_byte_node_pairs = &pat->node_pairs;
@@ -458,9 +459,9 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
       e.data_us = std::max(e.data_us, bytes / (cap * bus_to_alg(f, a) * 1e3));
     } else {
       // Nor do point-to-point patterns outrun the channels NCCL gives each message.
-      e.data_us = std::max(e.data_us, p2p_copy_us(coll, bytes));
-      e.channels = coll == CollType::kSend ? p2p_op_channels(bytes)
-                                           : std::min(p2p_channels_, (n - 1) * p2p_op_channels(bytes / n));
+      const P2pCopy copy = p2p_copy(coll, bytes);
+      e.data_us = std::max(e.data_us, copy.us);
+      e.channels = copy.channels;
     }
     double rate = e.data_us > 0 ? bytes / e.data_us : 0;  // bytes per us at full speed
     e.fill_us = fill_us(coll, a, p, e.channels, bytes, rate, pat);

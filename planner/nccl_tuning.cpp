@@ -119,11 +119,15 @@ const double kStepLat[kNumHwClasses][kNumAlgos][kNumProtos] = {
 // PCIe and network steps, which the bus sets.
 constexpr double kB200NvlinkStepExtraUs = 0.7;
 
-StepLatencies step_latencies(int clock_mhz, bool b200_on_x86) {
+double sm_clock_ratio(int clock_mhz) {
   constexpr double kReferenceClockMhz = 1980;
+  return clock_mhz > 0 ? clock_mhz / kReferenceClockMhz : 1.0;
+}
+
+StepLatencies step_latencies(int clock_mhz, bool b200_on_x86) {
   StepLatencies out;
   std::copy(&kStepLat[0][0][0], &kStepLat[0][0][0] + sizeof(out.at) / sizeof(double), &out.at[0][0][0]);
-  const double scale = clock_mhz > 0 ? kReferenceClockMhz / clock_mhz : 1.0;
+  const double scale = 1 / sm_clock_ratio(clock_mhz);
   const double extra = b200_on_x86 ? kB200NvlinkStepExtraUs : 0.0;
   for (auto& algo : out.at[kHwNvlink])
     for (int p : {kLL, kLL128})

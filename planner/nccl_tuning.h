@@ -39,6 +39,9 @@ struct StepLatencies {
   double at[kNumHwClasses][kNumAlgos][kNumProtos];
 };
 StepLatencies step_latencies(int clock_mhz, bool b200_on_x86);
+// A GPU's SM clock over Hopper's and Blackwell's 1980 MHz, which the per-step and per-channel
+// figures are measured at (1 when the clock is not known). What an SM's own loop does scales by it.
+double sm_clock_ratio(int clock_mhz);
 // Share of the PCIe rate that data moved through host memory reaches (NCCL's SHM transport).
 extern const double kShmRateShare;
 extern const double kLlMaxBw[4][3];

@@ -18,7 +18,6 @@ namespace fakegpu::planner {
 namespace {
 
 constexpr double kP2pChannelGBs = 40;         // one channel, both directions together, at 1980 MHz
-constexpr double kReferenceClockMhz = 1980;
 constexpr int kMaxP2pTasksPerBatch = 8;       // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
 constexpr double kP2pPerChannelNetGBs = 14;   // NCCL_P2P_PER_CHANNEL_NET_BW
 constexpr double kP2pNvlChunk = 512 * 1024;   // NCCL_P2P_NVL_CHUNKSIZE
@@ -33,19 +32,23 @@ int pow2_up(int x) {
 
 }  // namespace
 
-// Channels NCCL gives a peer: twice the NVLinks between two GPUs of a node (2 over PCIe), and
-// across nodes one per NIC of the GPU, more where its NICs outrun 14 GB/s a channel.
-int CommModel::p2p_channels_to(int from, int to) const {
+// Channels NCCL gives a peer on the same node: twice the NVLinks between the two GPUs (2 over
+// PCIe).
+int CommModel::p2p_channels_to_local(int from, int to) const {
   const Gpu& a = topo_.gpus[gpus_[from]];
   const Gpu& b = topo_.gpus[gpus_[to]];
-  if (a.node == b.node) {
-    if (!topo_.nvlink_between(gpus_[from], gpus_[to])) return 2;
-    const Node& node = topo_.nodes[a.node];
-    double pair = std::min(a.nvlink_gbs, b.nvlink_gbs);
-    if (node.fabric == IntraFabric::kNvLinkMesh) pair /= std::max<size_t>(1, node.gpus.size() - 1);
-    return 2 * std::max(1, static_cast<int>(pair / nccl_nvlink_bw(a.cc)));
-  }
-  if (env_.channels_per_net_peer > 0) return env_.channels_per_net_peer;  // NCCL_NCHANNELS_PER_NET_PEER
+  if (!topo_.nvlink_between(gpus_[from], gpus_[to])) return 2;
+  const Node& node = topo_.nodes[a.node];
+  double pair = std::min(a.nvlink_gbs, b.nvlink_gbs);
+  if (node.fabric == IntraFabric::kNvLinkMesh) pair /= std::max<size_t>(1, node.gpus.size() - 1);
+  return 2 * std::max(1, static_cast<int>(pair / nccl_nvlink_bw(a.cc)));
+}
+
+// Channels NCCL gives every peer across the network: one per NIC of the GPU, more where its NICs
+// outrun 14 GB/s a channel, or NCCL_NCHANNELS_PER_NET_PEER.
+int CommModel::p2p_channels_to_network(int from) const {
+  if (env_.channels_per_net_peer > 0) return env_.channels_per_net_peer;
+  const Gpu& a = topo_.gpus[gpus_[from]];
   int count = 0;
   double bw = 0;
   for (int nic : topo_.nodes[a.node].nics) {
@@ -63,7 +66,9 @@ void CommModel::setup_p2p() {
   const int most = env_.max_p2p_channels > 0 ? env_.max_p2p_channels : kMaxChannels;
   p2p_channels_ = pow2_up(std::max(std::min(channels_, most), std::max(1, env_.min_p2p_channels)));
   int per_peer = kMaxChannels;
-  for (int r = 1; r < n; ++r) per_peer = std::min(per_peer, p2p_channels_to(0, r));
+  for (int r : node_ranks_[node_of_[0]])
+    if (r != 0) per_peer = std::min(per_peer, p2p_channels_to_local(0, r));
+  if (nnodes() > 1) per_peer = std::min(per_peer, p2p_channels_to_network(0));
   per_peer = pow2_up(per_peer);
   if (nnodes() > 1 && env_.channels_per_net_peer == 0) {
     // Across nodes NCCL fits every peer into one round of channels, unless told a peer's share.
@@ -101,30 +106,27 @@ int CommModel::p2p_op_channels(uint64_t bytes) const {
 }
 
 // What one p2p channel copies, both directions together, on the communicator's slowest GPU.
-double CommModel::p2p_channel_gbs() const {
-  return min_clock_mhz_ > 0 && min_clock_mhz_ < (1 << 30) ? kP2pChannelGBs * min_clock_mhz_ / kReferenceClockMhz
-                                                          : kP2pChannelGBs;
-}
+double CommModel::p2p_channel_gbs() const { return kP2pChannelGBs * sm_clock_ratio(min_clock_mhz_); }
 
-// The least time a rank's channels take to copy a p2p pattern's bytes: each of nccl-tests'
-// sendrecv ranks (CollType::kSend) sends one message and receives one on the same channels;
-// AlltoAll sends and receives a share per peer, its channels shared once they outnumber the
-// communicator's; a Gather's root only receives and a Scatter's only sends, at a channel's whole
-// rate.
-double CommModel::p2p_copy_us(wire::CollType coll, uint64_t bytes) const {
+// The channels a p2p pattern's bytes run on at one rank, and the least time they take to copy
+// them: each of nccl-tests' sendrecv ranks (CollType::kSend) sends one message and receives one
+// on the same channels; AlltoAll sends and receives a share per peer, its channels shared once
+// they outnumber the communicator's; a Gather's root only receives and a Scatter's only sends, at
+// a channel's whole rate; a lone Send (`lone`) has its message's channels to itself.
+CommModel::P2pCopy CommModel::p2p_copy(wire::CollType coll, uint64_t bytes, bool lone) const {
   using wire::CollType;
   const int n = nranks();
-  if (coll == CollType::kSend) return bytes / (p2p_op_channels(bytes) * p2p_channel_gbs() / 2 * 1e3);
-  if (coll != CollType::kAlltoAll && coll != CollType::kGather && coll != CollType::kScatter) return 0;
-  const uint64_t share = bytes / std::max(1, n);
-  const int used = std::min(p2p_channels_, (n - 1) * p2p_op_channels(share));
-  const double rate = used * p2p_channel_gbs() / (coll == CollType::kAlltoAll ? 2 : 1);
-  return static_cast<double>(share) * (n - 1) / (rate * 1e3);
-}
-
-// One Send (or Recv) alone on its channels.
-double CommModel::lone_p2p_copy_us(uint64_t bytes) const {
-  return bytes / (p2p_op_channels(bytes) * p2p_channel_gbs() * 1e3);
+  const bool one_message = lone || coll == CollType::kSend;
+  const uint64_t share = one_message ? bytes : bytes / std::max(1, n);
+  const int peers = one_message ? 1 : n - 1;
+  const bool both_ways = !lone && (coll == CollType::kSend || coll == CollType::kAlltoAll);
+  const bool copies = one_message || coll == CollType::kAlltoAll || coll == CollType::kGather ||
+                      coll == CollType::kScatter;  // a Recv's time is its Send's
+  P2pCopy out;
+  out.channels = std::min(p2p_channels_, peers * p2p_op_channels(share));
+  const double rate = out.channels * p2p_channel_gbs() / (both_ways ? 2 : 1);
+  out.us = copies ? static_cast<double>(share) * peers / (rate * 1e3) : 0;
+  return out;
 }
 
 }  // namespace fakegpu::planner

@@ -165,6 +165,15 @@ OCI16, RTX5090 = "oci-a100-16nic-1x8.yaml", "rtx5090-pcie-1x8.yaml"
 RTX5090_SHM, RTX4090_SHM = "rtx5090-shm-1x4.yaml", "rtx4090-shm-1x8.yaml"
 DGX_B200, GCP_A4 = "configs/presets/dgx-b200-1node.yaml", "gcp-a4-1x8.yaml"
 KIB = 1024
+
+
+def timed_runs(rid, config, flags, runs, sizes, note):
+    """Rows of a run that times several collectives at the same sizes: `runs` pairs each collective
+    with its times (us) at `sizes`; the first row of each collective carries `note` with its name."""
+    return [(rid, config, flags, coll, size, "time", us, note.format(coll) if i == 0 else "")
+            for coll, times in runs for i, (size, us) in enumerate(zip(sizes, times))]
+
+
 # R16-1's times (us) at 128 MiB, 1 GiB and 16 GiB, by GPUs of each node and collective.
 R16_1_TIMES = {
     1: (("all_reduce", (5031.02, 39744.4, 632480)), ("all_gather", (2607.15, 20609.1, 321112)),
@@ -280,8 +289,7 @@ WIDER = [
     ("R9-1", DGX_B200, [], "all_reduce", GIB, "time", 2578.8, ""),
     ("R9-1", DGX_B200, [], "all_reduce", 4 * GIB, "time", 9011.3, ""),
     ("R9-1", DGX_B200, [], "all_reduce", 16 * GIB, "time", 35735, ""),
-    *[("R9-1", DGX_B200, [], coll, size, "time", us, f"8 x B200, {coll}" if size == 64 * MIB else "")
-      for coll, times in R9_1_OTHER_COLLECTIVES for size, us in zip((64 * MIB, GIB, 16 * GIB), times)],
+    *timed_runs("R9-1", DGX_B200, [], R9_1_OTHER_COLLECTIVES, (64 * MIB, GIB, 16 * GIB), "8 x B200, {}"),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 16 * MIB, "time", 193.2, "2 x 8 B200, RoCE"),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 64 * MIB, "time", 483.3, ""),
     ("R9-2", GCP_A4, ["--nodes", "2"], "all_reduce", 256 * MIB, "time", 1114.8, ""),
@@ -355,12 +363,10 @@ WIDER = [
     ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 128 * MIB, "time", 477.4, ""),
     ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", GIB, "time", 2809.4, ""),
     ("R15-1", GCP_A4, ["--nodes", "2"], "all_gather", 8 * GIB, "time", 21986, ""),
-    *[("R16-1", DGX_H100, ["--nodes", "10", "--gpus-per-node", str(gpus)], coll, size, "time", us,
-       f"10 x {gpus} H100, {coll}" if size == 128 * MIB else "")
-      for gpus, runs in R16_1_TIMES.items() for coll, times in runs
-      for size, us in zip((128 * MIB, GIB, 16 * GIB), times)],
-    *[("R16-2", DGX_H100, [], coll, size, "time", us, f"8 x H100 of R16, {coll}" if size == 128 * MIB else "")
-      for coll, times in R16_2_TIMES for size, us in zip((128 * MIB, GIB, 16 * GIB), times)],
+    *[row for gpus, runs in R16_1_TIMES.items()
+      for row in timed_runs("R16-1", DGX_H100, ["--nodes", "10", "--gpus-per-node", str(gpus)], runs,
+                            (128 * MIB, GIB, 16 * GIB), f"10 x {gpus} H100, {{}}")],
+    *timed_runs("R16-2", DGX_H100, [], R16_2_TIMES, (128 * MIB, GIB, 16 * GIB), "8 x H100 of R16, {}"),
     *[("R16-3", DGX_H100, ["--nodes", "2", "--gpus-per-node", str(gpus)], coll, 16 * GIB, "time", us,
        f"2 x {gpus} H100 of R16")
       for gpus, runs in R16_3_TIMES.items() for coll, us in runs],

@@ -155,8 +155,8 @@ class CommModel {
   int p2p_channels_to_local(int from, int to) const;
   int p2p_channels_to_network(int from) const;
   int p2p_op_channels(uint64_t bytes) const;
-  double p2p_channel_gbs() const;
-  P2pCopy p2p_copy(wire::CollType coll, uint64_t bytes, bool lone = false) const;
+  double p2p_channel_gbs(bool both_ways, bool network) const;
+  P2pCopy p2p_copy(wire::CollType coll, uint64_t bytes, bool lone = false, bool remote = false) const;
   double efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;
   double cap_busbw(int func, int algo, int proto, int nc, bool for_time = false) const;

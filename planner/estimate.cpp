@@ -408,7 +408,7 @@ Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
       pat = &it->second;
     }
     e.latency_us = p2p_latency(node_of_[from] != node_of_[to]);
-    const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true);
+    const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true, node_of_[from] != node_of_[to]);
     e.data_us = std::max(bytes * std::max(pat->worst_store, pat->worst_net) / 1e3, copy.us);
     e.channels = copy.channels;
     e.time_us = e.latency_us + e.data_us;

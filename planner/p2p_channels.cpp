@@ -9,6 +9,12 @@
 // MiB (16 channels), 656 at 16 GiB (32); 8 x A100 (1410 MHz) at 111 GB/s at 128 MiB (8 channels,
 // 14 GB/s each way). Gather and Scatter, whose root only receives or only sends, run at their
 // links.
+//
+// Across the network a channel's block fills and drains the buffer of one network connection,
+// 128 KiB chunks each posted by the proxy as its own RDMA write, and carries each way the 14 GB/s
+// NCCL gives a peer a channel for (NCCL_P2P_PER_CHANNEL_NET_BW): ten nodes of 8 x H100 send round
+// a ring at 25 GB/s on the two channels NCCL gives each message and at 15 on one, with one
+// 400 Gbit/s NIC a GPU that their rings fill.
 #include <algorithm>
 #include <cmath>
 
@@ -105,27 +111,50 @@ int CommModel::p2p_op_channels(uint64_t bytes) const {
   return nc;
 }
 
-// What one p2p channel copies, both directions together, on the communicator's slowest GPU.
-double CommModel::p2p_channel_gbs() const { return kP2pChannelGBs * sm_clock_ratio(min_clock_mhz_); }
+// What one p2p channel copies each way on the communicator's slowest GPU: its SM's copy, shared
+// between the send and the receive when it carries both, and over the network no more than the
+// rate NCCL sizes a peer's network channels by.
+double CommModel::p2p_channel_gbs(bool both_ways, bool network) const {
+  const double gbs = kP2pChannelGBs * sm_clock_ratio(min_clock_mhz_) / (both_ways ? 2 : 1);
+  return network ? std::min(gbs, kP2pPerChannelNetGBs) : gbs;
+}
 
 // The channels a p2p pattern's bytes run on at one rank, and the least time they take to copy
 // them: each of nccl-tests' sendrecv ranks (CollType::kSend) sends one message and receives one
 // on the same channels; AlltoAll sends and receives a share per peer, its channels shared once
 // they outnumber the communicator's; a Gather's root only receives and a Scatter's only sends, at
-// a channel's whole rate; a lone Send (`lone`) has its message's channels to itself.
-CommModel::P2pCopy CommModel::p2p_copy(wire::CollType coll, uint64_t bytes, bool lone) const {
+// a channel's whole rate; a lone Send (`lone`, across the network when `remote`) has its
+// message's channels to itself. Patterns are timed at the rank with the most peers on other
+// nodes.
+CommModel::P2pCopy CommModel::p2p_copy(wire::CollType coll, uint64_t bytes, bool lone, bool remote) const {
   using wire::CollType;
   const int n = nranks();
   const bool one_message = lone || coll == CollType::kSend;
   const uint64_t share = one_message ? bytes : bytes / std::max(1, n);
   const int peers = one_message ? 1 : n - 1;
+  int remote_peers = 0;
+  if (lone) {
+    remote_peers = remote ? 1 : 0;
+  } else if (one_message) {
+    remote_peers = nnodes() > 1 ? 1 : 0;  // the ring of sends leaves every node once
+  } else {
+    size_t fewest_local = n;
+    for (const auto& ranks : node_ranks_) fewest_local = std::min(fewest_local, ranks.size());
+    remote_peers = n - static_cast<int>(fewest_local);
+  }
   const bool both_ways = !lone && (coll == CollType::kSend || coll == CollType::kAlltoAll);
   const bool copies = one_message || coll == CollType::kAlltoAll || coll == CollType::kGather ||
                       coll == CollType::kScatter;  // a Recv's time is its Send's
+  const int op_channels = p2p_op_channels(share);
   P2pCopy out;
-  out.channels = std::min(p2p_channels_, peers * p2p_op_channels(share));
-  const double rate = out.channels * p2p_channel_gbs() / (both_ways ? 2 : 1);
-  out.us = copies ? static_cast<double>(share) * peers / (rate * 1e3) : 0;
+  out.channels = std::min(p2p_channels_, peers * op_channels);
+  if (!copies) return out;
+  const double local_gbs = p2p_channel_gbs(both_ways, false);
+  const double net_gbs = p2p_channel_gbs(both_ways, true);
+  // The channels copy their peers' shares side by side, and no share outruns its own channels.
+  const double all_shares = share * ((peers - remote_peers) / local_gbs + remote_peers / net_gbs);
+  const double slowest_share = share / (op_channels * (remote_peers > 0 ? net_gbs : local_gbs));
+  out.us = std::max(all_shares / out.channels, slowest_share) / 1e3;
   return out;
 }
 

@@ -101,6 +101,27 @@ TEST(P2pChannels, AcrossNodesAMessageTakesTheNetworksChannels) {
   EXPECT_GT(e.data_us, (1ull << 30) / (4 * 40.0 * 1e3) * 2);
 }
 
+// Over the network a channel carries the 14 GB/s each way NCCL sizes a peer's channels by, below
+// what its SM copies over NVLink: one GPU on each of two nodes, told two channels a network
+// peer, sends round the ring at 28 GB/s, not at the 400G NIC's 47.5, and so does a lone Send.
+TEST(P2pChannels, ANetworkChannelCarriesWhatNcclSizesItFor) {
+  TuningEnv two_channels;
+  two_channels.channels_per_net_peer = 2;
+  const Topology topo = Preset("dgx-h100-2node.yaml").topo;
+  const CommModel pair(topo, {0, 8}, two_channels);
+  ASSERT_EQ(pair.nnodes(), 2);
+  const uint64_t bytes = 1ull << 30;
+  const Estimate ring = pair.estimate(CollType::kSend, bytes);
+  EXPECT_EQ(ring.channels, 2);
+  EXPECT_NEAR(ring.data_us, bytes / (2 * 14.0 * 1e3), 1e-6);
+  const Estimate lone = pair.estimate_p2p(0, 1, bytes);
+  EXPECT_EQ(lone.channels, 2);
+  EXPECT_NEAR(lone.data_us, bytes / (2 * 14.0 * 1e3), 1e-6);
+  // With NCCL's own count, four channels (56 GB/s) leave the NIC to set the rate.
+  const CommModel own(topo, {0, 8}, TuningEnv{});
+  EXPECT_GT(own.estimate(CollType::kSend, bytes).data_us, bytes / (4 * 14.0 * 1e3) * 1.1);
+}
+
 // NCCL's p2p settings move the split as they move NCCL's: a smaller NVLink chunk doubles a
 // 32 MiB message's channels (parts may hold 32 chunks), NCCL_MAX_P2P_NCHANNELS bounds them,
 // and NCCL_NCHANNELS_PER_NET_PEER lets a network peer take more than one round's share.

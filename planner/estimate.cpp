@@ -234,8 +234,11 @@ double CommModel::simple_step() const {
   return (env_.buffsize > 0 ? static_cast<double>(env_.buffsize) : kDefaultBuffsize) / kNcclSteps;
 }
 
-// NCCL's concurrentOps: an NVLS round per channel and head at once.
-double CommModel::nvls_rounds_in_flight() const { return static_cast<double>(nvls_channels_) * ppn_; }
+// NCCL's concurrentOps: an NVLS round per channel and head at once. The heads are the first GPUs
+// of the NVLS graph's channels: every GPU of an 8-GPU node, 32 of an NVL72 rack's 72.
+double CommModel::nvls_rounds_in_flight() const {
+  return static_cast<double>(nvls_channels_) * std::max(1, graphs_[kNvls].channels);
+}
 
 // The chunk NCCL's NVLS and NVLS tree AllReduce move per round (enqueue.cc): NCCL_NVLS_CHUNKSIZE,
 // capped for a tree by NCCL_NVLSTREE_MAX_CHUNKSIZE (64 KiB from four nodes on, unless set), and

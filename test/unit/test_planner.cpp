@@ -430,6 +430,17 @@ TEST(Planner, BufferAndChunkSettingsSetTheFill) {
   EXPECT_DOUBLE_EQ(Fixture(cluster("h100-sxm", 4, 8), {}, nvls_tree).model.nvls_chunk(kNvlsTree, 64ull << 30), 65536);
 }
 
+// NCCL counts the NVLS rounds in flight as channels x heads, and an NVL72 rack has 32 heads (the
+// NVLS graph's channels), not 72: its 24 channels x 32 heads keep the 64 KiB chunk down to 8 x 768
+// x 64 KiB = 384 MiB, where counting every GPU as a head would halve it below 864 MiB.
+TEST(Planner, NvlsRoundsCountTheHeadsNotTheGpus) {
+  Fixture rack(preset("gb200-nvl72-1node.yaml"));
+  ASSERT_EQ(rack.model.graph(kNvls).channels, 32);
+  ASSERT_EQ(rack.model.nvls_channels(), 24);
+  EXPECT_DOUBLE_EQ(rack.model.nvls_chunk(kNvls, 512ull << 20), 64 * 1024);
+  EXPECT_DOUBLE_EQ(rack.model.nvls_chunk(kNvls, 256ull << 20), 32 * 1024);
+}
+
 // NCCL 2.30 scales a tree AllReduce's bandwidth at medium sizes, and an NVLS tree's too where
 // Blackwell GPUs sit beside x86 CPUs (B200 boards), not beside Grace (GB200).
 TEST(Planner, TreeCorrectionFactors) {

@@ -12,9 +12,9 @@
 //
 // Across the network a channel's block fills and drains the buffer of one network connection,
 // 128 KiB chunks each posted by the proxy as its own RDMA write, and carries each way the 14 GB/s
-// NCCL gives a peer a channel for (NCCL_P2P_PER_CHANNEL_NET_BW): ten nodes of 8 x H100 send round
-// a ring at 25 GB/s on the two channels NCCL gives each message and at 15 on one, with one
-// 400 Gbit/s NIC a GPU that their rings fill.
+// NCCL gives a peer a channel for (NCCL_P2P_PER_CHANNEL_NET_BW): ten nodes of H100 with a
+// 400 Gbit/s NIC a GPU, which their rings fill, send round a ring at 25 GB/s on the two channels
+// NCCL gives a message with 1 to 4 GPUs a node, and at 15 on the one it gives with 8.
 #include <algorithm>
 #include <cmath>
 

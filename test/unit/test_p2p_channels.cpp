@@ -1,5 +1,6 @@
 // Point-to-point channels: NCCL's split of a Send or Recv over its channels, and what a
-// channel carries (about 40 GB/s, half each way when it both sends and receives).
+// channel carries (about 40 GB/s, half each way when it both sends and receives; across the
+// network no more than 14 GB/s each way).
 #include <gtest/gtest.h>
 
 #include <numeric>

@@ -122,7 +122,8 @@ class CommModel {
   struct Pattern {
     std::vector<LinkLoad> per_byte;  // link bytes per byte of the operation
     std::vector<NodePairLoad> node_pairs;  // node-to-node bytes per byte of the operation
-    double worst_store = 0;          // max over GPU links (NVLink, PCIe) of coefficient / capacity (us per MB)
+    double worst_nvlink = 0;         // max over NVLink links of coefficient / capacity (us per MB)
+    double worst_pcie = 0;           // the same over PCIe links
     double worst_net = 0;            // the same over NIC links
     double hop_cost = 0;             // one channel on the slowest hop of ring 0: us per MB
     double tree_intra_cost = 0;      // one channel on the slowest hop inside a node of tree 0: us per MB

@@ -379,8 +379,9 @@ CommModel::Pattern CommModel::summarize(const Flows& flows) const {
     pat.per_byte.push_back({static_cast<int>(l), bytes[l]});
     const Link& link = topo_.links[l];
     double load = bytes[l] / std::max(link.gbytes, 1e-6);
-    bool net = link.kind == LinkKind::kNicTx || link.kind == LinkKind::kNicRx;
-    double& worst = net ? pat.worst_net : pat.worst_store;
+    const bool net = link.kind == LinkKind::kNicTx || link.kind == LinkKind::kNicRx;
+    const bool pcie = link.kind == LinkKind::kPcieTx || link.kind == LinkKind::kPcieRx;
+    double& worst = net ? pat.worst_net : pcie ? pat.worst_pcie : pat.worst_nvlink;
     worst = std::max(worst, load);
   }
   return pat;
@@ -412,7 +413,7 @@ Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
     }
     e.latency_us = p2p_latency(node_of_[from] != node_of_[to]);
     const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true, node_of_[from] != node_of_[to]);
-    e.data_us = std::max(bytes * std::max(pat->worst_store, pat->worst_net) / 1e3, copy.us);
+    e.data_us = std::max(bytes * std::max({pat->worst_nvlink, pat->worst_pcie, pat->worst_net}) / 1e3, copy.us);
     e.channels = copy.channels;
     e.time_us = e.latency_us + e.data_us;
     e.per_byte_links = &pat->per_byte;
@@ -452,9 +453,13 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     double eff = f >= 0 ? efficiency(f, a, p) : 1.0;
     // Through host memory, the node's GPU links carry data at a share of their rate.
     const double store_eff = shm_intra_ ? eff * kShmRateShare : eff;
-    // NVLS's efficiency is the switch's reduction over NVLink; an NVLS tree's NICs carry plain data.
-    const double net_eff = a == kNvls || a == kNvlsTree ? 1.0 : eff;
-    e.data_us = bytes * std::max(pat.worst_store / store_eff, pat.worst_net / net_eff) / 1e3;
+    // NVLS's efficiency is the switch's reduction over NVLink; an NVLS tree's NICs, and the PCIe
+    // links between them and their heads, carry plain data.
+    const bool nvls = a == kNvls || a == kNvlsTree;
+    const double net_eff = nvls ? 1.0 : eff;
+    const double pcie_eff = nvls ? 1.0 : store_eff;
+    e.data_us =
+        bytes * std::max({pat.worst_nvlink / store_eff, pat.worst_pcie / pcie_eff, pat.worst_net / net_eff}) / 1e3;
     // No protocol outruns its per-channel cap. NCCL's tree correction factors move its choice
     // only: the medium sizes a tree falls short at are its start-up, which tree_fill_us models.
     if (f >= 0) {

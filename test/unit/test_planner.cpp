@@ -430,6 +430,28 @@ TEST(Planner, BufferAndChunkSettingsSetTheFill) {
   EXPECT_DOUBLE_EQ(Fixture(cluster("h100-sxm", 4, 8), {}, nvls_tree).model.nvls_chunk(kNvlsTree, 64ull << 30), 65536);
 }
 
+// NVLS's efficiency is the switch's reduction over NVLink. An NVLS tree's heads move their share
+// between the NIC and their memory over PCIe as plain data: on 4 nodes of which 2 H100 each, the
+// NICs set its rate, where PCIe at NVLS's 0.85 would have held it lower.
+TEST(Planner, NvlsTreeHeadsMoveNetworkDataOverPcieAtItsRate) {
+  TuningEnv nvls_tree;
+  nvls_tree.set_algo("nvlstree");
+  Fixture f(cluster("h100-sxm", 4, 8), {0, 1, 8, 9, 16, 17, 24, 25}, nvls_tree);
+  const uint64_t bytes = 1ull << 30;
+  const Estimate e = f.model.estimate(CollType::kAllReduce, bytes);
+  ASSERT_EQ(e.algo, kNvlsTree);
+  double nic_us = 0, pcie_us = 0;
+  for (const LinkLoad& l : e.link_bytes()) {
+    const Link& link = f.topo.links[l.link];
+    const double us = l.bytes / link.gbytes / 1e3;
+    if (link.kind == LinkKind::kNicTx || link.kind == LinkKind::kNicRx) nic_us = std::max(nic_us, us);
+    if (link.kind == LinkKind::kPcieTx || link.kind == LinkKind::kPcieRx) pcie_us = std::max(pcie_us, us);
+  }
+  ASSERT_GT(pcie_us, 0);
+  ASSERT_GT(pcie_us / 0.85, nic_us);
+  EXPECT_NEAR(e.data_us, std::max(nic_us, pcie_us), 1e-6 * e.data_us);
+}
+
 // NCCL counts the NVLS rounds in flight as channels x heads, and an NVL72 rack has 32 heads (the
 // NVLS graph's channels), not 72: its 24 channels x 32 heads keep the 64 KiB chunk down to 8 x 768
 // x 64 KiB = 384 MiB, where counting every GPU as a head would halve it below 864 MiB.

@@ -431,7 +431,7 @@ TEST(Planner, BufferAndChunkSettingsSetTheFill) {
 }
 
 // NVLS's efficiency is the switch's reduction over NVLink. An NVLS tree's heads move their share
-// between the NIC and their memory over PCIe as plain data: on 4 nodes of which 2 H100 each, the
+// between the NIC and their memory over PCIe as plain data: on 2 H100 of each of 4 nodes the
 // NICs set its rate, where PCIe at NVLS's 0.85 would have held it lower.
 TEST(Planner, NvlsTreeHeadsMoveNetworkDataOverPcieAtItsRate) {
   TuningEnv nvls_tree;

@@ -92,13 +92,15 @@ struct TuningEnv {
   int64_t nvls_chunksize = 0;
   int64_t nvls_tree_max_chunksize = 0;
   // Point-to-point: NCCL_P2P_{NVL,NET,PCI}_CHUNKSIZE (bytes), NCCL_MAX_P2P_NCHANNELS,
-  // NCCL_MIN_P2P_NCHANNELS, NCCL_NCHANNELS_PER_NET_PEER; 0: NCCL's default.
+  // NCCL_MIN_P2P_NCHANNELS, NCCL_NCHANNELS_PER_NET_PEER, NCCL_P2P_PER_CHANNEL_NET_BW (GB/s);
+  // 0: NCCL's default.
   int64_t p2p_nvl_chunksize = 0;
   int64_t p2p_net_chunksize = 0;
   int64_t p2p_pci_chunksize = 0;
   int max_p2p_channels = 0;
   int min_p2p_channels = 0;
   int channels_per_net_peer = 0;
+  int p2p_per_channel_net_bw = 0;
 
   TuningEnv();
   // Parses NCCL's list grammar ("ring,tree", "^LL128", "allreduce:tree;broadcast:ring").

@@ -25,7 +25,9 @@ namespace {
 
 constexpr double kP2pChannelGBs = 40;         // one channel, both directions together, at 1980 MHz
 constexpr int kMaxP2pTasksPerBatch = 8;       // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
-constexpr double kP2pPerChannelNetGBs = 14;   // NCCL_P2P_PER_CHANNEL_NET_BW
+// What NCCL sizes a network peer's channels by (NCCL_P2P_PER_CHANNEL_NET_BW's default), and what
+// such a channel carries each way whatever that setting says.
+constexpr double kP2pPerChannelNetGBs = 14;
 constexpr double kP2pNvlChunk = 512 * 1024;   // NCCL_P2P_NVL_CHUNKSIZE
 constexpr double kP2pNetChunk = 128 * 1024;   // NCCL_P2P_NET_CHUNKSIZE
 constexpr double kP2pPciChunk = 128 * 1024;   // NCCL_P2P_PCI_CHUNKSIZE
@@ -51,7 +53,7 @@ int CommModel::p2p_channels_to_local(int from, int to) const {
 }
 
 // Channels NCCL gives every peer across the network: one per NIC of the GPU, more where its NICs
-// outrun 14 GB/s a channel, or NCCL_NCHANNELS_PER_NET_PEER.
+// outrun 14 GB/s a channel (NCCL_P2P_PER_CHANNEL_NET_BW), or NCCL_NCHANNELS_PER_NET_PEER.
 int CommModel::p2p_channels_to_network(int from) const {
   if (env_.channels_per_net_peer > 0) return env_.channels_per_net_peer;
   const Gpu& a = topo_.gpus[gpus_[from]];
@@ -64,7 +66,9 @@ int CommModel::p2p_channels_to_network(int from) const {
     if (bw >= a.pcie_gbs) break;  // NCCL stops once the NICs match the GPU's own link
   }
   if (count == 0) return 2;
-  return std::max(count, static_cast<int>(std::ceil(bw / kP2pPerChannelNetGBs)));
+  const double per_channel =
+      env_.p2p_per_channel_net_bw > 0 ? static_cast<double>(env_.p2p_per_channel_net_bw) : kP2pPerChannelNetGBs;
+  return std::max(count, static_cast<int>(std::ceil(bw / per_channel)));
 }
 
 void CommModel::setup_p2p() {

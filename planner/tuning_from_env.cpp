@@ -61,6 +61,7 @@ TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
   tuning.max_p2p_channels = static_cast<int>(value_of(env::kNcclMaxP2pChannels, conf));
   tuning.min_p2p_channels = static_cast<int>(value_of(env::kNcclMinP2pChannels, conf));
   tuning.channels_per_net_peer = static_cast<int>(value_of(env::kNcclNchannelsPerNetPeer, conf));
+  tuning.p2p_per_channel_net_bw = static_cast<int>(value_of(env::kNcclP2pPerChannelNetBw, conf));
   return tuning;
 }
 

@@ -216,9 +216,11 @@ TEST(Env, BufferAndChunkSizesComeFromTheEnvironmentOrTheCluster) {
   {
     Assigned chunk(env::kNcclP2pNvlChunksize, "131072");
     Assigned peer(env::kNcclNchannelsPerNetPeer, "8");
+    Assigned per_channel(env::kNcclP2pPerChannelNetBw, "7");
     t = planner::tuning_from_env({{"NCCL_MAX_P2P_NCHANNELS", "16", "c.yaml:3:5"}});
     EXPECT_EQ(t.p2p_nvl_chunksize, 131072);
     EXPECT_EQ(t.channels_per_net_peer, 8);
+    EXPECT_EQ(t.p2p_per_channel_net_bw, 7);
     EXPECT_EQ(t.max_p2p_channels, 16);
     EXPECT_EQ(t.p2p_net_chunksize, 0);
   }

@@ -125,7 +125,8 @@ TEST(P2pChannels, ANetworkChannelCarriesWhatNcclSizesItFor) {
 
 // NCCL's p2p settings move the split as they move NCCL's: a smaller NVLink chunk doubles a
 // 32 MiB message's channels (parts may hold 32 chunks), NCCL_MAX_P2P_NCHANNELS bounds them,
-// and NCCL_NCHANNELS_PER_NET_PEER lets a network peer take more than one round's share.
+// NCCL_NCHANNELS_PER_NET_PEER lets a network peer take more than one round's share, and a smaller
+// NCCL_P2P_PER_CHANNEL_NET_BW gives a 400G NIC's peer more channels (8 at 7 GB/s, not 4 at 14).
 TEST(P2pChannels, NcclsP2pSettingsMoveTheSplit) {
   TuningEnv small_chunk;
   small_chunk.p2p_nvl_chunksize = 128 * 1024;
@@ -142,6 +143,11 @@ TEST(P2pChannels, NcclsP2pSettingsMoveTheSplit) {
   wide.channels_per_net_peer = 8;
   EXPECT_EQ(Preset("dgx-h100-2node.yaml").model.estimate(CollType::kSend, 1ull << 30).channels, 4);
   EXPECT_EQ(Preset("dgx-h100-2node.yaml", wide).model.estimate(CollType::kSend, 1ull << 30).channels, 8);
+
+  TuningEnv thin;
+  thin.p2p_per_channel_net_bw = 7;
+  EXPECT_EQ(Preset("dgx-h100-2node.yaml").model.estimate_p2p(0, 8, 1ull << 30).channels, 4);
+  EXPECT_EQ(Preset("dgx-h100-2node.yaml", thin).model.estimate_p2p(0, 8, 1ull << 30).channels, 8);
 }
 
 }  // namespace

@@ -21,9 +21,9 @@ const char* p2p_path(const planner::Topology& topo, const planner::Estimate& e) 
   if (e.per_byte_links)
     for (const planner::LinkLoad& l : *e.per_byte_links) {
       const planner::LinkKind kind = topo.links[l.link].kind;
-      if (kind == planner::LinkKind::kNicTx || kind == planner::LinkKind::kNicRx) return "network";
-      pcie |= kind == planner::LinkKind::kPcieTx || kind == planner::LinkKind::kPcieRx;
-      nvlink |= kind == planner::LinkKind::kNvlTx || kind == planner::LinkKind::kNvlRx;
+      if (planner::is_nic(kind)) return "network";
+      pcie |= planner::is_pcie(kind);
+      nvlink |= planner::is_nvlink(kind);
     }
   return pcie ? "PCIe" : nvlink ? "NVLink" : "none";
 }

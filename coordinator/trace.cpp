@@ -24,8 +24,7 @@ const char* const kKindNames[kKinds] = {"NVLink busy %", "network busy %"};
 int kind_of(LinkKind kind) { return kind == LinkKind::kNvlTx ? kNvlink : kind == LinkKind::kNicTx ? kNetwork : -1; }
 
 int node_of_link(const planner::Topology& topo, const planner::Link& link) {
-  return link.kind == LinkKind::kNicTx || link.kind == LinkKind::kNicRx ? topo.nics[link.owner].node
-                                                                         : topo.gpus[link.owner].node;
+  return planner::is_nic(link.kind) ? topo.nics[link.owner].node : topo.gpus[link.owner].node;
 }
 
 }  // namespace

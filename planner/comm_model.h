@@ -184,6 +184,7 @@ class CommModel {
   int p2p_channels_ = 1;      // channels p2p operations spread over (NCCL's p2pnChannels)
   int p2p_per_peer_ = 1;      // the most one Send or Recv takes (p2pnChannelsPerPeer)
   int p2p_min_channels_ = 1;  // the fewest it takes once its bytes fill them
+  int p2p_remote_peers_ = 0;  // the most peers a rank has on other nodes
   double p2p_chunk_ = 0;      // NCCL's p2p chunk: parts are counted in it
   std::vector<std::vector<int>> rings_;
   std::vector<std::vector<TreeNode>> trees_;

@@ -379,9 +379,7 @@ CommModel::Pattern CommModel::summarize(const Flows& flows) const {
     pat.per_byte.push_back({static_cast<int>(l), bytes[l]});
     const Link& link = topo_.links[l];
     double load = bytes[l] / std::max(link.gbytes, 1e-6);
-    const bool net = link.kind == LinkKind::kNicTx || link.kind == LinkKind::kNicRx;
-    const bool pcie = link.kind == LinkKind::kPcieTx || link.kind == LinkKind::kPcieRx;
-    double& worst = net ? pat.worst_net : pcie ? pat.worst_pcie : pat.worst_nvlink;
+    double& worst = is_nic(link.kind) ? pat.worst_net : is_pcie(link.kind) ? pat.worst_pcie : pat.worst_nvlink;
     worst = std::max(worst, load);
   }
   return pat;

@@ -88,6 +88,9 @@ void CommModel::setup_p2p() {
     per_peer = std::min(per_peer, p2p_channels_);
   }
   p2p_per_peer_ = per_peer;
+  size_t fewest_local = n;
+  for (const auto& ranks : node_ranks_) fewest_local = std::min(fewest_local, ranks.size());
+  p2p_remote_peers_ = n - static_cast<int>(fewest_local);
   p2p_min_channels_ = per_peer;
   while (p2p_min_channels_ * n > p2p_channels_ && p2p_min_channels_ > 1) p2p_min_channels_ /= 2;
   // Across nodes every p2p uses the network's chunk (twice it on Grace Blackwell, whose nodes
@@ -136,16 +139,8 @@ CommModel::P2pCopy CommModel::p2p_copy(wire::CollType coll, uint64_t bytes, bool
   const bool one_message = lone || coll == CollType::kSend;
   const uint64_t share = one_message ? bytes : bytes / std::max(1, n);
   const int peers = one_message ? 1 : n - 1;
-  int remote_peers = 0;
-  if (lone) {
-    remote_peers = remote ? 1 : 0;
-  } else if (one_message) {
-    remote_peers = nnodes() > 1 ? 1 : 0;  // the ring of sends leaves every node once
-  } else {
-    size_t fewest_local = n;
-    for (const auto& ranks : node_ranks_) fewest_local = std::min(fewest_local, ranks.size());
-    remote_peers = n - static_cast<int>(fewest_local);
-  }
+  // The ring of sends leaves every node once; other patterns reach all of a rank's remote peers.
+  const int remote_peers = lone ? remote : one_message ? nnodes() > 1 : p2p_remote_peers_;
   const bool both_ways = !lone && (coll == CollType::kSend || coll == CollType::kAlltoAll);
   const bool copies = one_message || coll == CollType::kAlltoAll || coll == CollType::kGather ||
                       coll == CollType::kScatter;  // a Recv's time is its Send's

@@ -18,6 +18,9 @@ enum class IntraFabric { kNvSwitch, kNvLinkMesh, kNvLinkBridge, kPcie };
 
 // Every directed resource an operation can load. Per-link accounting keys on these.
 enum class LinkKind { kNvlTx, kNvlRx, kPcieTx, kPcieRx, kNicTx, kNicRx };
+inline bool is_nic(LinkKind k) { return k == LinkKind::kNicTx || k == LinkKind::kNicRx; }
+inline bool is_pcie(LinkKind k) { return k == LinkKind::kPcieTx || k == LinkKind::kPcieRx; }
+inline bool is_nvlink(LinkKind k) { return k == LinkKind::kNvlTx || k == LinkKind::kNvlRx; }
 
 struct Link {
   LinkKind kind;

@@ -444,8 +444,8 @@ TEST(Planner, NvlsTreeHeadsMoveNetworkDataOverPcieAtItsRate) {
   for (const LinkLoad& l : e.link_bytes()) {
     const Link& link = f.topo.links[l.link];
     const double us = l.bytes / link.gbytes / 1e3;
-    if (link.kind == LinkKind::kNicTx || link.kind == LinkKind::kNicRx) nic_us = std::max(nic_us, us);
-    if (link.kind == LinkKind::kPcieTx || link.kind == LinkKind::kPcieRx) pcie_us = std::max(pcie_us, us);
+    if (is_nic(link.kind)) nic_us = std::max(nic_us, us);
+    if (is_pcie(link.kind)) pcie_us = std::max(pcie_us, us);
   }
   ASSERT_GT(pcie_us, 0);
   ASSERT_GT(pcie_us / 0.85, nic_us);
@@ -537,7 +537,7 @@ TEST(Planner, SplitCommunicatorsSitOnTheirGpusAndNics) {
   auto t = tp.estimate(CollType::kAllReduce, 1 << 20);
   for (const auto& l : t.link_bytes()) {
     EXPECT_EQ(topo.links[l.link].name.rfind("node1/gpu", 0), 0u) << topo.links[l.link].name;
-    EXPECT_TRUE(topo.links[l.link].kind == LinkKind::kNvlTx || topo.links[l.link].kind == LinkKind::kNvlRx);
+    EXPECT_TRUE(is_nvlink(topo.links[l.link].kind));
   }
 }
 

@@ -208,6 +208,8 @@ void CommModel::search_graphs() {
     graphs_[kNvls] = nvls;
     graphs_[kNvlsTree] = nvls;
     nvls_channels_ = min_cc_ >= 100 ? (inter ? 32 : 24) : 16;
+    if (env_.max_ctas > 0) nvls_channels_ = std::min(nvls_channels_, env_.max_ctas);
+    nvls_channels_ = std::min(kMaxChannels, std::max(nvls_channels_, env_.min_ctas));
   }
 
   // CollNet on a network that reduces in its switches: one channel per NIC of a node (its
@@ -236,9 +238,12 @@ void CommModel::search_graphs() {
     }
   }
 
+  // NCCL's connect.cc: at most NCCL_MAX_NCHANNELS and NCCL_MAX_CTAS, then copied up to at least
+  // NCCL_MIN_NCHANNELS and NCCL_MIN_CTAS.
   channels_ = std::min(kMaxChannels, ring.channels * 2);
   if (env_.max_channels > 0) channels_ = std::min(channels_, env_.max_channels);
-  if (env_.min_channels > 0) channels_ = std::max(channels_, std::min(env_.min_channels, kMaxChannels));
+  if (env_.max_ctas > 0) channels_ = std::min(channels_, env_.max_ctas);
+  channels_ = std::max(channels_, std::min(std::max(env_.min_channels, env_.min_ctas), kMaxChannels));
   channels_ = std::max(channels_, 1);
 }
 

@@ -125,6 +125,7 @@ class CommModel {
     double worst_nvlink = 0;         // max over NVLink links of coefficient / capacity (us per MB)
     double worst_pcie = 0;           // the same over PCIe links
     double worst_net = 0;            // the same over NIC links
+    double busiest_nic = 0;          // max over NIC links of bytes per byte of the operation
     double hop_cost = 0;             // one channel on the slowest hop of ring 0: us per MB
     double tree_intra_cost = 0;      // one channel on the slowest hop inside a node of tree 0: us per MB
     double tree_net_cost = 0;        // the same across the network
@@ -157,6 +158,8 @@ class CommModel {
   int p2p_channels_to_network(int from) const;
   int p2p_op_channels(uint64_t bytes) const;
   double p2p_channel_gbs(bool both_ways, bool network) const;
+  double channel_copy_gbs(bool both_ways) const;
+  bool blocks_hold_channels() const;
   P2pCopy p2p_copy(wire::CollType coll, uint64_t bytes, bool lone = false, bool remote = false) const;
   double efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;

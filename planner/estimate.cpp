@@ -188,15 +188,34 @@ double CommModel::efficiency(int f, int a, int p) const {
   return e;
 }
 
+// What one channel's thread block copies each way on the communicator's slowest GPU, half its
+// whole copy when it receives and sends at once, as a ring's channels and a p2p channel that
+// carries both do: 40 GB/s at 1980 MHz, as fast as the SM's clock. nccl-tests' sendrecv on one
+// node, where four channels each send and receive, shows it: 8 x H100 80 GB/s each way at 32 MiB,
+// 8 x B200 (1965 MHz) 77 to 84 from 16 to 64 MiB, 8 x A100 (1410 MHz) 14 a channel.
+double CommModel::channel_copy_gbs(bool both_ways) const {
+  return 40.0 * sm_clock_ratio(min_clock_mhz_) / (both_ways ? 2 : 1);
+}
+
+// Whether a collective's Simple channels are held to what their blocks copy (channel_copy_gbs).
+// Hopper's and older GPUs' are: rings and NVLS trees of 8 x H100 across 4 to 10 nodes carry 20 GB/s
+// a channel, 320 GB/s of bus bandwidth on NCCL's 16, where their NICs carry 380 with 24 channels.
+// Blackwell's rings across nodes carry more than their p2p channels copy (2 x 8 B200: 366 to 380
+// GB/s, 8 GB200 in each of 3 racks: 394, on 16 channels as the search gives them), so what holds
+// their channels is not known and their links set the rate.
+bool CommModel::blocks_hold_channels() const { return min_cc_ < 100; }
+
 // Per-channel limits of the protocols (what one SM can push), as NCCL bus bandwidth: with
 // efficiency() this is NCCL's chain of model refinements, bus = min(raw * efficiency, cap).
 // `for_time` adds the limits the modeled time knows and NCCL's tuner does not: a ring LL
 // channel is one thread block, which moves LL lines no faster than LL128's per-channel cap
 // scaled by the data each line carries (small operations run on few channels, NCCL's nc rule),
-// and NVLS on one node is held to its NVLink side (nvls_channel_bw). It drops one: NCCL's cap on
-// a tree channel (perChMaxTreeBw), a figure that steers its choice and that trees outrun (GB200
-// racks, three of eight GPUs, tree forced: 253 GB/s of algorithm bandwidth on 16 channels, where
-// the cap allows 192; NCCL picks the slower ring there for it, NVIDIA/nccl issue 1801).
+// a ring Simple channel, one block receiving and sending at once, no faster than that block copies
+// (blocks_hold_channels), and NVLS on one node is held to its NVLink side (nvls_channel_bw). It
+// drops one: NCCL's cap on a tree channel (perChMaxTreeBw), a figure that steers its choice and
+// that trees outrun (GB200 racks, three of eight GPUs, tree forced: 253 GB/s of algorithm
+// bandwidth on 16 channels, where the cap allows 192; NCCL picks the slower ring there for it,
+// NVIDIA/nccl issue 1801).
 double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   const int arch = arch_index(min_cc_);
   const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
@@ -206,7 +225,7 @@ double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
     if (p == kLL)
       return for_time ? std::min(ll_max, nc * kPerChMaxRingLL128Bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
     if (p == kLL128) return nc * kPerChMaxRingLL128Bw[arch][idx2];
-    return inf;
+    return for_time && blocks_hold_channels() ? nc * channel_copy_gbs(/*both_ways=*/true) : inf;
   }
   // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so
   // the switch's rounds never outrun the channels that feed them.
@@ -381,6 +400,7 @@ CommModel::Pattern CommModel::summarize(const Flows& flows) const {
     double load = bytes[l] / std::max(link.gbytes, 1e-6);
     double& worst = is_nic(link.kind) ? pat.worst_net : is_pcie(link.kind) ? pat.worst_pcie : pat.worst_nvlink;
     worst = std::max(worst, load);
+    if (is_nic(link.kind)) pat.busiest_nic = std::max(pat.busiest_nic, bytes[l]);
   }
   return pat;
 }
@@ -463,6 +483,12 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     if (f >= 0) {
       const double cap = cap_busbw(f, a, p, e.channels, /*for_time=*/true);
       e.data_us = std::max(e.data_us, bytes / (cap * bus_to_alg(f, a) * 1e3));
+      // An NVLS tree's network data goes through its channels' blocks on the heads: a NIC carries
+      // what its head's channels copy (8 x H100 nodes: two of NCCL's 16 NVLS channels a NIC).
+      if (a == kNvlsTree && pat.busiest_nic > 0 && blocks_hold_channels()) {
+        const double per_nic = static_cast<double>(nvls_channels_) / std::max(1, graphs_[kNvls].channels);
+        e.data_us = std::max(e.data_us, bytes * pat.busiest_nic / (per_nic * channel_copy_gbs(true)) / 1e3);
+      }
     } else {
       // Nor do point-to-point patterns outrun the channels NCCL gives each message.
       const P2pCopy copy = p2p_copy(coll, bytes);

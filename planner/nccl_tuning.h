@@ -74,9 +74,8 @@ class TuningError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_NVLS_ENABLE and
-// NCCL_COLLNET_ENABLE. The planner reads no environment: its callers fill this in
-// (tuning_from_env.h).
+// The NCCL settings the cost model reads (common/env.def's NCCL_ variables for the coordinator).
+// The planner reads no environment: its callers fill this in (tuning_from_env.h).
 struct TuningEnv {
   bool algo_enabled[kNumFuncs][kNumAlgos];
   int proto_enabled[kNumFuncs][kNumProtos];  // 2: LL128 "enabled where NCCL enables it"
@@ -84,6 +83,10 @@ struct TuningEnv {
   bool proto_forced = false;
   int min_channels = 0;  // 0: not set
   int max_channels = 0;
+  // NCCL_MIN_CTAS and NCCL_MAX_CTAS bound the channels as NCCL_MIN/MAX_NCHANNELS do, and NVLS's
+  // channels as well; 0: not set.
+  int min_ctas = 0;
+  int max_ctas = 0;
   int nvls_enable = 2;   // 0 off, 1 on, 2 auto
   bool collnet_enable = false;  // NCCL_COLLNET_ENABLE: CollNet (and NVLS across nodes) on a SHARP network
   // Bytes; 0: NCCL's default. NCCL_BUFFSIZE sets the Simple protocol's buffer, whose eighth is a

@@ -1,14 +1,14 @@
 // Point-to-point channels: how many of a communicator's channels NCCL gives one Send or Recv
 // (its init's ncclTopoComputeP2pChannels, its enqueue's addP2pToPlan), and what they carry.
 //
-// A p2p channel is one thread block copying between the user's buffer and the peer's: about
-// 40 GB/s at 1980 MHz, split between the send and the receive it carries when it carries both,
-// and as fast as the SM's clock. nccl-tests' sendrecv on one node, where every channel does both,
-// shows it on three GPU generations: 8 x H100 at 80 GB/s from 32 to 64 MiB (4 channels), 162 at
-// 128 MiB (8), 361 at 1 GiB (the links); 8 x B200 at 77 to 84 GB/s from 16 to 64 MiB, 330 at 256
-// MiB (16 channels), 656 at 16 GiB (32); 8 x A100 (1410 MHz) at 111 GB/s at 128 MiB (8 channels,
-// 14 GB/s each way). Gather and Scatter, whose root only receives or only sends, run at their
-// links.
+// A p2p channel is one thread block copying between the user's buffer and the peer's, at what
+// such a block copies (channel_copy_gbs, estimate.cpp): split between the send and the receive it
+// carries when it carries both, and as fast as the SM's clock. nccl-tests' sendrecv on one node,
+// where every channel does both, shows it on three GPU generations: 8 x H100 at 80 GB/s from 32 to
+// 64 MiB (4 channels), 162 at 128 MiB (8), 361 at 1 GiB (the links); 8 x B200 at 77 to 84 GB/s
+// from 16 to 64 MiB, 330 at 256 MiB (16 channels), 656 at 16 GiB (32); 8 x A100 (1410 MHz) at
+// 111 GB/s at 128 MiB (8 channels, 14 GB/s each way). Gather and Scatter, whose root only
+// receives or only sends, run at their links.
 //
 // Across the network a channel's block fills and drains the buffer of one network connection,
 // 128 KiB chunks each posted by the proxy as its own RDMA write, and carries each way the 14 GB/s
@@ -23,7 +23,6 @@
 namespace fakegpu::planner {
 namespace {
 
-constexpr double kP2pChannelGBs = 40;         // one channel, both directions together, at 1980 MHz
 constexpr int kMaxP2pTasksPerBatch = 8;       // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
 // What NCCL sizes a network peer's channels by (NCCL_P2P_PER_CHANNEL_NET_BW's default), and what
 // such a channel carries each way whatever that setting says.
@@ -118,11 +117,11 @@ int CommModel::p2p_op_channels(uint64_t bytes) const {
   return nc;
 }
 
-// What one p2p channel copies each way on the communicator's slowest GPU: its SM's copy, shared
+// What one p2p channel copies each way on the communicator's slowest GPU: its block's copy, shared
 // between the send and the receive when it carries both, and over the network no more than the
 // rate NCCL sizes a peer's network channels by.
 double CommModel::p2p_channel_gbs(bool both_ways, bool network) const {
-  const double gbs = kP2pChannelGBs * sm_clock_ratio(min_clock_mhz_) / (both_ways ? 2 : 1);
+  const double gbs = channel_copy_gbs(both_ways);
   return network ? std::min(gbs, kP2pPerChannelNetGBs) : gbs;
 }
 

@@ -50,6 +50,8 @@ TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
   apply_list(tuning, env::kNcclProto, &TuningEnv::set_proto, conf);
   tuning.min_channels = static_cast<int>(value_of(env::kNcclMinChannels, conf));
   tuning.max_channels = static_cast<int>(value_of(env::kNcclMaxChannels, conf));
+  tuning.min_ctas = static_cast<int>(value_of(env::kNcclMinCtas, conf));
+  tuning.max_ctas = static_cast<int>(value_of(env::kNcclMaxCtas, conf));
   tuning.nvls_enable = static_cast<int>(value_of(env::kNcclNvlsEnable, conf));
   tuning.collnet_enable = value_of(env::kNcclCollnetEnable, conf);
   tuning.buffsize = value_of(env::kNcclBuffsize, conf);

@@ -175,8 +175,10 @@ static void expect_refused(const NcclSetting& entry, const std::string& says) {
 
 TEST(Env, TheClusterNcclConfHoldsWhereTheEnvironmentIsSilent) {
   const std::vector<NcclSetting> conf = {{"NCCL_PROTO", "Simple", "c.yaml:2:10"}, {"NCCL_NVLS_ENABLE", "0", "c.yaml:2:30"},
-                                         {"NCCL_MAX_NCHANNELS", "4", "c.yaml:2:50"}};
+                                         {"NCCL_MAX_NCHANNELS", "4", "c.yaml:2:50"}, {"NCCL_MIN_CTAS", "24", "c.yaml:2:70"}};
   planner::TuningEnv t = planner::tuning_from_env(conf);
+  EXPECT_EQ(t.min_ctas, 24);
+  EXPECT_EQ(t.max_ctas, 0);
   EXPECT_TRUE(t.proto_forced);
   EXPECT_EQ(t.proto_enabled[planner::kAllReduce][planner::kLL], 0);
   EXPECT_EQ(t.proto_enabled[planner::kAllReduce][planner::kSimple], 1);

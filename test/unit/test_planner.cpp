@@ -452,6 +452,80 @@ TEST(Planner, NvlsTreeHeadsMoveNetworkDataOverPcieAtItsRate) {
   EXPECT_NEAR(e.data_us, std::max(nic_us, pcie_us), 1e-6 * e.data_us);
 }
 
+// A ring's Simple channel is one thread block that receives and sends at once, 20 GB/s each way on
+// H100: NCCL's 16 channels hold eight 400 Gbit/s NICs to 320 GB/s of bus bandwidth, and
+// NCCL_MIN_CTAS=24 lets the NICs set the rate (NVIDIA/nccl-tests issue 309: 391 GB/s on 8 nodes).
+// On one node the NVLinks, not 24 channels, set it.
+TEST(Planner, RingChannelsCarryWhatTheirBlocksCopy) {
+  const uint64_t bytes = 16ull << 30;
+  Fixture sixteen(cluster("h100-sxm", 8, 8));
+  ASSERT_EQ(sixteen.model.channels(), 16);
+  const Estimate held = sixteen.model.estimate(CollType::kAllGather, bytes);
+  ASSERT_EQ(held.algo, kRing);
+  EXPECT_NEAR(held.busbw_gbs, 16 * 20.0, 0.01 * 320);
+  TuningEnv more;
+  more.min_ctas = 24;
+  Fixture twenty_four(cluster("h100-sxm", 8, 8), {}, more);
+  ASSERT_EQ(twenty_four.model.channels(), 24);
+  const Estimate freed = twenty_four.model.estimate(CollType::kAllGather, bytes);
+  EXPECT_GT(freed.busbw_gbs, 1.12 * held.busbw_gbs);
+  EXPECT_LT(freed.busbw_gbs, 8 * 50.0);  // the NICs' line rate
+  Fixture one_node(cluster("h100-sxm", 1, 8));
+  const Estimate links = one_node.model.estimate(CollType::kAllGather, bytes);
+  EXPECT_GT(links.busbw_gbs, 360);
+  EXPECT_LT(links.busbw_gbs, 24 * 20.0 * 0.8);
+  // Blackwell's rings across nodes outrun their p2p channels' copy: their NICs set the rate.
+  Fixture b200(cluster("b200", 2, 8));
+  ASSERT_EQ(b200.model.channels(), 16);
+  EXPECT_GT(b200.model.estimate(CollType::kAllGather, bytes).busbw_gbs, 1.1 * 16 * 20.0);
+}
+
+// An NVLS tree's network data goes through its channels' blocks on the heads: on 8 x 8 H100 two of
+// NCCL's 16 NVLS channels feed each NIC, 40 GB/s each way where the NIC carries 47.5. With 24
+// channels (three a NIC) the blocks no longer set the rate.
+TEST(Planner, NvlsTreeNicsCarryWhatTheirChannelsCopy) {
+  const uint64_t bytes = 16ull << 30;
+  TuningEnv nvls_tree;
+  nvls_tree.set_algo("nvlstree");
+  Fixture sixteen(cluster("h100-sxm", 8, 8), {}, nvls_tree);
+  ASSERT_EQ(sixteen.model.nvls_channels(), 16);
+  const Estimate held = sixteen.model.estimate(CollType::kAllReduce, bytes);
+  ASSERT_EQ(held.algo, kNvlsTree);
+  double nic_bytes = 0;
+  for (const LinkLoad& l : held.link_bytes())
+    if (is_nic(sixteen.topo.links[l.link].kind)) nic_bytes = std::max(nic_bytes, l.bytes);
+  EXPECT_NEAR(held.data_us, nic_bytes / (2 * 20.0) / 1e3, 1e-6 * held.data_us);
+  TuningEnv more = nvls_tree;
+  more.min_ctas = 24;
+  Fixture twenty_four(cluster("h100-sxm", 8, 8), {}, more);
+  ASSERT_EQ(twenty_four.model.nvls_channels(), 24);
+  const Estimate freed = twenty_four.model.estimate(CollType::kAllReduce, bytes);
+  double link_us = 0;
+  for (const LinkLoad& l : freed.link_bytes()) {
+    const Link& link = twenty_four.topo.links[l.link];
+    if (is_nic(link.kind) || is_pcie(link.kind)) link_us = std::max(link_us, l.bytes / link.gbytes / 1e3);
+  }
+  EXPECT_GE(freed.data_us, link_us);
+  EXPECT_LT(freed.data_us, 0.9 * held.data_us);
+}
+
+// NCCL_MIN_CTAS and NCCL_MAX_CTAS bound the communicator's channels as NCCL_MIN_NCHANNELS and
+// NCCL_MAX_NCHANNELS do, and NVLS's channels as well, which the NCHANNELS settings leave alone.
+TEST(Planner, CtaBoundsMoveRingAndNvlsChannels) {
+  TuningEnv few, many, nchannels;
+  few.max_ctas = 8;
+  many.min_ctas = 32;
+  nchannels.min_channels = 32;
+  Fixture at_most(cluster("h100-sxm", 1, 8), {}, few), at_least(cluster("h100-sxm", 1, 8), {}, many),
+      rings_only(cluster("h100-sxm", 1, 8), {}, nchannels);
+  EXPECT_EQ(at_most.model.channels(), 8);
+  EXPECT_EQ(at_most.model.nvls_channels(), 8);
+  EXPECT_EQ(at_least.model.channels(), 32);
+  EXPECT_EQ(at_least.model.nvls_channels(), 32);
+  EXPECT_EQ(rings_only.model.channels(), 32);
+  EXPECT_EQ(rings_only.model.nvls_channels(), 16);
+}
+
 // NCCL counts the NVLS rounds in flight as channels x heads, and an NVL72 rack has 32 heads (the
 // NVLS graph's channels), not 72: its 24 channels x 32 heads keep the 64 KiB chunk down to 8 x 768
 // x 64 KiB = 384 MiB, where counting every GPU as a head would halve it below 864 MiB.

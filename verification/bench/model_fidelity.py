@@ -69,7 +69,9 @@ ROWS += [
 #   R1-6  8 x H20, NCCL 2.30.4, one process per GPU: kvcache-ai/Mooncake pull request 3484, NCCL baseline
 #   R2-2  2 x HGX H100, 8 x 400G NDR, NCCL 2.26.2: NVIDIA/nccl-tests issue 309, opening post
 #   R2-4  8 x HGX H100, 8 x 400G IB, NCCL 2.2x, defaults: NVIDIA/nccl-tests issue 309, comments of 2025-06-18
-#   R34-3 2 x HGX H100, Ring forced: NVIDIA/nccl-tests issue 309, comments of 2025-06-18
+#   R34-3 2 x HGX H100, Ring forced, NCCL_MIN_CTAS=24 and NCCL_IB_QPS_PER_CONNECTION=2 (the run's command
+#         line): NVIDIA/nccl-tests issue 309, comments of 2025-06-18
+#   R34-4 R2-4's 8 nodes with NCCL_MIN_CTAS=24 and NCCL_IB_QPS_PER_CONNECTION=2: the same comment
 #   R2-6  2 x AWS p5.48xlarge, 32 x 100G EFA: aws-samples/awsome-distributed-training,
 #         micro-benchmarks/nccl-tests/README.md, "2x p5.48xlarge"
 #   R2-7  2 x AWS p4de.24xlarge, 4 x 100G EFA: the same README, "2x p4de.24xlarge"
@@ -165,6 +167,7 @@ OCI16, RTX5090 = "oci-a100-16nic-1x8.yaml", "rtx5090-pcie-1x8.yaml"
 RTX5090_SHM, RTX4090_SHM = "rtx5090-shm-1x4.yaml", "rtx4090-shm-1x8.yaml"
 DGX_B200, GCP_A4 = "configs/presets/dgx-b200-1node.yaml", "gcp-a4-1x8.yaml"
 KIB = 1024
+CTAS_24 = "NCCL_MIN_CTAS=24"  # R34's runs: 24 channels where NCCL's search gives 16
 
 
 def timed_runs(rid, config, flags, runs, sizes, note):
@@ -214,8 +217,13 @@ WIDER = [
     ("R2-2", DGX_H100, ["--nodes", "2"], "all_reduce", 16 * MIB, "time", 185.4, ""),
     ("R2-2", DGX_H100, ["--nodes", "2"], "all_reduce", 256 * MIB, "time", 1282.8, ""),
     ("R2-2", DGX_H100, ["--nodes", "2"], "all_reduce", 16 * GIB, "time", 68652, ""),
-    ("R34-3", DGX_H100, ["--nodes", "2", "--algo", "ring"], "all_reduce", 64 * MIB, "time", 433.8, "Ring forced"),
-    ("R34-3", DGX_H100, ["--nodes", "2", "--algo", "ring"], "all_reduce", 8 * GIB, "time", 41015, ""),
+    ("R34-3", DGX_H100, ["--nodes", "2", "--algo", "ring", CTAS_24], "all_reduce", 64 * MIB, "time", 433.8,
+     "Ring forced, 24 CTAs"),
+    ("R34-3", DGX_H100, ["--nodes", "2", "--algo", "ring", CTAS_24], "all_reduce", 8 * GIB, "time", 41015, ""),
+    ("R34-4", DGX_H100, ["--nodes", "8", CTAS_24], "all_reduce", MIB, "time", 127.0, "8 x 8 H100, 24 CTAs"),
+    ("R34-4", DGX_H100, ["--nodes", "8", CTAS_24], "all_reduce", 16 * MIB, "time", 510.5, ""),
+    ("R34-4", DGX_H100, ["--nodes", "8", CTAS_24], "all_reduce", 256 * MIB, "time", 2199.4, ""),
+    ("R34-4", DGX_H100, ["--nodes", "8", CTAS_24], "all_reduce", 8 * GIB, "time", 43211, ""),
     ("R2-4", DGX_H100, ["--nodes", "8"], "all_reduce", MIB, "time", 117.0, "8 x 8 H100 IB"),
     ("R2-4", DGX_H100, ["--nodes", "8"], "all_reduce", 16 * MIB, "time", 378.1, ""),
     ("R2-4", DGX_H100, ["--nodes", "8"], "all_reduce", 256 * MIB, "time", 1955, ""),
@@ -376,11 +384,14 @@ WIDER = [
 
 
 def model(config, flags, collective, size):
+    """Models one row; a flag written NCCL_NAME=value is the run's setting, passed in the environment."""
     exe = Path(os.environ.get("FAKEGPU_BUILD_DIR") or ROOT / "build") / "fakegpu-model"
     path = ROOT / config if config.startswith("configs/") else CAL / config
+    settings = dict(f.split("=", 1) for f in flags if f.startswith("NCCL_"))
     cmd = [str(exe), "--cluster-config", str(path), "--collective", collective, "-b", str(size), "-e",
-           str(size), "--json"] + flags
-    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+           str(size), "--json"] + [f for f in flags if not f.startswith("NCCL_")]
+    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                    env={**os.environ, **settings}).stdout)
     return {**out["results"][0], "nodes": out["nodes"]}
 
 

@@ -210,8 +210,9 @@ bool CommModel::blocks_hold_channels() const { return min_cc_ < 100; }
 // `for_time` adds the limits the modeled time knows and NCCL's tuner does not: a ring LL
 // channel is one thread block, which moves LL lines no faster than LL128's per-channel cap
 // scaled by the data each line carries (small operations run on few channels, NCCL's nc rule),
-// a ring Simple channel, one block receiving and sending at once, no faster than that block copies
-// (blocks_hold_channels), and NVLS on one node is held to its NVLink side (nvls_channel_bw). It
+// a ring's Simple or LL128 channel, one block receiving and sending at once, no faster than that
+// block copies (blocks_hold_channels; LL128 less its flags, close to NCCL's own LL128 cap per
+// searched channel, which counts two of the communicator's), and NVLS on one node is held to its NVLink side (nvls_channel_bw). It
 // drops one: NCCL's cap on a tree channel (perChMaxTreeBw), a figure that steers its choice and
 // that trees outrun (GB200 racks, three of eight GPUs, tree forced: 253 GB/s of algorithm
 // bandwidth on 16 channels, where the cap allows 192; NCCL picks the slower ring there for it,
@@ -224,7 +225,9 @@ double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   if (a == kRing) {
     if (p == kLL)
       return for_time ? std::min(ll_max, nc * kPerChMaxRingLL128Bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
-    if (p == kLL128) return nc * kPerChMaxRingLL128Bw[arch][idx2];
+    if (p == kLL128)
+      return std::min(nc * kPerChMaxRingLL128Bw[arch][idx2],
+                      for_time && blocks_hold_channels() ? nc * channel_copy_gbs(true) * kLL128Payload : inf);
     return for_time && blocks_hold_channels() ? nc * channel_copy_gbs(/*both_ways=*/true) : inf;
   }
   // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so

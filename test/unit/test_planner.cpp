@@ -455,7 +455,8 @@ TEST(Planner, NvlsTreeHeadsMoveNetworkDataOverPcieAtItsRate) {
 // A ring's Simple channel is one thread block that receives and sends at once, 20 GB/s each way on
 // H100: NCCL's 16 channels hold eight 400 Gbit/s NICs to 320 GB/s of bus bandwidth, and
 // NCCL_MIN_CTAS=24 lets the NICs set the rate (NVIDIA/nccl-tests issue 309: 391 GB/s on 8 nodes).
-// On one node the NVLinks, not 24 channels, set it.
+// An LL128 channel is held the same way, less its flags. On one node the NVLinks, not 24 channels,
+// set the rate.
 TEST(Planner, RingChannelsCarryWhatTheirBlocksCopy) {
   const uint64_t bytes = 16ull << 30;
   Fixture sixteen(cluster("h100-sxm", 8, 8));
@@ -463,6 +464,10 @@ TEST(Planner, RingChannelsCarryWhatTheirBlocksCopy) {
   const Estimate held = sixteen.model.estimate(CollType::kAllGather, bytes);
   ASSERT_EQ(held.algo, kRing);
   EXPECT_NEAR(held.busbw_gbs, 16 * 20.0, 0.01 * 320);
+  const uint64_t mid = 128ull << 20;
+  const Estimate ll128 = sixteen.model.estimate(CollType::kAllGather, mid);
+  ASSERT_EQ(ll128.proto, kLL128);
+  EXPECT_NEAR(ll128.data_us, mid * 63.0 / 64 / (16 * 20.0 * 120 / 128) / 1e3, 1e-6 * ll128.data_us);
   TuningEnv more;
   more.min_ctas = 24;
   Fixture twenty_four(cluster("h100-sxm", 8, 8), {}, more);

@@ -368,6 +368,23 @@ double CommModel::nvls_channel_bw(int f, int a, const Graph& g, bool for_time) c
   return bw;
 }
 
+// NCCL enables LL128 across nodes only where its graphs reach the network within a PCIe switch
+// tree (path type PXB or closer; PXN on Hopper and later, which needs such a GPU beside the
+// NIC too): on every node some GPU of the communicator must sit that close to its NIC. A NIC
+// behind the CPU (PHB, or SYS across sockets), as a topology XML of a PCIe server or a
+// virtual machine's flattened PCI tree shows it, leaves the network to LL and Simple.
+bool CommModel::net_path_allows_ll128() const {
+  for (const auto& ranks : node_ranks_) {
+    bool near = false;
+    for (int r : ranks) {
+      const Gpu& g = topo_.gpus[gpus_[r]];
+      near = near || (g.nic >= 0 && g.nic_path <= PathType::kPxb);
+    }
+    if (!near) return false;
+  }
+  return true;
+}
+
 // NCCL's ncclTopoTuneModel for this communicator.
 void CommModel::tune() {
   const int n = nranks(), nodes = nnodes();
@@ -412,7 +429,8 @@ void CommModel::tune() {
 
   // Enables: NVLS Tree needs several nodes; NVLS across nodes and CollNet need a SHARP
   // network and NCCL_COLLNET_ENABLE=1, CollNet Direct NVSwitch nodes; LL128 needs NVLink
-  // inside nodes and one GPU generation.
+  // inside nodes, one GPU generation and, across nodes, NICs near the GPUs (net_path_allows_ll128).
+  const bool ll128_net = nodes == 1 || net_path_allows_ll128();
   for (int f = 0; f < kNumFuncs; ++f)
     for (int a = 0; a < kNumAlgos; ++a)
       for (int p = 0; p < kNumProtos; ++p) {
@@ -422,7 +440,7 @@ void CommModel::tune() {
         if ((a == kCollNetDirect || a == kCollNetChain || (a == kNvls && nodes > 1)) && !sharp) on = false;
         if (a == kCollNetDirect && !nvswitch_) on = false;
         int pe = env_.proto_enabled[f][p];
-        if (pe == 2) pe = (nvl_intra_ || ppn_ == 1) && min_cc_ == max_cc_ && min_cc_ >= 70;
+        if (pe == 2) pe = (nvl_intra_ || ppn_ == 1) && min_cc_ == max_cc_ && min_cc_ >= 70 && ll128_net;
         // A plugin that sets NCCL_PROTO=Simple does so for the whole process, unless the user set it.
         if (topo_.net_simple_only && p != kSimple && !env_.proto_forced) pe = 0;
         if (!on || !pe) bw_[f][a][p] = 0;

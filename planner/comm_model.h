@@ -137,6 +137,7 @@ class CommModel {
   void build_rings();
   void build_trees();
   void tune();
+  bool net_path_allows_ll128() const;
   void choose(int func, uint64_t bytes, int* algo, int* proto) const;
   double nvls_channel_bw(int func, int algo, const Graph& g, bool for_time = false) const;
   double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,

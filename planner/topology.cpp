@@ -196,6 +196,9 @@ Topology Topology::from_config(const ClusterConfig& config) {
       // GPUs left off every rail reach the network through the node's first NIC.
       for (int g : node.gpus)
         if (topo.gpus[g].nic < 0 && !node.nics.empty()) topo.gpus[g].nic = node.nics.front();
+      if (xml)
+        for (size_t l = 0; l < nc.ranks.size(); ++l)
+          if (int x = xml->gpus[l].nic; x >= 0) topo.gpus[nc.ranks[l]].nic_path = xml->gpu_nic[l][x];
     }
     topo.nodes.push_back(std::move(node));
   }

@@ -35,6 +35,7 @@ struct Gpu {
   const GpuProfile* profile = nullptr;
   int cc = 0;            // compute capability as major*10+minor
   int nic = -1;          // NIC index of its rail, -1 when the node has none
+  PathType nic_path = PathType::kPix;  // NCCL's path type to that NIC: the topology XML's, else PIX
   double nvlink_gbs = 0; // all NVLink ports together
   double pcie_gbs = 0;
   std::string bus_id;    // virtual PCI bus id: one PCI domain per node

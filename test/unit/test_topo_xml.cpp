@@ -337,6 +337,35 @@ TEST(TopoXml, XmlOverridesTheProfile) {
   EXPECT_EQ(nics.nics[1].gpus, (std::vector<int>{2, 3}));
 }
 
+// NCCL enables LL128 across nodes only where a GPU reaches its NIC within a PCIe switch tree: two
+// nodes of two NVLinked H100s take LL128 for some mid size when the NIC shares the GPUs' switch,
+// and never when it hangs off the CPU (PHB), as in a virtual machine's flattened PCI tree.
+TEST(TopoXml, LL128AcrossNodesNeedsANicNearAGpu) {
+  std::string gpus;
+  for (int g = 0; g < 2; ++g) {
+    std::string bus = "0000:1" + std::to_string(g + 1) + ":00.0", peer = "0000:1" + std::to_string(2 - g) + ":00.0";
+    gpus += gpu(bus, g, nvlink(peer, 6));
+  }
+  const std::string near = system_xml(cpu(0, pci("0000:10:00.0", gpus + nic("0000:13:00.0", "mlx5_0", 0))));
+  const std::string far = system_xml(cpu(0, pci("0000:10:00.0", gpus) + nic("0000:20:00.0", "mlx5_0", 0)));
+  Topology tn = Topology::from_config(xml_cluster(temp_file("nic-near.xml", near), 2, 2));
+  Topology tf = Topology::from_config(xml_cluster(temp_file("nic-far.xml", far), 2, 2));
+  EXPECT_EQ(tn.gpus[0].nic_path, PathType::kPix);
+  EXPECT_EQ(tf.gpus[0].nic_path, PathType::kPhb);
+  CommModel mn(tn, all_ranks(4), {}), mf(tf, all_ranks(4), {});
+  bool near_ll128 = false;
+  for (uint64_t bytes = 64 << 10; bytes <= (256ull << 20); bytes *= 2) {
+    near_ll128 = near_ll128 || mn.estimate(wire::CollType::kAllReduce, bytes).proto == kLL128;
+    EXPECT_NE(mf.estimate(wire::CollType::kAllReduce, bytes).proto, kLL128) << bytes;
+  }
+  EXPECT_TRUE(near_ll128);
+  // NCCL_PROTO naming LL128 enables it anyway, as in NCCL.
+  TuningEnv forced;
+  forced.set_proto("LL128");
+  CommModel told(tf, all_ranks(4), forced);
+  EXPECT_EQ(told.estimate(wire::CollType::kAllReduce, 1 << 20).proto, kLL128);
+}
+
 // Dumping a node and loading the dump gives the same GPUs, fabric and NICs.
 void expect_round_trip(const ClusterConfig& config, const std::string& name) {
   SCOPED_TRACE(name);

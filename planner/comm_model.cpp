@@ -209,7 +209,7 @@ void CommModel::search_graphs() {
     graphs_[kNvlsTree] = nvls;
     nvls_channels_ = min_cc_ >= 100 ? (inter ? 32 : 24) : 16;
     if (env_.max_ctas > 0) nvls_channels_ = std::min(nvls_channels_, env_.max_ctas);
-    nvls_channels_ = std::min(kMaxChannels, std::max(nvls_channels_, env_.min_ctas));
+    nvls_channels_ = std::min(kMaxChannels, std::max(nvls_channels_, min_ctas()));
   }
 
   // CollNet on a network that reduces in its switches: one channel per NIC of a node (its
@@ -243,8 +243,13 @@ void CommModel::search_graphs() {
   channels_ = std::min(kMaxChannels, ring.channels * 2);
   if (env_.max_channels > 0) channels_ = std::min(channels_, env_.max_channels);
   if (env_.max_ctas > 0) channels_ = std::min(channels_, env_.max_ctas);
-  channels_ = std::max(channels_, std::min(std::max(env_.min_channels, env_.min_ctas), kMaxChannels));
+  channels_ = std::max(channels_, std::min(std::max(env_.min_channels, min_ctas()), kMaxChannels));
   channels_ = std::max(channels_, 1);
+}
+
+// NCCL_MIN_CTAS, lowered to NCCL_MAX_CTAS where it is above it, as NCCL's init does.
+int CommModel::min_ctas() const {
+  return env_.max_ctas > 0 ? std::min(env_.min_ctas, env_.max_ctas) : env_.min_ctas;
 }
 
 // The channel of the searched graph that channel c copies. NCCL runs twice the graph's

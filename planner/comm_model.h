@@ -133,6 +133,7 @@ class CommModel {
 
   void place(const Topology& topo);
   void search_graphs();
+  int min_ctas() const;
   int graph_channel(int c) const;
   void build_rings();
   void build_trees();

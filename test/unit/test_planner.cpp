@@ -529,6 +529,12 @@ TEST(Planner, CtaBoundsMoveRingAndNvlsChannels) {
   EXPECT_EQ(at_least.model.nvls_channels(), 32);
   EXPECT_EQ(rings_only.model.channels(), 32);
   EXPECT_EQ(rings_only.model.nvls_channels(), 16);
+  TuningEnv crossed;  // a least above the most: NCCL lowers the least to the most
+  crossed.min_ctas = 32;
+  crossed.max_ctas = 8;
+  Fixture both(cluster("h100-sxm", 1, 8), {}, crossed);
+  EXPECT_EQ(both.model.channels(), 8);
+  EXPECT_EQ(both.model.nvls_channels(), 8);
 }
 
 // NCCL counts the NVLS rounds in flight as channels x heads, and an NVL72 rack has 32 heads (the

@@ -197,12 +197,12 @@ double CommModel::channel_copy_gbs(bool both_ways) const {
   return 40.0 * sm_clock_ratio(min_clock_mhz_) / (both_ways ? 2 : 1);
 }
 
-// Whether a collective's Simple channels are held to what their blocks copy (channel_copy_gbs).
-// Hopper's and older GPUs' are: rings and NVLS trees of 8 x H100 across 4 to 10 nodes carry 20 GB/s
-// a channel, 320 GB/s of bus bandwidth on NCCL's 16, where their NICs carry 380 with 24 channels.
-// Blackwell's rings across nodes carry more than their p2p channels copy (2 x 8 B200: 366 to 380
-// GB/s, 8 GB200 in each of 3 racks: 394, on 16 channels as the search gives them), so what holds
-// their channels is not known and their links set the rate.
+// Whether a ring's channels and an NVLS tree's network data are held to what their blocks copy
+// (channel_copy_gbs). Hopper's and older GPUs' are: rings and NVLS trees of 8 x H100 across 4 to
+// 10 nodes carry 20 GB/s a channel, 320 GB/s of bus bandwidth on NCCL's 16, where their NICs
+// carry 380 with 24 channels. Blackwell's rings across nodes carry more than their p2p channels
+// copy (2 x 8 B200: 366 to 380 GB/s, 8 GB200 in each of 3 racks: 394, on 16 channels as the
+// search gives them), so what holds their channels is not known and their links set the rate.
 bool CommModel::blocks_hold_channels() const { return min_cc_ < 100; }
 
 // Per-channel limits of the protocols (what one SM can push), as NCCL bus bandwidth: with
@@ -212,11 +212,11 @@ bool CommModel::blocks_hold_channels() const { return min_cc_ < 100; }
 // scaled by the data each line carries (small operations run on few channels, NCCL's nc rule),
 // a ring's Simple or LL128 channel, one block receiving and sending at once, no faster than that
 // block copies (blocks_hold_channels; LL128 less its flags, close to NCCL's own LL128 cap per
-// searched channel, which counts two of the communicator's), and NVLS on one node is held to its NVLink side (nvls_channel_bw). It
-// drops one: NCCL's cap on a tree channel (perChMaxTreeBw), a figure that steers its choice and
-// that trees outrun (GB200 racks, three of eight GPUs, tree forced: 253 GB/s of algorithm
-// bandwidth on 16 channels, where the cap allows 192; NCCL picks the slower ring there for it,
-// NVIDIA/nccl issue 1801).
+// searched channel, which counts two of the communicator's), and NVLS on one node is held to its
+// NVLink side (nvls_channel_bw). It drops one: NCCL's cap on a tree channel (perChMaxTreeBw), a
+// figure that steers its choice and that trees outrun (GB200 racks, three of eight GPUs, tree
+// forced: 253 GB/s of algorithm bandwidth on 16 channels, where the cap allows 192; NCCL picks
+// the slower ring there for it, NVIDIA/nccl issue 1801).
 double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   const int arch = arch_index(min_cc_);
   const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;

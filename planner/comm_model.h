@@ -124,8 +124,7 @@ class CommModel {
     std::vector<NodePairLoad> node_pairs;  // node-to-node bytes per byte of the operation
     double worst_nvlink = 0;         // max over NVLink links of coefficient / capacity (us per MB)
     double worst_pcie = 0;           // the same over PCIe links
-    double worst_net = 0;            // the same over NIC links
-    double busiest_nic = 0;          // max over NIC links of bytes per byte of the operation
+    double worst_net = 0;            // the same over NIC links (or what their channels' blocks copy)
     double hop_cost = 0;             // one channel on the slowest hop of ring 0: us per MB
     double tree_intra_cost = 0;      // one channel on the slowest hop inside a node of tree 0: us per MB
     double tree_net_cost = 0;        // the same across the network

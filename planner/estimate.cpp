@@ -225,10 +225,9 @@ double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   if (a == kRing) {
     if (p == kLL)
       return for_time ? std::min(ll_max, nc * kPerChMaxRingLL128Bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
-    if (p == kLL128)
-      return std::min(nc * kPerChMaxRingLL128Bw[arch][idx2],
-                      for_time && blocks_hold_channels() ? nc * channel_copy_gbs(true) * kLL128Payload : inf);
-    return for_time && blocks_hold_channels() ? nc * channel_copy_gbs(/*both_ways=*/true) : inf;
+    const double blocks = for_time && blocks_hold_channels() ? nc * channel_copy_gbs(/*both_ways=*/true) : inf;
+    if (p == kLL128) return std::min(nc * kPerChMaxRingLL128Bw[arch][idx2], blocks * kLL128Payload);
+    return blocks;
   }
   // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so
   // the switch's rounds never outrun the channels that feed them.
@@ -372,6 +371,14 @@ CommModel::Pattern CommModel::build_pattern(CollType coll, int algo, int root) c
   }
 
   Pattern pat = summarize(flows);
+  // An NVLS tree's network data goes through its channels' blocks on the heads: a NIC carries no
+  // more than its head's channels copy (8 x H100 nodes: two of NCCL's 16 NVLS channels a NIC).
+  if (algo == kNvlsTree && blocks_hold_channels()) {
+    const double nic_gbs = static_cast<double>(nvls_channels_) / std::max(1, graphs_[kNvls].channels) *
+                           channel_copy_gbs(/*both_ways=*/true);
+    for (const LinkLoad& l : pat.per_byte)
+      if (is_nic(topo_.links[l.link].kind)) pat.worst_net = std::max(pat.worst_net, l.bytes / nic_gbs);
+  }
   // A ring's links are all busy from its first step, so its start-up exposes only the last
   // slice, on the slowest hop of a channel (a chain's exposes nothing: fill_us).
   if ((algo == kRing || algo == kPat) && !chain_from_or_to_root(coll) && !rings_.empty()) {
@@ -403,7 +410,6 @@ CommModel::Pattern CommModel::summarize(const Flows& flows) const {
     double load = bytes[l] / std::max(link.gbytes, 1e-6);
     double& worst = is_nic(link.kind) ? pat.worst_net : is_pcie(link.kind) ? pat.worst_pcie : pat.worst_nvlink;
     worst = std::max(worst, load);
-    if (is_nic(link.kind)) pat.busiest_nic = std::max(pat.busiest_nic, bytes[l]);
   }
   return pat;
 }
@@ -432,8 +438,9 @@ Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
       }
       pat = &it->second;
     }
-    e.latency_us = p2p_latency(node_of_[from] != node_of_[to]);
-    const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true, node_of_[from] != node_of_[to]);
+    const bool remote = node_of_[from] != node_of_[to];
+    e.latency_us = p2p_latency(remote);
+    const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true, remote);
     e.data_us = std::max(bytes * std::max({pat->worst_nvlink, pat->worst_pcie, pat->worst_net}) / 1e3, copy.us);
     e.channels = copy.channels;
     e.time_us = e.latency_us + e.data_us;
@@ -486,12 +493,6 @@ Estimate CommModel::estimate(CollType coll, uint64_t bytes, int root) const {
     if (f >= 0) {
       const double cap = cap_busbw(f, a, p, e.channels, /*for_time=*/true);
       e.data_us = std::max(e.data_us, bytes / (cap * bus_to_alg(f, a) * 1e3));
-      // An NVLS tree's network data goes through its channels' blocks on the heads: a NIC carries
-      // what its head's channels copy (8 x H100 nodes: two of NCCL's 16 NVLS channels a NIC).
-      if (a == kNvlsTree && pat.busiest_nic > 0 && blocks_hold_channels()) {
-        const double per_nic = static_cast<double>(nvls_channels_) / std::max(1, graphs_[kNvls].channels);
-        e.data_us = std::max(e.data_us, bytes * pat.busiest_nic / (per_nic * channel_copy_gbs(true)) / 1e3);
-      }
     } else {
       // Nor do point-to-point patterns outrun the channels NCCL gives each message.
       const P2pCopy copy = p2p_copy(coll, bytes);

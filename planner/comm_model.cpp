@@ -314,12 +314,27 @@ void CommModel::build_trees() {
   }
 }
 
+// How many of a ring's steps cross the network. NCCL's tuner counts one per node boundary less
+// one (twice for AllReduce). The time counts the chain the last GPU waits on: its last block has
+// come around the whole ring but one link (AllGather, ReduceScatter; AllReduce's two laps but
+// two adjacent links), so with a GPU or more on each side of that link inside a node, the chain
+// crosses every network link (each of a ring's nodes is entered and left once).
+int CommModel::ring_net_steps(int f, bool for_time) const {
+  const int nodes = nnodes();
+  if (nodes == 1) return 0;
+  const bool all_reduce = f == kAllReduce;
+  if (!for_time || ppn_ == 1) return all_reduce ? 2 * (nodes - 1) : nodes - 1;
+  if (!all_reduce) return nodes;
+  return ppn_ == 2 ? 2 * nodes - 1 : 2 * nodes;  // two GPUs a node: one of the two links is the network
+}
+
 // NCCL's latency formula for one (function, algorithm, protocol), with per-step hardware
 // latencies from `hw_lat` (NCCL's table for the tuner, the measured one for time), network
 // steps no faster than net_floor_us, and `plugin_us` added to each (twice for Simple, as NCCL
-// adds its net plugin's reported latency).
+// adds its net plugin's reported latency). `for_time`: a ring's network steps are those of
+// the chain its last GPU waits on (ring_net_steps).
 double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
-                          double plugin_us) const {
+                          double plugin_us, bool for_time) const {
   const int n = nranks(), nodes = nnodes();
   const int intra_hw = intra_class();
   const int hw = nodes == 1 ? intra_hw : kHwNet;
@@ -334,7 +349,7 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
     } else {
       double net_overhead = nodes > 1 ? (p == kSimple ? 3.0 : 1.0) : 0.0;  // Intel CPUs: 1 us
       intra_lat = std::max(intra_lat, net_overhead);
-      int inter_steps = nodes == 1 ? 0 : f == kAllReduce ? 2 * (nodes - 1) : nodes - 1;
+      const int inter_steps = ring_net_steps(f, for_time);
       lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
   } else if (a == kTree) {
@@ -422,12 +437,12 @@ void CommModel::tune() {
         }
         bw_[f][a][p] = bus * bus_to_alg(f, a);
 
-        lat_[f][a][p] = latency(f, a, p, kHwLat, 0, topo_.plugin_latency_us);
+        lat_[f][a][p] = latency(f, a, p, kHwLat, 0, topo_.plugin_latency_us, /*for_time=*/false);
         // The modeled time takes NCCL's per-step latencies, which match Hopper's runs with one
         // process per GPU (8 x H20: 19 us at 32 KiB; 2 x H100: 7.5 us), but for PCIe and for
         // LL steps of lower-clocked GPUs over NVLink (step_latencies), and a step across the
         // network at least the network's own latency instead of what its plugin reports.
-        step_lat_[f][a][p] = latency(f, a, p, step_lat.at, topo_.net_latency_us, 0);
+        step_lat_[f][a][p] = latency(f, a, p, step_lat.at, topo_.net_latency_us, 0, /*for_time=*/true);
       }
     }
   }

@@ -141,7 +141,8 @@ class CommModel {
   void choose(int func, uint64_t bytes, int* algo, int* proto) const;
   double nvls_channel_bw(int func, int algo, const Graph& g, bool for_time = false) const;
   double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
-                 double plugin_us) const;
+                 double plugin_us, bool for_time) const;
+  int ring_net_steps(int func, bool for_time) const;
   // NCCL's latency as its tuner sees it, or (for_time) with measured per-step latencies.
   double nccl_latency(int func, int algo, int proto, uint64_t bytes, bool for_time = false) const;
   int op_channels(int algo, int proto, uint64_t bytes) const;

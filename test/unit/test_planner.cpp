@@ -395,6 +395,33 @@ TEST(Planner, B200LowLatencyStepsOverNvlinkTakeLonger) {
   EXPECT_NEAR(gb200_ring.latency_us - h100.latency_us, 14 * clock, 1e-9);
 }
 
+// A ring's last GPU waits on its last block, which has come around every link of the ring but one
+// (AllReduce: two laps but two adjacent links). Across nodes that chain crosses every network
+// link, one more than NCCL's tuner counts for AllGather and two more for AllReduce; with two GPUs
+// a node one of AllReduce's two missing links is the network, and with one every link is.
+TEST(Planner, RingTimeCountsTheNetworkLinksOfItsLastChain) {
+  TuningEnv ring_ll;
+  ring_ll.set_algo("ring");
+  ring_ll.set_proto("ll");
+  const StepLatencies s = step_latencies(1980, false);
+  const double base = kBaseLat[kRing][kLL];
+  const double intra = std::max(s.at[kHwNvlink][kRing][kLL], 1.0);  // at least NCCL's network overhead
+  const double inter = std::max(s.at[kHwNet][kRing][kLL], 5.0);     // at least the network's latency
+  auto latency = [&](int gpus, CollType coll) {
+    const Estimate e = Fixture(cluster("h100-sxm", 2, gpus), {}, ring_ll).model.estimate(coll, 1024);
+    EXPECT_EQ(e.algo, kRing);
+    EXPECT_EQ(e.proto, kLL);
+    return e.latency_us;
+  };
+  // 2 x 8: AllGather's 15 steps cross the network twice, AllReduce's 30 four times.
+  EXPECT_NEAR(latency(8, CollType::kAllGather), base + 13 * intra + 2 * inter, 1e-9);
+  EXPECT_NEAR(latency(8, CollType::kAllReduce), base + 26 * intra + 4 * inter, 1e-9);
+  // 2 x 2: AllReduce's 6 steps cross it three times.
+  EXPECT_NEAR(latency(2, CollType::kAllReduce), base + 3 * intra + 3 * inter, 1e-9);
+  // 2 x 1: both of AllReduce's steps cross it, at NCCL's tree figure for a GPU alone on its node.
+  EXPECT_NEAR(latency(1, CollType::kAllReduce), base + 2 * std::max(s.at[kHwNet][kTree][kLL], 5.0), 1e-9);
+}
+
 // NCCL_BUFFSIZE sets a Simple step (an eighth of the buffer): a tree's first chunk crosses its
 // levels in steps twice as long with twice the buffer. NCCL_NVLS_CHUNKSIZE and
 // NCCL_NVLSTREE_MAX_CHUNKSIZE set the NVLS chunks, which NCCL shrinks for smaller buffers.

@@ -46,6 +46,18 @@ TreeNode dtree(int n, int r, int which) {
   return t;
 }
 
+// Levels from the deepest rank up to the root, in either tree of the double binary tree.
+int dtree_depth(int n) {
+  int depth = 0;
+  for (int which = 0; which < 2; ++which)
+    for (int r = 0; r < n; ++r) {
+      int levels = 0;
+      for (int at = r; dtree(n, at, which).parent >= 0; at = dtree(n, at, which).parent) ++levels;
+      depth = std::max(depth, levels);
+    }
+  return depth;
+}
+
 }  // namespace
 
 CommModel::CommModel(const Topology& topo, std::vector<int> gpus, const TuningEnv& env)
@@ -291,6 +303,7 @@ void CommModel::build_rings() {
 // alone.
 void CommModel::build_trees() {
   trees_.clear();
+  tree_depth_ = dtree_depth(nnodes());
   for (int c = 0; c < channels_; ++c) {
     std::vector<TreeNode> tree(nranks());
     const std::vector<int>& ring = rings_[c];
@@ -332,13 +345,17 @@ int CommModel::ring_net_steps(int f, bool for_time) const {
 // latencies from `hw_lat` (NCCL's table for the tuner, the measured one for time), network
 // steps no faster than net_floor_us, and `plugin_us` added to each (twice for Simple, as NCCL
 // adds its net plugin's reported latency). `for_time`: a ring's network steps are those of
-// the chain its last GPU waits on (ring_net_steps).
+// the chain its last GPU waits on (ring_net_steps), a tree's levels those its deepest node
+// crosses (tree_depth_).
 double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
                           double plugin_us, bool for_time) const {
   const int n = nranks(), nodes = nnodes();
   const int intra_hw = intra_class();
   const int hw = nodes == 1 ? intra_hw : kHwNet;
   const int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
+  // A tree's levels across the network: NCCL's formula counts floor(log2(nodes)); its tree is
+  // one level deeper between powers of two, and the time counts what its deepest node crosses.
+  const int net_levels = for_time ? tree_depth_ : log2i(nodes);
   double lat = kBaseLat[a][p];
   double intra_lat = hw_lat[intra_hw][a][p];
   double inter_lat = std::max(ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p], net_floor_us) +
@@ -353,7 +370,7 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
       lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
   } else if (a == kTree) {
-    if (f == kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+    if (f == kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + net_levels * inter_lat);
   } else if (a == kCollNetDirect) {
     const int ppn = n / nodes;
     lat += 2 * (std::min(1, ppn - 1) * intra_lat + (ppn - 1) * 0.4) + inter_lat;  // 0.4 us per arity step
@@ -362,7 +379,7 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
   } else if (a == kNvls) {
     lat = intra_lat + (nodes > 1 ? inter_lat : 0);
   } else if (a == kNvlsTree) {
-    lat += intra_lat + 2 * log2i(nodes) * inter_lat;
+    lat += intra_lat + 2 * net_levels * inter_lat;
   } else if (a == kPat) {
     lat = 8 + log2i(nodes) * (inter_lat / 3.5) + n * 2.8;
   }

@@ -422,6 +422,34 @@ TEST(Planner, RingTimeCountsTheNetworkLinksOfItsLastChain) {
   EXPECT_NEAR(latency(1, CollType::kAllReduce), base + 2 * std::max(s.at[kHwNet][kTree][kLL], 5.0), 1e-9);
 }
 
+// NCCL's latency formula counts floor(log2(nodes)) levels of its tree across nodes; its binary
+// tree is one level deeper between powers of two (10 nodes: 0-8-4-2-1), and the modeled time
+// counts the levels its deepest node crosses, up and down.
+TEST(Planner, TreeTimeCountsTheLevelsOfItsDeepestNode) {
+  const std::map<int, int> depth = {{2, 1}, {3, 2}, {4, 2}, {5, 3}, {8, 3}, {10, 4}, {16, 4}, {20, 5}};
+  for (auto [nodes, levels] : depth) {
+    Fixture f(cluster("h100-sxm", nodes, 1));
+    EXPECT_EQ(f.model.tree_depth(), levels) << nodes << " nodes";
+    int deepest = 0;  // the model's own trees agree
+    for (const auto& tree : f.model.trees())
+      for (int r = 0; r < nodes; ++r) {
+        int up = 0;
+        for (int at = r; tree[at].parent >= 0; at = tree[at].parent) ++up;
+        deepest = std::max(deepest, up);
+      }
+    EXPECT_EQ(deepest, levels) << nodes << " nodes";
+  }
+  TuningEnv tree_ll;
+  tree_ll.set_algo("tree");
+  tree_ll.set_proto("ll");
+  const StepLatencies s = step_latencies(1980, false);
+  const Estimate e = Fixture(cluster("h100-sxm", 10, 8), {}, tree_ll).model.estimate(CollType::kAllReduce, 1024);
+  ASSERT_EQ(e.algo, kTree);
+  ASSERT_EQ(e.proto, kLL);
+  const double inter = std::max(s.at[kHwNet][kTree][kLL], 5.0);  // at least the network's latency
+  EXPECT_NEAR(e.latency_us, kBaseLat[kTree][kLL] + 2 * (7 * s.at[kHwNvlink][kTree][kLL] + 4 * inter), 1e-9);
+}
+
 // NCCL_BUFFSIZE sets a Simple step (an eighth of the buffer): a tree's first chunk crosses its
 // levels in steps twice as long with twice the buffer. NCCL_NVLS_CHUNKSIZE and
 // NCCL_NVLSTREE_MAX_CHUNKSIZE set the NVLS chunks, which NCCL shrinks for smaller buffers.

@@ -46,18 +46,6 @@ TreeNode dtree(int n, int r, int which) {
   return t;
 }
 
-// Levels from the deepest rank up to the root, in either tree of the double binary tree.
-int dtree_depth(int n) {
-  int depth = 0;
-  for (int which = 0; which < 2; ++which)
-    for (int r = 0; r < n; ++r) {
-      int levels = 0;
-      for (int at = r; dtree(n, at, which).parent >= 0; at = dtree(n, at, which).parent) ++levels;
-      depth = std::max(depth, levels);
-    }
-  return depth;
-}
-
 }  // namespace
 
 CommModel::CommModel(const Topology& topo, std::vector<int> gpus, const TuningEnv& env)
@@ -220,8 +208,7 @@ void CommModel::search_graphs() {
     graphs_[kNvls] = nvls;
     graphs_[kNvlsTree] = nvls;
     nvls_channels_ = min_cc_ >= 100 ? (inter ? 32 : 24) : 16;
-    if (env_.max_ctas > 0) nvls_channels_ = std::min(nvls_channels_, env_.max_ctas);
-    nvls_channels_ = std::min(kMaxChannels, std::max(nvls_channels_, min_ctas()));
+    nvls_channels_ = within_ctas(nvls_channels_);
   }
 
   // CollNet on a network that reduces in its switches: one channel per NIC of a node (its
@@ -254,14 +241,16 @@ void CommModel::search_graphs() {
   // NCCL_MIN_NCHANNELS and NCCL_MIN_CTAS.
   channels_ = std::min(kMaxChannels, ring.channels * 2);
   if (env_.max_channels > 0) channels_ = std::min(channels_, env_.max_channels);
-  if (env_.max_ctas > 0) channels_ = std::min(channels_, env_.max_ctas);
-  channels_ = std::max(channels_, std::min(std::max(env_.min_channels, min_ctas()), kMaxChannels));
-  channels_ = std::max(channels_, 1);
+  channels_ = within_ctas(channels_);
+  channels_ = std::max({channels_, std::min(env_.min_channels, kMaxChannels), 1});
 }
 
-// NCCL_MIN_CTAS, lowered to NCCL_MAX_CTAS where it is above it, as NCCL's init does.
-int CommModel::min_ctas() const {
-  return env_.max_ctas > 0 ? std::min(env_.min_ctas, env_.max_ctas) : env_.min_ctas;
+// `channels` within NCCL_MAX_CTAS and NCCL_MIN_CTAS (the minimum lowered to the maximum where it
+// is above it, as NCCL's init does), and at most NCCL's MAXCHANNELS.
+int CommModel::within_ctas(int channels) const {
+  const int min_ctas = env_.max_ctas > 0 ? std::min(env_.min_ctas, env_.max_ctas) : env_.min_ctas;
+  if (env_.max_ctas > 0) channels = std::min(channels, env_.max_ctas);
+  return std::min(kMaxChannels, std::max(channels, min_ctas));
 }
 
 // The channel of the searched graph that channel c copies. NCCL runs twice the graph's
@@ -303,7 +292,6 @@ void CommModel::build_rings() {
 // alone.
 void CommModel::build_trees() {
   trees_.clear();
-  tree_depth_ = dtree_depth(nnodes());
   for (int c = 0; c < channels_; ++c) {
     std::vector<TreeNode> tree(nranks());
     const std::vector<int>& ring = rings_[c];
@@ -327,6 +315,10 @@ void CommModel::build_trees() {
   }
 }
 
+// Network levels from the deepest node up to the root of NCCL's double binary tree over the
+// nodes: ceil(log2(nodes)), where NCCL's latency formula takes floor(log2(nodes)).
+int CommModel::tree_depth() const { return nnodes() > 1 ? log2i(nnodes() - 1) + 1 : 0; }
+
 // How many of a ring's steps cross the network. NCCL's tuner counts one per node boundary less
 // one (twice for AllReduce). The time counts the chain the last GPU waits on: its last block has
 // come around the whole ring but one link (AllGather, ReduceScatter; AllReduce's two laps but
@@ -346,7 +338,7 @@ int CommModel::ring_net_steps(int f, bool for_time) const {
 // steps no faster than net_floor_us, and `plugin_us` added to each (twice for Simple, as NCCL
 // adds its net plugin's reported latency). `for_time`: a ring's network steps are those of
 // the chain its last GPU waits on (ring_net_steps), a tree's levels those its deepest node
-// crosses (tree_depth_).
+// crosses (tree_depth).
 double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
                           double plugin_us, bool for_time) const {
   const int n = nranks(), nodes = nnodes();
@@ -355,7 +347,7 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
   const int nsteps = f == kAllReduce ? 2 * (n - 1) : (f == kReduceScatter || f == kAllGather) ? n - 1 : n;
   // A tree's levels across the network: NCCL's formula counts floor(log2(nodes)); its tree is
   // one level deeper between powers of two, and the time counts what its deepest node crosses.
-  const int net_levels = for_time ? tree_depth_ : log2i(nodes);
+  const int net_levels = for_time ? tree_depth() : log2i(nodes);
   double lat = kBaseLat[a][p];
   double intra_lat = hw_lat[intra_hw][a][p];
   double inter_lat = std::max(ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p], net_floor_us) +

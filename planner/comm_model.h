@@ -106,7 +106,7 @@ class CommModel {
   const Topology& topology() const { return topo_; }
   const std::vector<std::vector<int>>& rings() const { return rings_; }
   const std::vector<std::vector<TreeNode>>& trees() const { return trees_; }
-  int tree_depth() const { return tree_depth_; }
+  int tree_depth() const;  // network levels of the deepest node in the tree over the nodes
   // Which half of NCCL's double binary tree channel c's tree is (0 or 1).
   int tree_half(int c) const;
   // The first rank of comm node `node` beside each of its NICs, in local order: one head per NIC,
@@ -133,7 +133,7 @@ class CommModel {
 
   void place(const Topology& topo);
   void search_graphs();
-  int min_ctas() const;
+  int within_ctas(int channels) const;
   int graph_channel(int c) const;
   void build_rings();
   void build_trees();
@@ -194,9 +194,6 @@ class CommModel {
   double p2p_chunk_ = 0;      // NCCL's p2p chunk: parts are counted in it
   std::vector<std::vector<int>> rings_;
   std::vector<std::vector<TreeNode>> trees_;
-  // Network levels from the deepest node to the root of NCCL's double binary tree over the nodes:
-  // ceil(log2(nodes)), where NCCL's latency formula takes floor(log2(nodes)).
-  int tree_depth_ = 0;
   double bw_[kNumFuncs][kNumAlgos][kNumProtos] = {};
   double lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};
   double step_lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};

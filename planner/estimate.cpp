@@ -300,7 +300,7 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
     // The tree's levels each pass on one chunk per channel, from the channel's head over its
     // NIC, not a chunk per GPU as the switch's rounds do.
     const double level = std::min<double>(bytes, nvls_channels_ * chunk) / rate;
-    return 2 * std::min<double>(bytes, ops * chunk) / rate + 2 * tree_depth_ * level;
+    return 2 * std::min<double>(bytes, ops * chunk) / rate + 2 * tree_depth() * level;
   }
   if (a == kTree) return tree_fill_us(p, nc, bytes, pat);
   if (a != kRing && a != kPat) return 0;
@@ -342,7 +342,7 @@ double CommModel::tree_fill_us(int p, int nc, uint64_t bytes, const Pattern& pat
   const double t_intra = chunk * pat.tree_intra_cost / eff / 1e3;
   const double t_net = chunk * pat.tree_net_cost / eff / 1e3;
   const int intra_levels = 2 * static_cast<int>(std::lround(ppn - 1));
-  const int net_levels = 2 * tree_depth_;
+  const int net_levels = 2 * tree_depth();
   const double slowest = std::max(intra_levels ? t_intra : 0.0, net_levels ? t_net : 0.0);
   return std::max(0.0, intra_levels * t_intra + net_levels * t_net - slowest);
 }

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .clusters import FAMILY_OF_GPU, PRESETS, preset_path, write_cluster_config
+from .model_measured import cmd_measured
 from .paths import SetupError, built
 from .svg_plot import line_chart
 
@@ -27,6 +28,10 @@ fgpu model also takes:
                                  --gpus-per-node GPUs of each; without --cluster-config it is the cluster
   --each-algo                    one line per algorithm NCCL could run, forced in turn
   --plot FILE                    write an SVG of bus bandwidth against size, a line per cluster or algorithm
+  --measured FILE                an nccl-tests output from a real cluster (several times for several files):
+                                 the model beside each of its sizes, the run's shape (ranks on each host)
+                                 reshaping the one cluster; with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING in
+                                 the run, also NCCL's choice of algorithm and the model's time for it
 """
 
 
@@ -41,6 +46,7 @@ def parser():
     p.add_argument("--plot")
     p.add_argument("--json", action="store_true")
     p.add_argument("--algo")
+    p.add_argument("--measured", action="append", default=[])
     return p
 
 
@@ -138,6 +144,8 @@ def cmd_model(argv) -> int:
     for flag, value in (("--nodes", a.nodes), ("--gpus-per-node", a.gpus_per_node)):
         if value is not None and value < 1:
             raise SetupError(f"{flag} {value}: must be at least 1")
+    if a.measured:
+        return cmd_measured(a, rest, run_model)
     with tempfile.TemporaryDirectory(prefix="fakegpu-model-") as workdir:
         files, reshape = cluster_files(a, workdir)
         if len(files) == 1 and not a.each_algo and not a.plot:  # fakegpu-model's own table, as nccl-tests prints

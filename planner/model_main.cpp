@@ -101,7 +101,10 @@ fakegpu::ClusterConfig shape_cluster(const fakegpu::ClusterConfig& in, int nodes
   for (int n = 0; n < want_nodes; ++n) {
     fakegpu::NodeConfig node = in.nodes[n % in.nodes.size()];
     if (n >= static_cast<int>(in.nodes.size())) node.id = "node" + std::to_string(n);
-    int keep = per_node > 0 ? std::min<int>(per_node, node.gpus.size()) : static_cast<int>(node.gpus.size());
+    if (per_node > static_cast<int>(node.gpus.size()))
+      throw std::invalid_argument(fmt::format("--gpus-per-node {}: node '{}' of {} has {} GPUs", per_node, node.id,
+                                              in.source, node.gpus.size()));
+    int keep = per_node > 0 ? per_node : static_cast<int>(node.gpus.size());
     if (ranks > 0) keep = std::min(keep, ranks - next);
     if (keep <= 0) break;
     if (keep < static_cast<int>(node.gpus.size()) && node.nics.empty() && node.topology_xml.empty() &&
@@ -122,6 +125,8 @@ fakegpu::ClusterConfig shape_cluster(const fakegpu::ClusterConfig& in, int nodes
     node.nics = nics;
     out.nodes.push_back(node);
   }
+  if (ranks > next)
+    throw std::invalid_argument(fmt::format("--ranks {}: the cluster modeled has {} GPUs", ranks, next));
   if (out.nodes.size() > 1 && !out.has_inter_node)
     throw std::invalid_argument(in.source + ": fabric.inter_node is needed to model more than one node");
   return out;

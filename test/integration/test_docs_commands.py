@@ -30,6 +30,7 @@ COVERAGE = [
     (r"^\./fgpu validate configs/\S+\.yaml$", "run", None),
     (r"^\./fgpu report fakegpu-cluster-report\.json$", "run", None),
     (r"^\./fgpu model .*--plot ", "test", "test_plot_has_a_line_per_cluster_or_algorithm"),
+    (r"^\./fgpu model .*--measured ", "test", "test_each_size_beside_the_model"),
     (r"^\./fgpu model ", "run", None),
     (r"^\./fgpu --nproc 32 \./my_nccl_program$", "test", "test_nproc_alone_fills_servers_of_eight"),
     (r"^\./fgpu --nodes 2 --gpus-per-node 4 --gpu a100 --nproc 8 \./my_nccl_program$", "test",

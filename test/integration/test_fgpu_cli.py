@@ -473,6 +473,14 @@ class FgpuCli(unittest.TestCase):
         self.assertIn("--min-bytes 1G is larger than --max-bytes 1M", r.stderr)
         r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--nodes", "2")
         self.assertIn("fabric.inter_node is needed", r.stderr)
+        # More GPUs than the cluster has: named, not quietly fewer.
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--gpus-per-node", "9")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--gpus-per-node 9: node 'node0' of", r.stderr)
+        self.assertIn("single_node_8gpu.yaml has 8 GPUs", r.stderr)
+        r = fgpu("model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "--ranks", "9")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--ranks 9: the cluster modeled has 8 GPUs", r.stderr)
 
     def test_model_takes_the_names_people_use(self):
         base = ["model", "--cluster-config", CONFIGS / "single_node_8gpu.yaml", "-b", "1M", "-e", "1M", "--json"]

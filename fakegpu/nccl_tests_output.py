@@ -14,20 +14,21 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadc
 NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
               "Broadcast": "broadcast", "Reduce": "reduce"}
 # NCCL's algorithm and protocol names (strings from 2.26, numbers before), as fakegpu-model prints them.
-ALGORITHMS = {"TREE": "Tree", "RING": "Ring", "COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain",
-              "NVLS": "NVLS", "NVLS_TREE": "NVLSTree", "PAT": "PAT"}
+# Matched in capitals without underscores: NCCL 2.29 prints NVLS_TREE, others spell it otherwise.
 ALGORITHM_IDS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
-PROTOCOLS = {"LL": "LL", "LL128": "LL128", "SIMPLE": "Simple"}
+ALGORITHMS = {name.upper(): name for name in ALGORITHM_IDS}
 PROTOCOL_IDS = ("LL", "LL128", "Simple")
+PROTOCOLS = {name.upper(): name for name in PROTOCOL_IDS}
 DATATYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
              "f8e4m3", "f8e5m2", "fp8_e4m3", "fp8_e5m2"}
 
 RUN_START = re.compile(r"#\s*nThread\s+\d+")
 TEST_NAME = re.compile(r"\b(" + "|".join(COLLECTIVES) + r")_perf\b")
 RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+")
-# "AllReduce: 1048576 Bytes -> Algo RING proto LL ..." (2.23 on; numbers until 2.26), or, before
-# 2.23, "1048576 Bytes -> Algo 1 proto 0 time ...", which names no collective.
-TUNING_LINE = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)")
+# "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}" from NCCL 2.26, which
+# counts a gather's or a reduce-scatter's bytes per rank; before, numbers and a time, the bytes
+# of the whole buffer, and before 2.23 no collective's name.
+TUNING_LINE = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)( channel)?")
 INT = re.compile(r"-?\d+$")
 
 
@@ -44,7 +45,7 @@ class Run:
     collective: str | None  # None where the output names no test binary
     hosts: dict = field(default_factory=dict)  # rank -> host, from the "# Rank ... on HOST" lines
     rows: list = field(default_factory=list)
-    # (collective or None, bytes as NCCL logs them) -> (algorithm, protocol)
+    # (collective or None, bytes as NCCL logs them, whether those are per rank) -> (algorithm, protocol)
     choices: dict = field(default_factory=dict)
 
     def ranks_per_host(self) -> dict:
@@ -54,14 +55,14 @@ class Run:
         return counts
 
     def nccl_choice(self, size: int):
-        """NCCL's (algorithm, protocol) for a row's size, or None where the log has no tuning line.
-        NCCL logs a gather's or a reduce-scatter's bytes per rank; nccl-tests prints the whole."""
+        """NCCL's (algorithm, protocol) for a row's size (nccl-tests' whole buffer), or None where
+        the log has no tuning line for it."""
         n = len(self.hosts)
-        per_rank = self.collective in ("all_gather", "reduce_scatter")
-        if per_rank and (not n or size % n):
-            return None
-        logged = size // n if per_rank else size
-        return self.choices.get((self.collective, logged)) or self.choices.get((None, logged))
+        if self.collective in ("all_gather", "reduce_scatter") and n and size % n == 0:
+            per_rank = self.choices.get((self.collective, size // n, True))
+        else:
+            per_rank = self.choices.get((self.collective, size, True))
+        return per_rank or self.choices.get((self.collective, size, False)) or self.choices.get((None, size, False))
 
 
 def strip_prefix(line: str) -> str:
@@ -92,8 +93,12 @@ def parse_row(tokens):
 
 
 def algorithm_and_protocol(algo: str, proto: str):
-    a = ALGORITHM_IDS[int(algo)] if algo.isdigit() and int(algo) < len(ALGORITHM_IDS) else ALGORITHMS.get(algo)
-    p = PROTOCOL_IDS[int(proto)] if proto.isdigit() and int(proto) < len(PROTOCOL_IDS) else PROTOCOLS.get(proto)
+    """fakegpu-model's names for NCCL's, given as numbers (before 2.26) or words."""
+    def named(token, ids, names):
+        if token.isdigit():
+            return ids[int(token)] if int(token) < len(ids) else None
+        return names.get(token.upper().replace("_", ""))
+    a, p = named(algo, ALGORITHM_IDS, ALGORITHMS), named(proto, PROTOCOL_IDS, PROTOCOLS)
     return (a, p) if a and p else None
 
 
@@ -124,7 +129,7 @@ def parse(text: str):
             choice = algorithm_and_protocol(tuning.group(3), tuning.group(4))
             func = NCCL_FUNCS.get(tuning.group(1)) if tuning.group(1) else None
             if choice and (func or not tuning.group(1)):
-                current.choices[(func, int(tuning.group(2)))] = choice
+                current.choices[(func, int(tuning.group(2)), bool(tuning.group(5)))] = choice
         elif not line.lstrip().startswith("#"):
             row = parse_row(line.split())
             if row and row.size > 0:

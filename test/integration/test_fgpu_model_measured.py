@@ -104,18 +104,22 @@ class MeasuredRuns(unittest.TestCase):
         self.assertIn("NCCL's choice logged at 2, the model's the same at 1", text)
 
     def test_older_formats_and_launcher_prefixes(self):
-        # nccl-tests before 2.13 (no root column) under srun, NCCL 2.23's numbered tuning lines, which
-        # give a gather's bytes per rank; then NCCL 2.21's, which name no collective.
-        text = nccl_tests_log("all_gather", [(16 * MIB, 120.5)], ["n1"] * 4 + ["n2"] * 4,
-                              [f"AllGather: {2 * MIB} Bytes -> Algo 1 proto 2 time 117.3"], root_column=False,
+        # nccl-tests before 2.13 (no root column) under srun, NCCL 2.30's tuning line for a gather, which
+        # counts its bytes per rank, and 2.23's, numbered, which count the whole buffer; then NCCL
+        # 2.21's, which name no collective.
+        text = nccl_tests_log("all_gather", [(16 * MIB, 120.5), (32 * MIB, 200.0)], ["n1"] * 4 + ["n2"] * 4,
+                              [f"AllGather: {2 * MIB} Bytes -> Algo RING proto SIMPLE channel{{Lo..Hi}}={{0..15}}",
+                               f"AllGather: {32 * MIB} Bytes -> Algo 6 proto 2 time 190.1"], root_column=False,
                               prefix="0: ")
         text += nccl_tests_log("all_reduce", [(MIB, 80.0)], ["n1"] * 4 + ["n2"] * 4,
                                [f"{MIB} Bytes -> Algo 0 proto 1 time 71.2"]).replace(
             "# Collective test starting: all_reduce_perf\n", "mpirun -np 8 ./build/all_reduce_perf -b 8 -e 1G\n")
         first, second = parse(text)
         self.assertEqual((first.collective, first.ranks_per_host()), ("all_gather", {"n1": 4, "n2": 4}))
-        self.assertEqual([(r.size, r.root, r.out_of_place_us) for r in first.rows], [(16 * MIB, -1, 120.5)])
+        self.assertEqual([(r.size, r.root, r.out_of_place_us) for r in first.rows],
+                         [(16 * MIB, -1, 120.5), (32 * MIB, -1, 200.0)])
         self.assertEqual(first.nccl_choice(16 * MIB), ("Ring", "Simple"))
+        self.assertEqual(first.nccl_choice(32 * MIB), ("PAT", "Simple"))
         self.assertEqual(second.collective, "all_reduce")
         self.assertEqual(second.nccl_choice(MIB), ("Tree", "LL128"))
         self.assertIsNone(second.nccl_choice(2 * MIB))

@@ -13,8 +13,8 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadc
 # NCCL's names in its tuning lines (ncclFuncToString), by those names.
 NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
               "Broadcast": "broadcast", "Reduce": "reduce"}
-# NCCL's algorithm and protocol names (strings from 2.26, numbers before), as fakegpu-model prints them.
-# Matched in capitals without underscores: NCCL 2.29 prints NVLS_TREE, others spell it otherwise.
+# NCCL's algorithm and protocol names (words from 2.26, numbers before), as fakegpu-model prints
+# them. Words match in capitals without underscores: NCCL's NVLS_TREE is the model's NVLSTree.
 ALGORITHM_IDS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 ALGORITHMS = {name.upper(): name for name in ALGORITHM_IDS}
 PROTOCOL_IDS = ("LL", "LL128", "Simple")
@@ -57,11 +57,11 @@ class Run:
     def nccl_choice(self, size: int):
         """NCCL's (algorithm, protocol) for a row's size (nccl-tests' whole buffer), or None where
         the log has no tuning line for it."""
-        n = len(self.hosts)
-        if self.collective in ("all_gather", "reduce_scatter") and n and size % n == 0:
-            per_rank = self.choices.get((self.collective, size // n, True))
-        else:
+        n, per_rank = len(self.hosts), None
+        if self.collective not in ("all_gather", "reduce_scatter"):
             per_rank = self.choices.get((self.collective, size, True))
+        elif n and size % n == 0:  # without its ranks, a line's bytes per rank cannot be placed
+            per_rank = self.choices.get((self.collective, size // n, True))
         return per_rank or self.choices.get((self.collective, size, False)) or self.choices.get((None, size, False))
 
 

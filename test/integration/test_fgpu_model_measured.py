@@ -33,7 +33,7 @@ def nccl_tests_log(collective, sizes_and_times, hosts, tuning=(), root_column=Tr
     for rank, host in enumerate(hosts):
         lines.append(f"#  Rank {rank:2d} Group  0 Pid {4000 + rank:6d} on {host:>10} device {rank % 8:2d} "
                      f"[0000:{rank:02x}:00] NVIDIA H100 80GB HBM3")
-    lines += [f"{hosts[0]}:4000:4100 [0] NCCL INFO {t}" for t in tuning]
+    lines += [f"host0:4000:4100 [0] NCCL INFO {t}" for t in tuning]
     lines += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
                    "algbw   busbw #wrong"]
     for size, us in sizes_and_times:
@@ -120,6 +120,10 @@ class MeasuredRuns(unittest.TestCase):
                          [(16 * MIB, -1, 120.5), (32 * MIB, -1, 200.0)])
         self.assertEqual(first.nccl_choice(16 * MIB), ("Ring", "Simple"))
         self.assertEqual(first.nccl_choice(32 * MIB), ("PAT", "Simple"))
+        # Without its ranks a gather's per-rank line cannot be placed: 2 MiB per rank is not 2 MiB.
+        [bare] = parse(nccl_tests_log("all_gather", [(2 * MIB, 50.0)], [],
+                                      [f"AllGather: {2 * MIB} Bytes -> Algo RING proto LL channel{{Lo..Hi}}={{0..1}}"]))
+        self.assertIsNone(bare.nccl_choice(2 * MIB))
         self.assertEqual(second.collective, "all_reduce")
         self.assertEqual(second.nccl_choice(MIB), ("Tree", "LL128"))
         self.assertIsNone(second.nccl_choice(2 * MIB))

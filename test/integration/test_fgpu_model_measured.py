@@ -156,7 +156,7 @@ class MeasuredRuns(unittest.TestCase):
             (("--measured", good, "-b", "8"), "-b does not apply"),
             (("--measured", good, "--cluster-config", "dgx-a100-1node"), "give one --cluster-config or --gpu"),
             (("--measured", good, "--nodes", "1", "--gpus-per-node", "9"),
-             "good.log:"),
+             "good.log: --gpus-per-node 9: node 'node0' of"),
         ]
         for args, message in cases:
             r = fgpu("model", "--cluster-config", "dgx-h100-1node", *args)

@@ -127,3 +127,13 @@ def preset_path(name: str):
     """A bundled preset named without its directory and suffix (dgx-h100-2node), or None."""
     path = PRESETS / f"{name}.yaml"
     return path if "/" not in name and path.is_file() else None
+
+
+def cluster_config_path(given: str) -> Path:
+    """--cluster-config's file: a path, else a bundled preset by name; refused with the presets' names."""
+    path = Path(given) if Path(given).is_file() else preset_path(given)
+    if path is None:
+        names = sorted(p.stem for p in PRESETS.glob("*.yaml"))
+        raise SetupError(f"--cluster-config {given}: no such file, nor a preset of that name (presets: "
+                         f"{', '.join(names)})")
+    return path

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .clusters import FAMILY_OF_GPU, PRESETS, preset_path, write_cluster_config
+from .clusters import FAMILY_OF_GPU, cluster_config_path, write_cluster_config
 from .model_measured import cmd_measured
 from .paths import SetupError, built
 from .svg_plot import line_chart
@@ -52,14 +52,7 @@ def parser():
 
 def cluster_files(a, workdir):
     """The clusters to model, each a file, and the flags fakegpu-model still needs for each."""
-    files = []
-    for given in a.cluster_config:
-        path = Path(given) if Path(given).is_file() else preset_path(given)
-        if path is None:
-            names = sorted(p.stem for p in PRESETS.glob("*.yaml"))
-            raise SetupError(f"--cluster-config {given}: no such file, nor a preset of that name (presets: "
-                             f"{', '.join(names)})")
-        files.append(str(path))
+    files = [str(cluster_config_path(given)) for given in a.cluster_config]
     reshape = []
     if a.gpu or not files:
         files.append(write_cluster_config(a.gpu, None, a.nodes or 1, a.gpus_per_node, directory=workdir))

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .clusters import preset_path, write_cluster_config
+from .clusters import cluster_config_path, write_cluster_config
 from .nccl_tests_output import COLLECTIVES, parse
 from .paths import SetupError
 from .svg_plot import line_chart
@@ -67,10 +67,11 @@ def error(model_us, measured_us):
 
 def compare_run(model, path, run, forced):
     """The run's rows with the model's figures. model(collective, size, root, extra_flags) gives
-    fakegpu-model's result for one size."""
-    rows = []
+    fakegpu-model's answer for one size (its JSON: the cluster and one result)."""
+    rows, doc = [], None
     for r in run.rows:
-        mine = model(run.collective, r.size, r.root, forced)
+        doc = model(run.collective, r.size, r.root, forced)
+        mine = doc["results"][0]
         row = {"size": r.size, "measured_us": r.out_of_place_us, "in_place_us": r.in_place_us,
                "model_us": mine["time_us"], "error": error(mine["time_us"], r.out_of_place_us),
                "algorithm": mine["algorithm"], "protocol": mine["protocol"],
@@ -79,14 +80,17 @@ def compare_run(model, path, run, forced):
         if nccl:
             row["nccl_algorithm"], row["nccl_protocol"] = nccl
             same = nccl == (mine["algorithm"], mine["protocol"])
-            theirs = mine if same else model(run.collective, r.size, r.root, ["--algo", nccl[0], "--proto", nccl[1]])
+            theirs = mine if same else model(run.collective, r.size, r.root,
+                                             ["--algo", nccl[0], "--proto", nccl[1]])["results"][0]
             row["model_us_nccl_choice"] = theirs["time_us"]
             row["error_nccl_choice"] = error(theirs["time_us"], r.out_of_place_us)
         rows.append(row)
     errors = [abs(x["error"]) for x in rows]
     worst = max(rows, key=lambda x: abs(x["error"]))
     known = [x for x in rows if "nccl_algorithm" in x]
-    return {"file": path, "collective": run.collective, "ranks": len(run.hosts) or None,
+    return {"file": path, "collective": run.collective,
+            "cluster": f"{doc['cluster']} ({doc['nodes']} x {doc['ranks'] // doc['nodes']} GPUs)",
+            "ranks": len(run.hosts) or None,
             "hosts": len(run.ranks_per_host()) or None, "rows": rows,
             "median_abs_error": statistics.median(errors), "worst_error": worst["error"], "worst_size": worst["size"],
             "nccl_choices_logged": len(known),
@@ -98,10 +102,10 @@ def pct(x):
     return f"{100 * x:+.1f}%"
 
 
-def print_comparison(result, cluster_label):
+def print_comparison(result):
     shape = f", {result['ranks']} ranks on {result['hosts']} hosts" if result["ranks"] else ""
     logged = result["nccl_choices_logged"] > 0
-    print(f"# {result['file']}: {result['collective']}{shape}, against {cluster_label}")
+    print(f"# {result['file']}: {result['collective']}{shape}, against {result['cluster']}")
     header = (f"#{'size (B)':>12} {'measured us':>12} {'in-place us':>12} {'model us':>10} {'error':>8}  "
               f"{'model algo':<16}")
     print((header + (f" {'NCCL algo':<16} {'model us, NCCL algo':>19} {'error':>8}" if logged else "")).rstrip())
@@ -153,20 +157,17 @@ def measured_cluster(a, shape, workdir):
     nodes, per_node = shape or (None, None)
     if not a.cluster_config:
         return ["--cluster-config", write_cluster_config(a.gpu, None, nodes or 1, per_node, directory=workdir)]
-    given = a.cluster_config[0]
-    cluster = Path(given) if Path(given).is_file() else preset_path(given)
-    if cluster is None:
-        raise SetupError(f"--cluster-config {given}: no such file, nor a preset of that name")
-    return (["--cluster-config", str(cluster)] + (["--nodes", str(nodes)] if nodes else []) +
+    return (["--cluster-config", str(cluster_config_path(a.cluster_config[0]))] +
+            (["--nodes", str(nodes)] if nodes else []) +
             (["--gpus-per-node", str(per_node)] if per_node else []))
 
 
 def one_size(run_model, base, path):
-    """fakegpu-model's result for one size of a run (collective, size, root, forcing flags)."""
+    """fakegpu-model's answer for one size of a run (collective, size, root, forcing flags)."""
     def model(collective, size, root, extra):
         args = base + ["--collective", collective, "-b", str(size), "-e", str(size), "--json"] + extra
         try:
-            return run_model(args + (["--root", str(root)] if root >= 0 else []))["results"][0]
+            return run_model(args + (["--root", str(root)] if root >= 0 else []))
         except SetupError as e:
             raise SetupError(f"--measured {path}: {e}")
     return model
@@ -182,15 +183,12 @@ def cmd_measured(a, rest, run_model) -> int:
     with tempfile.TemporaryDirectory(prefix="fakegpu-model-") as workdir:
         for path, run in runs:
             base = measured_cluster(a, run_shape(path, run, a.nodes, a.gpus_per_node), workdir)
-            result = compare_run(one_size(run_model, base, path), path, run, forced)
-            doc = run_model(base + ["-b", "8", "-e", "8", "--json"])
-            result["cluster"] = f"{doc['cluster']} ({doc['nodes']} x {doc['ranks'] // doc['nodes']} GPUs)"
-            results.append(result)
+            results.append(compare_run(one_size(run_model, base, path), path, run, forced))
     if a.json:
         print(json.dumps(results, indent=2))
     else:
         for result in results:
-            print_comparison(result, result["cluster"])
+            print_comparison(result)
     if a.plot:
         sys.stdout.flush()
         r = results[0]

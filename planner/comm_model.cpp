@@ -207,8 +207,7 @@ void CommModel::search_graphs() {
       if (raise.speeds[k] <= inter_cap + 1e-9) nvls.bw_inter = raise.speeds[k];
     graphs_[kNvls] = nvls;
     graphs_[kNvlsTree] = nvls;
-    nvls_channels_ = min_cc_ >= 100 ? (inter ? 32 : 24) : 16;
-    nvls_channels_ = within_ctas(nvls_channels_);
+    nvls_channels_ = within_ctas(min_cc_ >= 100 ? (inter ? 32 : 24) : 16);
   }
 
   // CollNet on a network that reduces in its switches: one channel per NIC of a node (its

@@ -20,11 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "op_facts.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define FAKEGPU_CUDA_BRIDGE_VERSION 4u
+#define FAKEGPU_CUDA_BRIDGE_VERSION 5u
 
 /* A stream's modeled clock, opaque to callers: the time the work queued on the stream would
  * have taken on the modeled GPU. */
@@ -124,6 +126,11 @@ typedef struct fakegpu_cuda_bridge_table {
   /* Bytes of the device's memory allocated so far (what cudaMemGetInfo counts as not free),
    * without making it current. */
   uint64_t (*device_memory_used)(int device);
+
+  /* ---- the PyTorch hook's operators, added in version 5 ---- */
+  /* Copies up to `max` per-operator totals of this process so far (fake_torch_bridge.h's
+   * record_op), largest GPU time first, into `out`; returns how many there are in all. */
+  size_t (*operator_totals)(fakegpu_op_total* out, size_t max);
 } fakegpu_cuda_bridge_table;
 
 /* The one exported entry point: the table for `version`, or NULL when the runtime is of another

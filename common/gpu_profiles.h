@@ -40,6 +40,9 @@ struct GpuProfile {
 // after protocol overhead, scaled by the link's width.
 inline double pcie_copy_gbytes(const GpuProfile& p) { return 3.0 * (1 << p.pcie_gen) * p.pcie_width / 16.0; }
 
+// The memory's bandwidth, GB/s: two transfers a clock over the bus.
+inline double memory_gbytes_per_s(const GpuProfile& p) { return 2.0 * p.memory_clock_mhz * 1e6 * p.memory_bus_bits / 8 / 1e9; }
+
 // Returns nullptr for an unknown name. Lookup is case-insensitive and accepts aliases
 // ("a100" is the 80 GB SXM part, "h100" the SXM part).
 const GpuProfile* find_gpu_profile(const std::string& name);

@@ -27,6 +27,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kOpenControlRing: return "OpenControlRing";
     case MsgType::kPayloadChunk: return "PayloadChunk";
     case MsgType::kRankActivity: return "RankActivity";
+    case MsgType::kRankOperators: return "RankOperators";
     case MsgType::kPeerMailbox: return "PeerMailbox";
   }
   return "Unknown";

@@ -18,7 +18,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 9;
+constexpr uint32_t kProtocolVersion = 10;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -50,8 +50,9 @@ enum class MsgType : uint16_t {
   kPayloadChunk = 22,
   kRankActivity = 23,
   kPeerMailbox = 24,
+  kRankOperators = 25,
 };
-constexpr MsgType kLastMsgType = MsgType::kPeerMailbox;
+constexpr MsgType kLastMsgType = MsgType::kRankOperators;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -580,6 +581,45 @@ struct RankActivity {
   static void fields(Self& m, Visit& v) {
     v("dropped", m.dropped);
     v("slices", m.slices, kMaxSlices);
+  }
+};
+
+// One operator's totals over a rank's run (fakegpu_op_total in op_facts.h), for the report's
+// table of operators.
+struct OperatorTotal {
+  std::string name;
+  uint64_t calls = 0;
+  uint64_t kernels = 0;
+  double gpu_us = 0;
+  double host_us = 0;
+  double memory_us = 0;   // of gpu_us, in calls bound by memory
+  double compute_us = 0;  // ... by compute
+  double launch_us = 0;   // ... by kernels' fixed costs
+  double host_bound_us = 0;  // ... in calls whose host launch took longer than their kernels
+  uint8_t kind = 0;       // fakegpu_op_kind
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("name", m.name);
+    v("calls", m.calls);
+    v("kernels", m.kernels);
+    v("gpu_us", m.gpu_us);
+    v("host_us", m.host_us);
+    v("memory_us", m.memory_us);
+    v("compute_us", m.compute_us);
+    v("launch_us", m.launch_us);
+    v("host_bound_us", m.host_bound_us);
+    v("kind", m.kind);
+  }
+};
+
+// A rank's operator totals so far (each frame replaces the last): sent with its activity log.
+struct RankOperators {
+  static constexpr MsgType kType = MsgType::kRankOperators;
+  static constexpr size_t kMaxRows = 1024;  // the largest by GPU time
+  std::vector<OperatorTotal> rows;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("rows", m.rows, kMaxRows);
   }
 };
 

@@ -136,7 +136,9 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
   } owned{fd};
   try {
     if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
-    if (header.type != wire::MsgType::kCollective && header.type != wire::MsgType::kRankActivity) ++awaited_frames_;
+    if (header.type != wire::MsgType::kCollective && header.type != wire::MsgType::kRankActivity &&
+        header.type != wire::MsgType::kRankOperators)
+      ++awaited_frames_;
     if (header.type != wire::MsgType::kCollective && (header.bulk_bytes() != 0 || payload))
       throw wire::WireError(fmt::format("{} frame carries unexpected bulk data", wire::msg_type_name(header.type)));
     auto fields = [&](auto tag) { return wire::decode_fields<decltype(tag)>(body.data(), header.fields_bytes); };
@@ -162,6 +164,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kCommInfo: handle_comm_info(id, fields(wire::CommInfo{}), header.request_id); break;
       case wire::MsgType::kSimulate: handle_simulate(id, fields(wire::Simulate{}), header.request_id); break;
       case wire::MsgType::kRankActivity: handle_rank_activity(client, fields(wire::RankActivity{})); break;
+      case wire::MsgType::kRankOperators: handle_rank_operators(client, fields(wire::RankOperators{})); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
         handle_share_segment(client, msg, std::exchange(owned.fd, -1));

@@ -156,6 +156,8 @@ class Job {
     // What its GPU did on the modeled clock (wire::RankActivity), for step figures and the trace.
     std::vector<wire::ActivitySlice> activity;
     uint64_t activity_dropped = 0;  // slices lost on the rank, or beyond kMaxActivity here
+    // Its PyTorch operators' modeled totals (wire::RankOperators), the latest it sent.
+    std::vector<wire::OperatorTotal> operators;
   };
   static constexpr size_t kMaxActivity = size_t{1} << 18;  // slices kept per rank
   // An init's ranks meet by the key of their ncclUniqueId; the name is the communicator's.
@@ -243,6 +245,9 @@ class Job {
   void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
   void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
   void handle_rank_activity(Client& client, const wire::RankActivity& msg);
+  void handle_rank_operators(Client& client, wire::RankOperators msg);
+  // The report's "operators" section (job_operators.cpp); null when no rank sent any.
+  nlohmann::json operators_report() const;
   // Step figures per rank, and the job's steps (each as its slowest rank took it).
   nlohmann::json steps_report() const;
 

@@ -115,6 +115,7 @@ nlohmann::json Job::report() const {
   });
   j["ranks"] = ranks;
   if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
+  if (json operators = operators_report(); !operators.is_null()) j["operators"] = std::move(operators);
 
   json comms = json::array();
   for (const json& entry : comms_.retired()) comms.push_back(entry);

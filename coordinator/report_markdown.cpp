@@ -56,6 +56,33 @@ std::string steps_section(const nlohmann::json& steps) {
          table({"rank", "steps", "modeled us", "compute us", "communication us", "exposed us"}, rows);
 }
 
+// The operators of the first rank listed by modeled GPU time, and every rank's split by kind.
+std::string operators_section(const json& operators) {
+  auto us = [](const json& v) { return fmt::format("{:.1f}", v.get<double>()); };
+  const json& first = operators["ranks"][0];
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& o : first["rows"])
+    rows.push_back({o["name"].get<std::string>(), o["calls"].dump(), us(o["gpu_us"]),
+                    fmt::format("{:.1f}%", 100 * o["share"].get<double>()), us(o["host_us"]),
+                    o["category"].get<std::string>(), o["bound"].get<std::string>()});
+  std::string md = fmt::format(
+      "## Operators\n\nRank {}'s PyTorch operators by modeled GPU time ({} operators, {} us on the GPU, {} us "
+      "launching them on the host). Bound: what held most of an operator's time; host where launching it took "
+      "longer than its kernels.\n\n",
+      first["global_rank"].dump(), first["operators"].dump(), us(first["gpu_us"]), us(first["host_us"]));
+  md += table({"operator", "calls", "GPU us", "share", "host us", "kind", "bound"}, rows);
+  rows.clear();
+  for (const auto& k : operators["ranks"]) {
+    const json& split = k["gpu_us_by_category"];
+    const double total = std::max(k["gpu_us"].get<double>(), 1e-9);
+    auto share = [&](const char* key) { return fmt::format("{:.0f}%", 100 * split[key].get<double>() / total); };
+    rows.push_back({k["global_rank"].dump(), us(k["gpu_us"]), share("matrix"), share("attention"), share("memory"),
+                    share("host_copy"), us(k["host_us"])});
+  }
+  return md + "\nPer rank, its operators' GPU time by kind:\n\n" +
+         table({"rank", "GPU us", "matrix math", "attention", "memory-bound", "host copies", "host us"}, rows);
+}
+
 }  // namespace
 
 std::string bytes_text(double b) {
@@ -130,6 +157,7 @@ std::string report_markdown(const json& r) {
               rows);
 
   if (r.contains("steps")) md += steps_section(r["steps"]);
+  if (r.contains("operators")) md += operators_section(r["operators"]);
 
   rows.clear();
   for (const auto& c : r["communicators"])

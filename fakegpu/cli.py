@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
+from .calibrate import cmd_calibrate
 from .clusters import DEFAULT_GPU, write_cluster_config
 from .configs import launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
@@ -24,7 +25,7 @@ from .report import load, summarize
 from .supervise import Interrupted, Launch, interruptible, supervise
 from .torchrun import free_port, per_node_launches
 
-SUBCOMMANDS = ("demo", "validate", "report", "model", "coordinator")
+SUBCOMMANDS = ("demo", "validate", "report", "model", "calibrate", "coordinator")
 DEFAULT_REPORT = "fakegpu-cluster-report.json"
 
 
@@ -36,7 +37,7 @@ def main_parser():
     p = argparse.ArgumentParser(
         prog="fgpu",
         description="Run COMMAND with fakegpu's NCCL and CUDA libraries, talking to a fakegpu coordinator. "
-                    "Subcommands: demo, validate CONFIG..., report FILE, model, coordinator start|stop|status "
+                    "Subcommands: demo, validate CONFIG..., report FILE, model, calibrate, coordinator start|stop|status "
                     "(see fgpu SUBCOMMAND --help).",
         epilog="Example: fgpu --nproc 4 ./my_nccl_program    |    fgpu torchrun --nproc_per_node=4 train.py")
     p.add_argument("--mode", default=env_default("FAKEGPU_MODE", "simulate"),
@@ -275,7 +276,7 @@ def main(argv=None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             commands = {"demo": cmd_demo, "validate": cmd_validate, "report": cmd_report, "model": cmd_model,
-                        "coordinator": cmd_coordinator}
+                        "calibrate": cmd_calibrate, "coordinator": cmd_coordinator}
             return commands[argv[0]](argv[1:])
         return run_job(main_parser().parse_args(argv))
     except SetupError as e:

@@ -30,6 +30,33 @@ def step_line(steps: dict) -> str:
     return f"predicted step time: {human_us(median)} (median of {counted}, marked by {steps['marked_by']}); {split}"
 
 
+def operators_line(operators: dict, steps) -> str:
+    """Where a step's time goes on one rank: its compute split as its operators' GPU time splits
+    (matrix math, attention, memory-bound kernels), the GPU idle waiting on the host, and
+    communication nothing hid; then its largest operators."""
+    ranks = {r["global_rank"]: r for r in operators["ranks"]}
+    typical = None
+    if steps:
+        median = steps["median_time_us"]
+        typical = min(steps["per_step"][1:] or steps["per_step"], key=lambda s: abs(s["time_us"] - median))
+    rank = ranks.get(typical["slowest_rank"]) if typical else None
+    rank = rank or operators["ranks"][0]
+    split = rank["gpu_us_by_category"]
+    gpu = max(rank["gpu_us"], 1e-9)
+    kinds = (("matrix math", split["matrix"]), ("attention", split["attention"]),
+             ("memory-bound", split["memory"] + split["host_copy"]))
+    if typical and typical["time_us"] > 0:
+        step = typical["time_us"]
+        parts = [(name, typical["compute_us"] * us / gpu) for name, us in kinds]
+        gaps = max(0.0, step - typical["compute_us"] - typical["exposed_comm_us"])
+        parts += [("host-bound gaps", gaps), ("exposed communication", typical["exposed_comm_us"])]
+        head = f"step {typical['step']} on rank {rank['global_rank']}: "
+    else:
+        step, parts, head = gpu, list(kinds), f"GPU time on rank {rank['global_rank']}: "
+    top = ", ".join(f"{r['name']} {r['share']:.0%}" for r in rank["rows"][:3])
+    return head + ", ".join(f"{name} {us / step:.0%}" for name, us in parts) + f"; largest operators: {top}"
+
+
 def summarize(report: dict) -> str:
     cluster = report.get("cluster", {})
     nodes = cluster.get("nodes", [])
@@ -56,6 +83,8 @@ def summarize(report: dict) -> str:
     steps = report.get("steps")
     if steps and steps.get("per_step"):
         lines.append(step_line(steps))
+    if report.get("operators"):
+        lines.append(operators_line(report["operators"], steps if steps and steps.get("per_step") else None))
     plane = report.get("data_plane")
     if plane:
         lines.append(f"data: {human_bytes(plane['shared_memory_bytes'])} in place in shared memory, "

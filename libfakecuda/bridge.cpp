@@ -5,6 +5,7 @@
 #include "activity.h"
 #include "cuda_bridge_lookup.h"
 #include "kernel_registry.h"
+#include "op_totals.h"
 #include "stream_ops.h"
 #include "streams.h"
 
@@ -87,6 +88,7 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     vmm_unmap,
     vmm_granularity,
     device_memory_used,
+    copy_op_totals,
 };
 
 }  // namespace

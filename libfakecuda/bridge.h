@@ -30,5 +30,7 @@ uint64_t device_memory_used(int device);
 
 }  // namespace fakegpu::cuda
 
-// stream_api.cpp; also exported by name for fakegpu's Python hook.
+// stream_api.cpp; also in the PyTorch hook's table (compute_time.cpp).
 FAKECUDA_API cudaError_t fakegpu_cuda_drain_stream(cudaStream_t stream);
+// Marks where a training step begins or ends on the stream (the PyTorch hook's table).
+FAKECUDA_API cudaError_t fakegpu_cuda_mark_step(cudaStream_t stream, int begin);

@@ -1,87 +1,103 @@
-// Modeled time of work that runs on the CPU in place of a GPU kernel (PyTorch's operators under
-// fakegpu): a roofline on the device's profile. The caller counts the work's floating-point
-// operations and the bytes it moves; the time is the larger of flops at the rate the math used
-// reaches and bytes at the memory bandwidth it reaches, and never less than one kernel launch.
-// It is queued on the stream as an empty piece of work of that cost, so it advances the stream's
-// modeled clock in stream order, overlapping other streams as the program's streams allow.
-#include <algorithm>
+// Modeled time of the work fakegpu's PyTorch hook runs on the CPU in place of CUDA kernels, and
+// the table through which the hook reaches it (fake_torch_bridge.h). The kernel model
+// (planner/kernel_model.h) prices each operator on the current device's profile: the host's
+// modeled clock advances by the time eager PyTorch spends launching it, then the kernels' time is
+// queued on the stream as an empty piece of work of that cost, so it advances the stream's clock
+// in stream order, no earlier than the host launched it. A step whose kernels are shorter than
+// their launches is host-bound, as on a GPU.
+#include "fake_torch_bridge.h"
 
-#include "device_facts.h"
+#include "bridge.h"
 #include "devices.h"
+#include "kernel_model.h"
+#include "op_totals.h"
 #include "runtime_state.h"
 #include "stream_ops.h"
+#include "streams.h"
 
 using namespace fakegpu::cuda;
 
 namespace {
 
-// How the work computes; the values are the ones fakegpu's Python hook passes.
-enum Math { kMemoryBound = 0, kFp64 = 1, kFp32 = 2, kTf32 = 3, kHalf = 4, kFp8 = 5, kHostDeviceCopy = 6 };
-
-// A kernel takes at least this long on a GPU: launch and the first wave's ramp-up.
-constexpr double kLaunchNs = 2000;
-
-// The share of the datasheet peaks that the best kernels reach, measured on an H100 SXM: a bf16
-// product of 8192 x 8192 matrices at 785 to 798 of 989 TFLOP/s, a device-to-device copy at 3.0
-// of 3.35 TB/s. Smaller products and most elementwise kernels reach less; the model leaves that out.
-// verification/bench/gpu_kernel_rates.py measures these shares, and the ones below, on a real GPU.
-constexpr double kAchievableMath = 0.8;
-constexpr double kAchievableMemory = 0.9;
-
-double peak_tflops(const fakegpu::GpuProfile& p, int math) {
-  switch (math) {
-    case kFp64: return p.fp64_tflops;
-    case kFp32: return p.fp32_tflops;
-    case kTf32: return p.tf32_tflops;
-    case kHalf: return p.half_tflops;
-    case kFp8: return p.fp8_tflops;
-    default: return 0;
-  }
+void check(const fakegpu_op_facts& op) {
+  if (op.kind < 0 || op.kind >= FAKEGPU_OP_KIND_COUNT || op.math < 0 || op.math >= FAKEGPU_MATH_COUNT ||
+      op.flops < 0 || op.bytes < 0 || op.row_alignment < 1)
+    throw cudaErrorInvalidValue;
+  for (int64_t d : op.dims)
+    if (d < 0) throw cudaErrorInvalidValue;
 }
 
-// The share of its rate a tensor-core matrix product keeps when the rows of its matrices start
-// only every `row_alignment` bytes. Hopper and later load tensor-core operands with TMA, whose
-// row strides must be multiples of 16 bytes; cuBLAS otherwise falls back to older kernels (for
-// 2-byte rows, an odd number of bf16 columns as GPT-2's vocabulary of 50257 gives its output
-// layer, an H100 ran a Turing-generation one). Measured on an H100 and an H200 for bf16, fp16 and
-// tf32 products: about a third of the rate with 4- or 8-byte rows, a sixth with 2-byte rows.
-// Earlier GPUs: not measured, so not modeled.
-double alignment_share(const fakegpu::GpuProfile& p, int math, int row_alignment) {
-  const bool tensor_cores = math == kTf32 || math == kHalf || math == kFp8;
-  if (!tensor_cores || p.cc_major < 9 || row_alignment >= 16) return 1;
-  return row_alignment >= 4 ? 1.0 / 3 : 1.0 / 6;
+int64_t to_ns(double us) { return static_cast<int64_t>(us * 1e3); }
+
+// Queues the operator's kernels after its launch on the host; returns what it cost.
+fakegpu_op_cost record(cudaStream_t stream, const fakegpu_op_facts& op, bool on_host) {
+  check(op);
+  fakegpu_op_cost cost = fakegpu::kernels::estimate(*current().profile, op);
+  if (!on_host) cost.host_us = 0;
+  host_clock().advance(to_ns(cost.host_us));
+  const WorkKind kind = op.kind == FAKEGPU_OP_HOST_COPY ? kCopyWork : kKernelWork;
+  if (cost.kernels > 0) submit(stream, [] {}, to_ns(cost.gpu_us), kind);
+  return cost;
 }
 
-}  // namespace
-
-// Returns the modeled nanoseconds in *cost_ns and queues them on the stream. `row_alignment`:
-// for a matrix product, the bytes every row of its operands and result is aligned to (the
-// largest power of two, up to 16, dividing each row's start); 16 for any other work.
-FAKECUDA_API cudaError_t fakegpu_cuda_record_kernel(cudaStream_t stream, int math, double flops, double bytes,
-                                                   int row_alignment, int64_t* cost_ns) {
+int record_op(void* stream, const char* name, const fakegpu_op_facts* op, fakegpu_op_cost* cost) {
   return guarded([&] {
-    if (math < kMemoryBound || math > kHostDeviceCopy || flops < 0 || bytes < 0 || row_alignment < 1)
-      throw cudaErrorInvalidValue;
-    const fakegpu::GpuProfile& p = *current().profile;
-    double ns;
-    if (math == kHostDeviceCopy) {
-      ns = bytes / pcie_copy_gbytes(p);  // bytes / (GB/s) = ns
-    } else {
-      const double tflops = peak_tflops(p, math) * kAchievableMath * alignment_share(p, math, row_alignment);
-      const double math_ns = tflops > 0 ? flops / (tflops * 1e3) : 0;  // TFLOP/s = 1e3 flop per ns
-      ns = std::max({kLaunchNs, math_ns, bytes / (memory_gbytes_per_s(p) * kAchievableMemory)});
-    }
-    const auto cost = static_cast<int64_t>(ns);
-    if (cost_ns) *cost_ns = cost;
-    submit(stream, [] {}, cost, math == kHostDeviceCopy ? kCopyWork : kKernelWork);
+    if (!op) throw cudaErrorInvalidValue;
+    const fakegpu_op_cost c = record(static_cast<cudaStream_t>(stream), *op, true);
+    if (name) count_op(name, *op, c);
+    if (cost) *cost = c;
   });
 }
 
-// The share of its rate a matrix product of this math and row alignment keeps on the current
-// device (record_kernel's rule), so that the PyTorch hook can say when a product is slowed.
-FAKECUDA_API cudaError_t fakegpu_cuda_matmul_share(int math, int row_alignment, double* share) {
+int host_event(int event, int64_t count) {
   return guarded([&] {
-    if (!share || math < kMemoryBound || math > kHostDeviceCopy || row_alignment < 1) throw cudaErrorInvalidValue;
-    *share = alignment_share(*current().profile, math, row_alignment);
+    if (event < FAKEGPU_HOST_BACKWARD_CALL || event > FAKEGPU_HOST_OPTIMIZER_STEP || count < 0)
+      throw cudaErrorInvalidValue;
+    const double us = fakegpu::kernels::host_event_us(static_cast<fakegpu::kernels::HostEvent>(event), count);
+    host_clock().advance(to_ns(us));
+  });
+}
+
+int matmul_share(int math, int row_alignment, double* share) {
+  return guarded([&] {
+    if (!share || math < 0 || math >= FAKEGPU_MATH_COUNT || row_alignment < 1) throw cudaErrorInvalidValue;
+    *share = fakegpu::kernels::alignment_share(*current().profile, math, row_alignment);
+  });
+}
+
+int drain(void* stream) { return fakegpu_cuda_drain_stream(static_cast<cudaStream_t>(stream)); }
+
+int mark_step(void* stream, int begin) { return fakegpu_cuda_mark_step(static_cast<cudaStream_t>(stream), begin); }
+
+constexpr fakegpu_torch_bridge_table kTable = {
+    FAKEGPU_TORCH_BRIDGE_VERSION, sizeof(fakegpu_torch_bridge_table), drain, record_op, host_event, matmul_share,
+    mark_step,
+};
+
+}  // namespace
+
+FAKECUDA_API const fakegpu_torch_bridge_table* fakegpu_torch_bridge(unsigned version) {
+  return version == FAKEGPU_TORCH_BRIDGE_VERSION ? &kTable : nullptr;
+}
+
+// For C programs (the timeline test): queues `bytes` of memory-bound work (math 0) or of a copy
+// over the host link (math 6), priced as the hook's operators are but with no host time, and
+// returns its modeled nanoseconds in *cost_ns.
+FAKECUDA_API cudaError_t fakegpu_cuda_record_kernel(cudaStream_t stream, int math, double flops, double bytes,
+                                                   int row_alignment, int64_t* cost_ns) {
+  return guarded([&] {
+    constexpr int kHostDeviceCopy = 6;
+    if ((math != 0 && math != kHostDeviceCopy) || flops != 0) {
+      log_once("fakegpu_cuda_record_kernel",
+               "only memory-bound work (math 0) and host copies (math 6) are priced here; PyTorch's operators go "
+               "through fakegpu_torch_bridge");
+      throw cudaErrorInvalidValue;
+    }
+    fakegpu_op_facts op{};
+    op.kind = math == kHostDeviceCopy ? FAKEGPU_OP_HOST_COPY : FAKEGPU_OP_MEMORY;
+    op.bytes = bytes;
+    op.row_alignment = row_alignment;
+    const fakegpu_op_cost cost = record(stream, op, false);
+    if (cost_ns) *cost_ns = to_ns(cost.gpu_us);
   });
 }

@@ -6,8 +6,6 @@
 
 namespace fakegpu::cuda {
 
-double memory_gbytes_per_s(const GpuProfile& p) { return 2.0 * p.memory_clock_mhz * 1e6 * p.memory_bus_bits / 8 / 1e9; }
-
 namespace {
 
 // Limits every GPU since Volta shares.

@@ -18,8 +18,6 @@ void fill_properties(const VirtualDevice& d, cudaDeviceProp* out);
 // CUDA 12's unversioned cudaGetDeviceProperties fills the 728-byte CUDA 11 prefix.
 void fill_properties_cuda12(const VirtualDevice& d, void* out, size_t bytes);
 constexpr size_t kCuda12PropertiesBytes = 1032;
-// Device memory bandwidth, GB/s: double data rate over the memory bus.
-double memory_gbytes_per_s(const GpuProfile& p);
 constexpr size_t kCuda11PropertiesBytes = 728;
 
 }  // namespace fakegpu::cuda

@@ -1,7 +1,9 @@
 #include "activity_forward.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,14 +35,34 @@ void forward_activity(Client& client, size_t min_pending) {
   }
 }
 
+void forward_operator_totals(Client& client) {
+  try {
+    const std::vector<fakegpu_op_total> totals = cuda().operator_totals(wire::RankOperators::kMaxRows);
+    if (totals.empty()) return;
+    wire::RankOperators msg;
+    for (const fakegpu_op_total& t : totals) {
+      msg.rows.push_back({std::string(t.name, strnlen(t.name, sizeof t.name)), t.calls, t.kernels, t.gpu_us, t.host_us,
+                          t.bound_us[FAKEGPU_BOUND_MEMORY], t.bound_us[FAKEGPU_BOUND_COMPUTE],
+                          t.bound_us[FAKEGPU_BOUND_LAUNCH], t.bound_us[FAKEGPU_BOUND_HOST],
+                          static_cast<uint8_t>(t.kind)});
+    }
+    client.post(msg);
+  } catch (const std::exception& e) {
+    warn(std::string("could not send this rank's operator totals to the coordinator: ") + e.what());
+  }
+}
+
 }  // namespace fakegpu::stub
 
 // For fakegpu's Python hook, at exit and at each step mark: sends what the runtime logged so
-// far, connecting to the coordinator if this process has not yet (a job without NCCL).
+// far and its operator totals, connecting to the coordinator if this process has not yet (a job
+// without NCCL).
 NCCL_EXPORT void fakegpu_nccl_flush_activity() {
   using namespace fakegpu::stub;
   try {
-    forward_activity(*Client::get(coordinator_endpoint()), 0);
+    Client& client = *Client::get(coordinator_endpoint());
+    forward_activity(client, 0);
+    forward_operator_totals(client);
   } catch (const std::exception& e) {
     warn(std::string("fakegpu_nccl_flush_activity: ") + e.what());
   }

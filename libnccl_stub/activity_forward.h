@@ -12,6 +12,10 @@ class Client;
 // whatever it holds). Never throws: the figures are worth less than the job.
 void forward_activity(Client& client, size_t min_pending);
 
+// Sends the PyTorch hook's per-operator totals so far, which replace the ones sent before. Never
+// throws either.
+void forward_operator_totals(Client& client);
+
 // Collectives forward in batches of this many slices, so a step costs a frame or two.
 constexpr size_t kActivityBatch = 1024;
 

@@ -206,6 +206,13 @@ size_t CudaBridge::take_activity(wire::ActivitySlice* out, size_t max, size_t mi
   return bridge_ ? bridge_->take_activity(bridge_slices(out), max, min_pending, dropped) : 0;
 }
 
+std::vector<fakegpu_op_total> CudaBridge::operator_totals(size_t max) const {
+  if (!bridge_) return {};
+  std::vector<fakegpu_op_total> rows(std::min(max, bridge_->operator_totals(nullptr, 0)));
+  rows.resize(std::min(rows.size(), bridge_->operator_totals(rows.data(), rows.size())));
+  return rows;
+}
+
 bool CudaBridge::pin(void* ptr, size_t bytes) const {
   return !host_register_ || host_register_(ptr, bytes, 0 /* cudaHostRegisterDefault */) == 0;
 }

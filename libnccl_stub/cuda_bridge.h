@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "fake_cuda_bridge.h"
 #include "nccl.h"
@@ -85,6 +86,9 @@ class CudaBridge {
   // Moves up to `max` slices of the runtime's activity log into `out` (0 while fewer than
   // min_pending wait and none is a step mark; always 0 without fakegpu's runtime).
   size_t take_activity(wire::ActivitySlice* out, size_t max, size_t min_pending, uint64_t* dropped) const;
+  // The PyTorch hook's per-operator totals so far, largest GPU time first, at most `max`
+  // (none without fakegpu's runtime).
+  std::vector<fakegpu_op_total> operator_totals(size_t max) const;
 
   // Device memory through the loaded runtime; host memory when there is none.
   void* allocate(size_t bytes) const;

@@ -2,10 +2,10 @@
 no CPU twin under their own name, but PyTorch's CPU flash attention computes the same thing with
 the same tensors (query, key and value as batch x heads x length x dim; the log-sum-exp per
 query row). So scaled_dot_product_attention keeps choosing flash attention on a fake GPU, as on
-a real one, and its modeled time is one fused kernel's: its FLOPs at the tensor-core rate, its
-inputs and outputs read and written once, not the materialised score matrix of the math path.
+a real one, and its modeled time is one fused kernel's (_fakegpu_cost.attention_facts), not the
+materialised score matrix of the math path.
 With dropout, which the CPU kernel lacks, _fakegpu_attention_math.py computes it. Memory-efficient
-attention (_fakegpu_efficient_attention.py) shares the cost model below."""
+attention (_fakegpu_efficient_attention.py) is priced the same way."""
 
 import _fakegpu_attention_math
 import _fakegpu_cost
@@ -15,21 +15,7 @@ BACKWARD = "aten::_scaled_dot_product_flash_attention_backward"
 NAMES = (FORWARD, BACKWARD)
 
 
-def attention_flops(query, key, is_causal):
-    """Multiply-adds x 2 of the forward pass: the scores and the weighted sum of the values."""
-    batch_heads = query.shape[0] * query.shape[1]
-    flops = 4 * batch_heads * query.shape[2] * key.shape[2] * query.shape[3]
-    return flops / 2 if is_causal else flops
-
-
-def record_fused(torch, runtime, stream, tensors, flops, dtype):
-    """Models a fused attention kernel: its FLOPs on tensor cores for half types and on the FP32
-    units for fp32 (the memory-efficient kernel's fp32 path), its tensors read or written once."""
-    math = _fakegpu_cost.HALF if dtype in (torch.float16, torch.bfloat16) else _fakegpu_cost.FP32
-    runtime.fakegpu_cuda_record_kernel(stream, math, float(flops), _fakegpu_cost.tensor_bytes(tensors), 16, None)
-
-
-def install(torch, register, run, runtime, view_type):
+def install(torch, register, run, price, view_type):
     """Registers the two CUDA operators with register(name, kernel); run(view_type, op, args, kwargs[,
     draws]) -> (results, stream)."""
     cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -68,8 +54,8 @@ def install(torch, register, run, runtime, view_type):
         draws = (lambda _: weights) if dropout_p > 0 else None
         (out, logsumexp, rng_state), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),
                                                   {"scale": scale}, draws)
-        record_fused(torch, runtime, stream, (query, key, value, out), attention_flops(query, key, is_causal),
-                     query.dtype)
+        price(stream, FORWARD, _fakegpu_cost.attention_facts(torch, query, key, (query, key, value, out), is_causal,
+                                                             False))
         # No cumulative sequence lengths (CUDA's kernel gives them for nested tensors only) and the
         # second part of its RNG state, shaped as its own; the backward below reads neither.
         unused = torch.empty((), dtype=torch.uint64, device=query.device)
@@ -81,9 +67,8 @@ def install(torch, register, run, runtime, view_type):
         grads, stream = run(view_type, cpu_backward,
                             (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, philox_seed),
                             {"scale": scale})
-        # The backward recomputes the scores and takes about 2.5 times the forward's work.
-        record_fused(torch, runtime, stream, (grad_out, query, key, value, out) + tuple(grads),
-                     2.5 * attention_flops(query, key, is_causal), query.dtype)
+        price(stream, BACKWARD, _fakegpu_cost.attention_facts(torch, query, key, (grad_out, query, key, value, out) +
+                                                              tuple(grads), is_causal, True))
         return grads
 
     register(FORWARD, forward)

@@ -1,8 +1,12 @@
-"""The modeled cost of one PyTorch operator as a GPU would run it, for fakegpu's runtime to
-queue on the operator's stream (libfakecuda/compute_time.cpp turns it into time on the rank's
-GPU profile). torch is passed in: this module is imported before torch is."""
+"""The facts of one PyTorch operator that fakegpu's kernel model prices (planner/kernel_model.cpp,
+reached through _fakegpu_bridge): what kind of kernels PyTorch's CUDA backend launches for it, their
+math, FLOPs and bytes, and the shapes that decide how well they fill a GPU. Only facts are
+extracted here; every rule about time is in the C++ model. torch is passed in: this module is
+imported before torch is."""
 
 import math
+
+import _fakegpu_bridge as B
 
 
 def tensor_bytes(tensors):
@@ -24,10 +28,6 @@ def tree_leaves(x, out=None):
     return out
 
 
-# The runtime's kinds of math (libfakecuda/compute_time.cpp).
-MEMORY_BOUND, FP64, FP32, TF32, HALF, FP8, HOST_DEVICE_COPY = range(7)
-
-
 def _product(sizes):
     n = 1
     for s in sizes:
@@ -35,16 +35,20 @@ def _product(sizes):
     return n
 
 
+GEMMS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_addmm_activation", "aten::addbmm",
+         "aten::mv", "aten::addmv", "aten::_scaled_mm")
+
+
 def _gemm_matrices(name, args, result):
     """The matrices a matrix product reads and writes."""
-    if name in ("aten::mm", "aten::bmm"):
+    if name in ("aten::mm", "aten::bmm", "aten::mv", "aten::_scaled_mm"):
         return args[0], args[1], result
     return args[1], args[2], result
 
 
 def _row_alignment(t):
     """The bytes every row of matrix `t` (its last two dimensions) starts aligned to, up to 16:
-    what decides which of cuBLAS's kernels can load it (libfakecuda/compute_time.cpp)."""
+    what decides which of cuBLAS's kernels can load it (planner/kernel_model.cpp)."""
     if t.dim() < 2 or t.shape[-1] <= 1 or t.shape[-2] <= 1:
         return 16
     size = t.element_size()
@@ -55,37 +59,15 @@ def _row_alignment(t):
     return math.gcd(16, row_step * size, t.storage_offset() * size)
 
 
-def _gemm_flops(name, args):
-    """2 x multiply-adds of a matrix product, or None for an operator that is not one."""
-    if name in ("aten::mm", "aten::bmm"):
-        a, b = args[0], args[1]
-    elif name in ("aten::addmm", "aten::baddbmm", "aten::_addmm_activation", "aten::addbmm"):
-        a, b = args[1], args[2]
-    elif name in ("aten::mv", "aten::addmv"):
-        mat = args[0] if name == "aten::mv" else args[1]
-        return 2 * mat.shape[0] * mat.shape[1]
-    else:
-        return None
-    return 2 * _product(a.shape[:-1]) * a.shape[-1] * b.shape[-1]
-
-
-def _conv_flops(name, args, result):
-    """2 x multiply-adds of a convolution (forward, or the gradients a backward computes)."""
-    if name == "aten::convolution":
-        inp, weight, transposed = args[0], args[1], args[6]
-        out = result
-    elif name == "aten::convolution_backward":
-        out, inp, weight, transposed = args[0], args[1], args[2], args[7]
-    else:
-        return None
-    kernel = _product(weight.shape[2:])
-    # Each output element of a convolution takes (in channels / groups) x kernel multiply-adds;
-    # a transposed one, likewise per input element.
-    forward = 2 * (inp.numel() if transposed else out.numel()) * weight.shape[1] * kernel
-    if name == "aten::convolution":
-        return forward
-    mask = args[-1]
-    return forward * (int(mask[0]) + int(mask[1]))
+def _gemm_dims(name, a, b):
+    """(batch, m, n, k) of a matrix product of a by b."""
+    if b.dim() == 1:  # matrix by vector
+        return 1, a.shape[-2], 1, a.shape[-1]
+    batch = _product(a.shape[:-2]) if name in ("aten::bmm", "aten::baddbmm") else 1
+    if name == "aten::addbmm":
+        batch = a.shape[0]
+    m = a.shape[-2] if batch > 1 or name in ("aten::bmm", "aten::baddbmm", "aten::addbmm") else _product(a.shape[:-1])
+    return batch, m, b.shape[-1], a.shape[-1]
 
 
 def _tf32(torch, matmul):
@@ -99,46 +81,182 @@ def _tf32(torch, matmul):
         return backend.fp32_precision == "tf32"
 
 
-def _math_of(torch, t, matmul):
+def math_of(torch, t, matmul=True):
     if t.dtype == torch.float64:
-        return FP64
+        return B.FP64
     if t.dtype == torch.float32:
-        return TF32 if _tf32(torch, matmul) else FP32
+        return B.TF32 if _tf32(torch, matmul) else B.FP32
     if t.dtype in (torch.float16, torch.bfloat16):
-        return HALF
+        return B.HALF
     if t.dtype.is_floating_point and t.element_size() == 1:
-        return FP8
-    return MEMORY_BOUND
+        return B.FP8
+    return B.MEMORY_BOUND
 
 
-def modeled_cost(torch, name, args, result):
-    """(math, flops, bytes, row alignment) of one operator as a GPU would run it: matrix
-    products and convolutions by their FLOP counts, everything by the bytes of its tensors, and
-    copies that cross to or from the host at the host link's speed. The row alignment is that of
-    a matrix product's least aligned matrix, 16 for other work."""
-    tensors = [t for t in tree_leaves((args, result)) if isinstance(t, torch.Tensor)]
+def _gemm(torch, name, args, result, nbytes):
+    a, b, out = _gemm_matrices(name, args, result)
+    batch, m, n, k = _gemm_dims(name, a, b)
+    alignment = 16 if b.dim() == 1 else min(_row_alignment(x) for x in (a, b, out))
+    return B.facts(B.GEMM, math_of(torch, a), 2.0 * batch * m * n * k, nbytes, (batch, m, n, k),
+                   element_bytes=a.element_size(), row_alignment=alignment)
+
+
+def _conv(torch, name, args, result, nbytes):
+    if name == "aten::convolution":
+        inp, weight, transposed, groups, passes, out = args[0], args[1], args[6], args[8], 0, result
+    else:
+        grad_out, inp, weight, transposed, groups, mask = args[0], args[1], args[2], args[7], args[9], args[10]
+        passes, out = int(bool(mask[0])) | 2 * int(bool(mask[1])), grad_out
+        if not passes:
+            return B.facts(B.MEMORY, nbytes=nbytes)  # the bias's gradient alone: a reduction
+    if transposed:
+        # A transposed convolution's forward is the input gradient of the convolution it inverts.
+        inp, out = out, inp
+        passes = 1 if passes == 0 else passes
+    channels_last = inp.dim() == 4 and inp.is_contiguous(memory_format=torch.channels_last)
+    taps = _product(weight.shape[2:])
+    flops_per_pass = 2.0 * out.numel() * weight.shape[1] * taps
+    flops = flops_per_pass * (1 if passes == 0 else bin(passes).count("1"))
+    dims = (inp.shape[0], inp.shape[1], _product(inp.shape[2:]), out.shape[1], taps, _product(out.shape[2:]), groups,
+            passes)
+    return B.facts(B.CONV, math_of(torch, weight, matmul=False), flops, nbytes, dims,
+                   flags=B.CHANNELS_LAST if channels_last else 0, element_bytes=inp.element_size())
+
+
+def _rows(t, width):
+    return (t.numel() // width if width else 0), width
+
+
+NORMS = ("aten::native_layer_norm", "aten::_fused_rms_norm")
+NORM_BACKWARDS = ("aten::native_layer_norm_backward", "aten::_fused_rms_norm_backward")
+SOFTMAXES = ("aten::_softmax", "aten::_log_softmax")
+SOFTMAX_BACKWARDS = ("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
+BATCH_NORMS = ("aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::_batch_norm_with_update",
+               "aten::_batch_norm_no_update", "aten::_native_batch_norm_legit_no_training",
+               "aten::_native_batch_norm_legit_functional")
+BATCH_NORM_BACKWARDS = ("aten::native_batch_norm_backward", "aten::batch_norm_backward")
+# Gathers read only the rows they pick: their result's bytes, not their source's.
+GATHERS = ("aten::index_select", "aten::gather", "aten::embedding", "aten::take", "aten::index",
+           "aten::nll_loss_forward", "aten::nll_loss2d_forward")
+REDUCTIONS = ("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min", "aten::argmax",
+              "aten::argmin", "aten::norm", "aten::linalg_vector_norm", "aten::var", "aten::std", "aten::var_mean",
+              "aten::std_mean", "aten::prod", "aten::all", "aten::any", "aten::logsumexp", "aten::nansum",
+              "aten::count_nonzero")
+
+
+# In-place operators that write their tensor without reading it.
+WRITE_ONLY = ("aten::copy_", "aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_", "aten::random_",
+              "aten::bernoulli_", "aten::exponential_", "aten::geometric_", "aten::log_normal_", "aten::cauchy_",
+              "aten::set_")
+
+
+def _distinct(tensors):
+    """Each tensor once: an in-place operator returns the tensor it was given."""
+    seen, out = set(), []
+    for t in tensors:
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
+def _base(name):
+    return name.partition(".")[0]
+
+
+def _foreach(name, args, result):
+    lists = [a for a in args if isinstance(a, (list, tuple)) and a and hasattr(a[0], "numel")]
+    if not lists:
+        return B.facts(B.MEMORY)
+    first = lists[0]
+    outputs = [r for r in tree_leaves(result) if hasattr(r, "numel")]
+    # An in-place multi-tensor op writes its first list as well as reading it.
+    written = tensor_bytes(first) if name.endswith("_") or "_fused_" in name else 0.0
+    nbytes = sum(tensor_bytes(l) for l in lists) + written + tensor_bytes(outputs)
+    if "_fused_" in name:  # a fused optimizer also writes its moments
+        nbytes += sum(tensor_bytes(l) for l in lists[2:4])
+    elements = sum(t.numel() for t in first)
+    return B.facts(B.FOREACH, nbytes=nbytes, dims=(len(first), len(lists) + (1 if outputs else 0), elements),
+                   element_bytes=first[0].element_size())
+
+
+def op_facts(torch, name, args, result, flags=0):
+    """The kernel model's facts (an OpFacts) for one operator as PyTorch's CUDA backend would run
+    it. `flags` adds _fakegpu_bridge's IN_BACKWARD where autograd's engine launched it."""
+    tensors = _distinct(t for t in tree_leaves((args, result)) if isinstance(t, torch.Tensor))
     nbytes = tensor_bytes(tensors)
-    if name == "aten::copy_" and any(t.device.type == "cpu" for t in tensors):
-        return HOST_DEVICE_COPY, 0.0, float(args[1].numel() * args[1].element_size()), 16
-    flops = _gemm_flops(name, args)
-    matmul = flops is not None
-    alignment = 16
-    if matmul and name not in ("aten::mv", "aten::addmv"):
-        alignment = min(_row_alignment(m) for m in _gemm_matrices(name, args, result))
-    if flops is None:
-        flops = _conv_flops(name, args, result)
-    if flops is None:
-        return MEMORY_BOUND, 0.0, nbytes, 16
-    math_kind = _math_of(torch, args[1] if name == "aten::convolution_backward" else tensors[0], matmul)
-    return math_kind, float(flops), nbytes, alignment
+    base = _base(name)
+    if base.endswith("_") and base not in WRITE_ONLY and args and isinstance(args[0], torch.Tensor):
+        nbytes += tensor_bytes([args[0]])  # an in-place operator reads the tensor it writes
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        flags |= B.RECORDS_GRAD
+    if base == "aten::copy_" and any(t.device.type == "cpu" for t in tensors):
+        return B.facts(B.HOST_COPY, nbytes=args[1].numel() * args[1].element_size(), flags=flags)
+    if base in GEMMS:
+        f = _gemm(torch, base, args, result, nbytes)
+    elif base in ("aten::convolution", "aten::convolution_backward"):
+        f = _conv(torch, base, args, result, nbytes)
+    elif base in NORMS:
+        f = B.facts(B.NORM, nbytes=nbytes, dims=_rows(args[0], _product(args[1])), element_bytes=args[0].element_size())
+    elif base in NORM_BACKWARDS:
+        rows, width = _rows(args[1], _product(args[2]))
+        f = B.facts(B.NORM_BACKWARD, nbytes=nbytes, dims=(rows, width, int(bool(args[-1][1]))),
+                    element_bytes=args[1].element_size())
+    elif base in SOFTMAXES or base in SOFTMAX_BACKWARDS:
+        x, dim = (args[0], args[1]) if base in SOFTMAXES else (args[1], args[2])
+        width = x.shape[dim] if x.dim() else 1
+        kind = B.SOFTMAX if base in SOFTMAXES else B.SOFTMAX_BACKWARD
+        f = B.facts(kind, nbytes=nbytes, dims=_rows(x, width), element_bytes=x.element_size())
+    elif base in BATCH_NORMS or base in BATCH_NORM_BACKWARDS:
+        x = args[1] if base in BATCH_NORM_BACKWARDS else args[0]
+        channels = x.shape[1] if x.dim() > 1 else 1
+        training = not ("no_update" in base or "no_training" in base or (base == "aten::native_batch_norm" and not args[5])
+                        or (base == "aten::_native_batch_norm_legit" and len(args) > 5 and not args[5]))
+        kind = B.BATCH_NORM_BACKWARD if base in BATCH_NORM_BACKWARDS else B.BATCH_NORM
+        f = B.facts(kind, nbytes=nbytes, dims=(x.numel() // max(channels, 1), channels, int(training)),
+                    element_bytes=x.element_size())
+    elif base == "aten::embedding_dense_backward":
+        grad, indices = args[0], args[1]
+        f = B.facts(B.EMBEDDING_BACKWARD, nbytes=nbytes, dims=(indices.numel(), grad.shape[-1], args[2]),
+                    element_bytes=grad.element_size())
+    elif base == "aten::nll_loss_backward":
+        # Zeroes the logits' gradient and writes one element per row.
+        f = B.facts(B.MEMORY, nbytes=2 * tensor_bytes([result]) / max(result.shape[-1], 1) + tensor_bytes([result]))
+    elif base in GATHERS:
+        outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        indices = [t for t in tensors if not t.is_floating_point() and all(t is not o for o in outputs)]
+        f = B.facts(B.MEMORY, nbytes=2 * tensor_bytes(outputs) + tensor_bytes(indices))
+    elif base.startswith("aten::_foreach_") or base.startswith("aten::_fused_"):
+        f = _foreach(base, args, result)
+    elif base in REDUCTIONS:
+        f = B.facts(B.REDUCTION, nbytes=nbytes)
+    else:
+        f = B.facts(B.MEMORY, nbytes=nbytes)
+    f.flags |= flags
+    return f
+
+
+def attention_facts(torch, query, key, tensors, is_causal, backward):
+    """A fused attention kernel (flash or memory-efficient) on batch x heads x length x dim tensors."""
+    math_kind = B.HALF if query.dtype in (torch.float16, torch.bfloat16) else B.FP32
+    batch_heads = query.shape[0] * query.shape[1]
+    flops = 4.0 * batch_heads * query.shape[2] * key.shape[2] * query.shape[3] * (0.5 if is_causal else 1.0)
+    if backward:
+        flops *= 2.5  # it recomputes the scores: five products against the forward's two
+    dims = (query.shape[0], query.shape[1], query.shape[2], key.shape[2], query.shape[3])
+    flags = B.CAUSAL if is_causal else 0
+    if torch.is_grad_enabled() and query.requires_grad:
+        flags |= B.RECORDS_GRAD
+    return B.facts(B.ATTENTION_BACKWARD if backward else B.ATTENTION, math_kind, flops, tensor_bytes(tensors), dims,
+                   flags=flags, element_bytes=query.element_size())
 
 
 def misalignment_hint(torch, name, args, result, alignment, share):
     """One line for a matrix product whose rows are aligned to `alignment` bytes and which the
-    runtime's model slows to `share` of its rate for that (compute_time.cpp); None at full rate."""
+    runtime's model slows to `share` of its rate for that; None at full rate."""
     if share >= 1:
         return None
-    shapes = " x ".join(str(list(m.shape)) for m in _gemm_matrices(name, args, result)[:2])
+    shapes = " x ".join(str(list(m.shape)) for m in _gemm_matrices(_base(name), args, result)[:2])
     dtype = str(result.dtype).replace("torch.", "")
     parts = round(1 / share)
     fraction = {3: "a third", 6: "a sixth"}.get(parts, f"1/{parts}")

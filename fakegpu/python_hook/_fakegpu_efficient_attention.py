@@ -6,9 +6,9 @@ the same gradients of query, key and value. Dropout, and the gradient of a bias 
 need the weights in full: _fakegpu_attention_math.py computes those. The results keep CUDA's
 layouts (its meta functions say which); the modeled time is one fused kernel's, as flash's."""
 
-import _fakegpu_attention
 import _fakegpu_attention_math
 import _fakegpu_capture
+import _fakegpu_cost
 
 FORWARD = "aten::_scaled_dot_product_efficient_attention"
 BACKWARD = "aten::_scaled_dot_product_efficient_attention_backward"
@@ -30,7 +30,7 @@ def _cuda_layout(torch, shape, like):
     return torch.empty_permuted(shape, (0, 2, 1, 3), dtype=like.dtype, device=like.device)
 
 
-def install(torch, register, run, runtime, view_type):
+def install(torch, register, run, price, view_type):
     """Registers the two CUDA operators with register(name, kernel); run(view_type, op, args, kwargs[,
     draws]) -> (results, stream)."""
     cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -77,8 +77,7 @@ def install(torch, register, run, runtime, view_type):
             view_type, cpu_forward, (query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal),
             {"scale": scale}, draws)
         tensors = (query, key, value, out) + ((attn_bias,) if attn_bias is not None else ())
-        _fakegpu_attention.record_fused(torch, runtime, stream, tensors,
-                                        _fakegpu_attention.attention_flops(query, key, is_causal), query.dtype)
+        price(stream, FORWARD, _fakegpu_cost.attention_facts(torch, query, key, tensors, is_causal, False))
         # The seed and offset are host tensors, as CUDA's kernel returns them, except under graph
         # capture: there every replay draws a new seed, which the backward reads from the device.
         if dropout_p > 0 and _fakegpu_capture.capturing(stream):
@@ -96,8 +95,7 @@ def install(torch, register, run, runtime, view_type):
             padded = attn_bias.new_empty(attn_bias.shape[:-1] + (_round_up(columns, BIAS_ALIGN),))[..., :columns]
             grads = grads[:3] + (padded.copy_(grads[3]),)
         tensors = (grad_out, query, key, value, out) + tuple(g for g in grads if g is not None)
-        _fakegpu_attention.record_fused(torch, runtime, stream, tensors,
-                                        2.5 * _fakegpu_attention.attention_flops(query, key, is_causal), query.dtype)
+        price(stream, BACKWARD, _fakegpu_cost.attention_facts(torch, query, key, tensors, is_causal, True))
         return grads
 
     register(FORWARD, forward)

@@ -103,30 +103,28 @@ def _pack_padded_sequence(torch, values, lengths, batch_first):
     return data, batch_sizes.tolist()  # not a tensor: the result stays on the host
 
 
-def memory_bound(torch, run, runtime, view_type, fn):
-    """A CUDA kernel computing fn(torch, *args) on stand-ins for its tensors, its time modeled as
-    reading and writing every tensor it takes and returns once."""
+def memory_bound(torch, run, price, view_type, name, fn):
+    """CUDA operator `name`'s kernel, computing fn(torch, *args) on stand-ins for its tensors, its
+    time priced from its facts as the operator's (_fakegpu_cost.op_facts)."""
 
     def kernel(*args):
         results, stream = run(view_type, fn, (torch,) + args, {})
-        outputs = results if isinstance(results, tuple) else (results,)
-        tensors = [t for t in args + outputs if isinstance(t, torch.Tensor)]
-        runtime.fakegpu_cuda_record_kernel(stream, 0, 0.0, _fakegpu_cost.tensor_bytes(tensors), 16, None)
+        price(stream, name, _fakegpu_cost.op_facts(torch, name, args, results))
         return results
 
     return kernel
 
 
-def install(torch, register, run, runtime, view_type):
+def install(torch, register, run, price, view_type):
     """Registers the operators with register(name, kernel); run(view_type, fn, args, kwargs) -> (results,
-    stream)."""
+    stream); price(stream, name, facts) queues an operator's modeled time."""
     for name, fn in ((RMS_NORM_BACKWARD, _rms_norm_backward), (LSTM_CELL, _lstm_cell),
                      (LSTM_CELL_BACKWARD, _lstm_cell_backward), (GRU_CELL, _gru_cell),
                      (GRU_CELL_BACKWARD, _gru_cell_backward), (HISTC, _histc)):
-        register(name, memory_bound(torch, run, runtime, view_type, fn))
+        register(name, memory_bound(torch, run, price, view_type, name, fn))
     for name in USE_LIBRARY_CTC_LOSS:
         register(name, lambda *args: False)
-    pack = memory_bound(torch, run, runtime, view_type, _pack_padded_sequence)
+    pack = memory_bound(torch, run, price, view_type, PACK_PADDED_SEQUENCE, _pack_padded_sequence)
 
     def pack_padded_sequence(*args):
         data, batch_sizes = pack(*args)

@@ -12,6 +12,8 @@ import re
 import sys
 import threading
 
+import _fakegpu_bridge
+
 _STEP_NAME = re.compile(r"step|iter", re.IGNORECASE)
 
 
@@ -24,16 +26,16 @@ def install(torch):
 
 def _install(torch):
     lib = ctypes.CDLL(None)
-    if not hasattr(lib, "fakegpu_cuda_mark_step") or not hasattr(lib, "fakegpu_nccl_flush_activity"):
+    bridge = _fakegpu_bridge.find()
+    if bridge is None or not hasattr(lib, "fakegpu_nccl_flush_activity"):
         return  # not fakegpu's runtime and NCCL: nothing to mark steps on
-    lib.fakegpu_cuda_mark_step.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.fakegpu_nccl_flush_activity.argtypes = []
     ranges = threading.local()  # per thread, as NVTX nests them: for each open range, whether it is a step
     saw_step_range = False
 
     def mark(begin):
         if torch.cuda.is_initialized():
-            lib.fakegpu_cuda_mark_step(torch.cuda.current_stream().cuda_stream, int(begin))
+            bridge.mark_step(torch.cuda.current_stream().cuda_stream, begin)
 
     def after_optimizer_step(optimizer, args, kwargs):
         if not saw_step_range:

@@ -92,9 +92,9 @@ def _backward_element(torch, grad_out, x, mean, invstd, weight, sum_dy, sum_dy_x
     return (grad * scale).to(x.dtype)
 
 
-def install(torch, register, run, runtime, view_type):
+def install(torch, register, run, price, view_type):
     """Registers the operators with register(name, kernel); run(view_type, fn, args, kwargs) -> (results,
-    stream)."""
+    stream); price(stream, name, facts) queues an operator's modeled time."""
     for name, fn in ((STATS, _stats), (GATHER, _gather), (GATHER_WITH_COUNTS, _gather_with_counts),
                      (ELEMENT, _element), (BACKWARD_REDUCE, _backward_reduce), (BACKWARD_ELEMENT, _backward_element)):
-        register(name, memory_bound(torch, run, runtime, view_type, fn))
+        register(name, memory_bound(torch, run, price, view_type, name, fn))

@@ -2,8 +2,9 @@
 operator that has a CUDA kernel (or a CompositeExplicitAutograd one, which CUDA tensors also
 reach) gets, for the CUDA dispatch key, a kernel that runs PyTorch's own CPU kernel on CPU
 tensors aliasing the same bytes, once the current stream has reached that point (NCCL results
-land on streams asynchronously), and then queues the operator's modeled time on that stream
-(_fakegpu_cost.py). What stays with the CUDA kernels: allocation, views
+land on streams asynchronously), and then hands the operator's facts (_fakegpu_cost.py) to the
+runtime's kernel model, which advances the host's modeled clock by its launch and queues its
+kernels' time on that stream (_price). What stays with the CUDA kernels: allocation, views
 and other metadata-only operators, and stream bookkeeping. Flash attention runs as PyTorch's CPU
 flash attention (_fakegpu_attention.py), memory-efficient attention on the same CPU kernel
 (_fakegpu_efficient_attention.py); cuDNN attention and cuDNN are turned off, so PyTorch takes its
@@ -20,11 +21,13 @@ import sys
 import warnings
 
 import _fakegpu_attention
+import _fakegpu_bridge
 import _fakegpu_capture
 import _fakegpu_compile
 import _fakegpu_cost
 import _fakegpu_efficient_attention
 import _fakegpu_fallbacks
+import _fakegpu_host
 import _fakegpu_random
 import _fakegpu_steps
 import _fakegpu_sync_batch_norm
@@ -32,7 +35,7 @@ import _fakegpu_sync_batch_norm
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
 # load it in every Python process fgpu starts.
 torch = None
-_runtime = None  # fakegpu's CUDA runtime, loaded by sitecustomize before torch
+_bridge = None  # fakegpu's CUDA runtime (loaded by sitecustomize before torch), as _fakegpu_bridge reaches it
 
 # Operators whose CUDA kernels must stay: they allocate, only rearrange metadata, keep stream and
 # memory bookkeeping, or (attention's backend choice) read the device's properties, none of which
@@ -198,7 +201,7 @@ def _run_on_stand_ins(view_type, op, args, kwargs):
         # stream and the runtime's own wait cost far less than torch.cuda.Stream objects; unlike
         # cudaStreamSynchronize, the wait leaves the modeled host clock alone, as the program
         # itself waited for nothing.
-        _runtime.fakegpu_cuda_drain_stream(stream)
+        _bridge.drain_stream(stream)
     out = op(*stand_in_args, **stand_in_kwargs)
     return tree_map(view.result, out), stream
 
@@ -253,13 +256,19 @@ def _kernel(op, shapes_only):
         if result is None:
             draws = _fakegpu_random.elementwise_draws(torch, args) if random else None
             result, stream = _run(_CpuView, op, args, kwargs, draws)
-        math, flops, nbytes, alignment = _fakegpu_cost.modeled_cost(torch, name, args, result)
-        _runtime.fakegpu_cuda_record_kernel(stream, math, flops, nbytes, alignment, None)
-        if alignment < 16 and not _hinted:
-            _hint_misaligned(name, args, result, math, alignment)
+        facts = _fakegpu_cost.op_facts(torch, name, args, result)
+        _price(stream, name, facts)
+        if facts.row_alignment < 16 and not _hinted:
+            _hint_misaligned(name, args, result, facts.math, facts.row_alignment)
         return result
 
     return kernel
+
+
+def _price(stream, name, facts):
+    """Queues an operator's modeled time (its launch on the host, its kernels on the stream)."""
+    facts.flags |= _fakegpu_host.backward_flags()
+    return _bridge.record(stream, facts, name)
 
 
 _hinted = False
@@ -268,9 +277,8 @@ _hinted = False
 def _hint_misaligned(name, args, result, math, alignment):
     """Says once per job (from its first rank) that a product runs slowed for its rows' alignment."""
     global _hinted
-    share = ctypes.c_double(1.0)
-    _runtime.fakegpu_cuda_matmul_share(math, alignment, ctypes.byref(share))
-    line = _fakegpu_cost.misalignment_hint(torch, name, args, result, alignment, share.value)
+    share = _bridge.matmul_share(math, alignment)
+    line = _fakegpu_cost.misalignment_hint(torch, name, args, result, alignment, share)
     if line is None:
         return
     _hinted = True
@@ -294,7 +302,7 @@ def _overload(name):
 
 def install():
     """Registers the CPU-backed kernels for the CUDA dispatch key, once per process."""
-    global _installed, torch, _runtime
+    global _installed, torch, _bridge
     mode = os.environ.get("FAKEGPU_TORCH_COMPUTE", "1")
     if _installed or mode == "0":
         return
@@ -309,15 +317,12 @@ def install():
     import torch as torch_module
 
     torch = torch_module
-    _runtime = ctypes.CDLL(None)
-    if not hasattr(_runtime, "fakegpu_cuda_record_kernel"):
+    _bridge = _fakegpu_bridge.find()
+    if _bridge is None:
         raise RuntimeError("fakegpu: PyTorch compute needs fakegpu's CUDA runtime, which is not loaded "
                            "(run the job under fgpu, or set FAKEGPU_TORCH_COMPUTE=0)")
-    _runtime.fakegpu_cuda_drain_stream.argtypes = [ctypes.c_void_p]
-    _runtime.fakegpu_cuda_record_kernel.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
-                                                    ctypes.c_int, ctypes.c_void_p]
-    _runtime.fakegpu_cuda_matmul_share.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
-    _fakegpu_capture.install(_runtime)
+    _fakegpu_host.install(torch, _bridge)
+    _fakegpu_capture.install(ctypes.CDLL(None))
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")
@@ -348,10 +353,10 @@ def install():
             kernel = _kernel(op, mode == "shapes") if has_cpu_kernel(name, "CPU") else _no_cpu_kernel(name)
             register(name, kernel)
         view_type = _MetaView if mode == "shapes" else _CpuView
-        _fakegpu_attention.install(torch, register, _run, _runtime, view_type)
-        _fakegpu_efficient_attention.install(torch, register, _run, _runtime, view_type)
-        _fakegpu_fallbacks.install(torch, register, _run, _runtime, view_type)
-        _fakegpu_sync_batch_norm.install(torch, register, _run, _runtime, view_type)
+        _fakegpu_attention.install(torch, register, _run, _price, view_type)
+        _fakegpu_efficient_attention.install(torch, register, _run, _price, view_type)
+        _fakegpu_fallbacks.install(torch, register, _run, _price, view_type)
+        _fakegpu_sync_batch_norm.install(torch, register, _run, _price, view_type)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
     # dispatcher. Flash and memory-efficient attention have CPU twins (_fakegpu_attention.py,

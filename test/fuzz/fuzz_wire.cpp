@@ -69,6 +69,7 @@ void decode_body(MsgType type, const uint8_t* fields, size_t size) {
     case MsgType::kPayloadChunk: return decode_and_round_trip<PayloadChunk>(fields, size);
     case MsgType::kRankActivity: return decode_and_round_trip<RankActivity>(fields, size);
     case MsgType::kPeerMailbox: return decode_and_round_trip<PeerMailbox>(fields, size);
+    case MsgType::kRankOperators: return decode_and_round_trip<RankOperators>(fields, size);
   }
   std::abort();  // decode_header let through a type it does not know
 }

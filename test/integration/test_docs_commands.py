@@ -50,6 +50,9 @@ COVERAGE = [
     (r"^build/model_speed \d+$", "test", "model_speed_runs"),
     (r"^python3 verification/bench/torch_ddp_bench\.py", "test", "torch_bench_runs"),
     (r"^python3 verification/bench/gpu_kernel_rates\.py", "test", "gpu_kernel_rates_runs"),
+    (r"^python3 verification/bench/kernel_fidelity\.py", "test", "kernel_fidelity_runs"),
+    (r"^\./fgpu calibrate", "manual",
+     "needs a real NVIDIA GPU; test_calibrate_refuses_without_a_real_gpu checks its refusals here"),
     (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --nodes 1 --gpus-per-node 1 --gpu h100 --nproc 1 "
      r"build/torch-venv/bin/python verification/predict/gpt2_ddp\.py$", "test", "test_gpt2_step_is_near_an_h100_measurement"),
     (r"^\./fgpu --nproc 4 build/torch-venv/bin/python train\.py$", "test", "test_fgpu_nproc_with_device_id"),

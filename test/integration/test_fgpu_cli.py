@@ -123,6 +123,19 @@ class FgpuCli(unittest.TestCase):
                 self.assertIn(says, r.stderr)
                 self.assertNotIn("Traceback", r.stderr)
 
+    def test_calibrate_refuses_without_a_real_gpu(self):
+        # fgpu calibrate measures a real NVIDIA GPU; a Python without PyTorch, or a machine without
+        # a GPU, is refused with one line saying so (with a GPU, an unknown class of cases is).
+        r = fgpu("calibrate", "--python", sys.executable)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("has no PyTorch; give --python a Python with its CUDA build", r.stderr)
+        venv = REPO / "build" / "torch-venv" / "bin" / "python"
+        if venv.exists():
+            r = fgpu("calibrate", "--only", "no-such-class", "--out", Path(tempfile.mkdtemp()) / "t.jsonl")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertTrue("no NVIDIA GPU here" in r.stderr or "no cases of class 'no-such-class'" in r.stderr, r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+
     def test_nproc_below_one_is_refused(self):
         for n in ("0", "-3"):
             with self.subTest(nproc=n):

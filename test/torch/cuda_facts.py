@@ -12,8 +12,9 @@ import torch.distributed as dist
 # capability, SMs, MiB, FP32, TF32 and BF16 TFLOP/s, memory GB/s.
 A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 19.5, 156, 312, 2.0 * 1593 * 5120 / 8 / 1000)
 H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 67.0, 494.5, 989.5, 2.0 * 2619 * 5120 / 8 / 1000)
-# The shares of those peaks the model gives the best kernels (libfakecuda/compute_time.cpp).
-MATH_SHARE, MEMORY_SHARE = 0.8, 0.9
+# The share of the memory bandwidth the kernel model gives large memory-bound kernels
+# (planner/kernel_rates.cpp).
+MEMORY_SHARE = 0.9
 
 
 def rss_mib():
@@ -26,9 +27,61 @@ def check(what, ok):
         raise AssertionError(f"rank {os.environ['RANK']}: {what}")
 
 
+def elapsed_us(run):
+    """Modeled microseconds of run(), from a GPU that has caught up with the host."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000
+
+
+def check_modeled_operators(capability, fp32_tflops, memory_gbs):
+    """Computed operators take their modeled time (planner/kernel_model.cpp): the host launches each,
+    then its kernels run on the node's GPU. A tiny operator of the same kind measures the launch
+    and a kernel's fixed cost; what a large one takes beyond that is its work on that GPU."""
+    tiny, big = torch.ones(4, device="cuda"), torch.empty(16 << 20, device="cuda")
+    floor = elapsed_us(lambda: tiny.mul_(2))
+    check(f"a tiny operator took {floor} us, not a launch", 2 < floor < 40)
+    # Memory-bound: read and write each of 64 MiB (beyond L2) at the bandwidth's share.
+    got, want = elapsed_us(lambda: big.mul_(2)) - floor, 2 * big.numel() * 4 / (memory_gbs * MEMORY_SHARE * 1e3)
+    check(f"modeled mul_ of 64 MiB: {got} us beyond a tiny one, expected {want}", abs(got - want) <= 0.01 * want)
+
+    small, square = torch.randn(8, 8, device="cuda"), torch.randn(2048, 2048, device="cuda")
+    product_floor = elapsed_us(lambda: small @ small)
+    rate = 2 * 2048**3 / (elapsed_us(lambda: square @ square) - product_floor) / 1e6  # TFLOP/s
+    check(f"an fp32 product of 2048^3 at {rate} TFLOP/s, not 60-85% of the FP32 peak",
+          0.6 * fp32_tflops < rate < 0.85 * fp32_tflops)
+
+    def tf32_product():
+        # PyTorch's newer per-backend setting; the older allow_tf32 then refuses to be read.
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        square @ square
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+
+    rate = 2 * 2048**3 / (elapsed_us(tf32_product) - product_floor) / 1e6
+    check(f"a product with fp32_precision tf32 at {rate} TFLOP/s, not on TF32 tensor cores", rate > 2 * fp32_tflops)
+
+    # bf16 products whose rows are not 16-byte aligned run slower on Hopper (TMA), at the full rate on Ampere:
+    # 2047 columns (2-byte rows), also when a transposed view reads them.
+    bf16 = dict(dtype=torch.bfloat16, device="cuda")
+    left, aligned, odd = torch.randn(1024, 2048, **bf16), torch.randn(2048, 2048, **bf16), torch.randn(2048, 2047, **bf16)
+    small_half = small.bfloat16()
+    half_floor = elapsed_us(lambda: small_half @ small_half)
+    base = elapsed_us(lambda: left @ aligned) - half_floor
+    for what, run in (("2047 columns", lambda: left @ odd), ("a transposed 2047-column matrix", lambda: odd.t() @ left.t())):
+        slowdown = (elapsed_us(run) - half_floor) / base
+        if capability >= (9, 0):
+            check(f"bf16 product of {what}: {slowdown:.2f} x the aligned one's time on Hopper", slowdown > 3)
+        else:
+            check(f"bf16 product of {what}: {slowdown:.2f} x the aligned one's time on Ampere", slowdown < 1.1)
+
+
 def main():
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    name, capability, sms, mib, fp32_tflops, tf32_tflops, bf16_tflops, memory_gbs = A100 if rank < 2 else H100
+    name, capability, sms, mib, fp32_tflops, _, _, memory_gbs = A100 if rank < 2 else H100
     check(f"device_count {torch.cuda.device_count()} != 2", torch.cuda.device_count() == 2)
     # NVML (fakegpu's libnvidia-ml.so.1) names the same devices as the runtime.
     check(f"NVML's device count {torch.cuda._device_count_nvml()}", torch.cuda._device_count_nvml() == 2)
@@ -82,45 +135,7 @@ def main():
     check("batched matmul", torch.allclose(torch.bmm(ab.cuda(), bb.cuda()).cpu(), torch.bmm(ab, bb), rtol=1e-5, atol=1e-5))
 
     if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0":
-        # Computed operators take their modeled time on the node's GPU: a product at the share of
-        # the FP32 peak the best kernels reach, an elementwise operator at that share of the memory
-        # bandwidth (it reads and writes each byte). A bf16 product whose matrices' rows are not
-        # 16-byte aligned runs at a third (4-byte rows: 1022 columns) or a sixth (2-byte rows:
-        # 1023 columns, also when a transposed view reads them) of the rate on Hopper, at the full
-        # rate on Ampere.
-        x, w = torch.randn(512, 1024).cuda(), torch.randn(1024, 256).cuda()
-        bf16 = dict(dtype=torch.bfloat16, device="cuda")
-        xh, odd, even = torch.randn(512, 1024, **bf16), torch.randn(1024, 1023, **bf16), torch.randn(1024, 1022, **bf16)
-        odd_rows = torch.randn(512, 1023, **bf16)
-        big = torch.empty(16 << 20, device="cuda")
-        hopper = capability >= (9, 0)
-
-        def bf16_ms(flops, share):
-            return flops / (bf16_tflops * MATH_SHARE * (share if hopper else 1) * 1e9)
-
-        square = torch.randn(2048, 2048, device="cuda")
-
-        def tf32_product():
-            # PyTorch's newer per-backend setting; the older allow_tf32 then refuses to be read.
-            torch.backends.cuda.matmul.fp32_precision = "tf32"
-            square @ square
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
-
-        for what, run, want_ms in (
-                ("matmul", lambda: x @ w, 2 * 512 * 1024 * 256 / (fp32_tflops * MATH_SHARE * 1e9)),
-                ("matmul with fp32_precision tf32", tf32_product, 2 * 2048**3 / (tf32_tflops * MATH_SHARE * 1e9)),
-                ("bf16 matmul of 1023 columns", lambda: xh @ odd, bf16_ms(2 * 512 * 1024 * 1023, 1 / 6)),
-                ("bf16 matmul of 1022 columns", lambda: xh @ even, bf16_ms(2 * 512 * 1024 * 1022, 1 / 3)),
-                ("bf16 matmul of a transposed 1023-column matrix", lambda: odd_rows.t() @ xh,
-                 bf16_ms(2 * 1023 * 512 * 1024, 1 / 6)),
-                ("mul_", lambda: big.mul_(2), 2 * big.numel() * 4 / (memory_gbs * MEMORY_SHARE * 1e6))):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            got = start.elapsed_time(end)
-            check(f"modeled {what} time {got} ms, expected {want_ms} ms", abs(got - want_ms) <= 0.01 * want_ms)
+        check_modeled_operators(capability, fp32_tflops, memory_gbs)
 
     # Event timing is modeled: an all-reduce of 64 MiB takes the time the cluster model gives it.
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))

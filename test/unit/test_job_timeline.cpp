@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "job_fixture.h"
+#include "op_facts.h"
 
 namespace fakegpu::coord::testing {
 namespace {
@@ -203,6 +204,37 @@ TEST_F(JobTimelineTest, ActivityBecomesStepFiguresAndTraceTracks) {
     ASSERT_TRUE(tid_of_kind.count(compute) && tid_of_kind.count(nccl)) << events.dump();
     EXPECT_NE(tid_of_kind[compute], tid_of_kind[nccl]) << "two streams, two tracks";
   }
+}
+
+TEST_F(JobTimelineTest, OperatorTotalsBecomeTheReportsTableOfOperators) {
+  for (int r = 0; r < 2; ++r) connect(ClientId(r + 1), r);
+  EXPECT_TRUE(job.report()["operators"].is_null()) << "no rank sent any";
+  RankOperators first;
+  first.rows = {{"aten::mm", 4, 4, 600, 60, 0, 600, 0, 0, FAKEGPU_OP_GEMM}};
+  post(ClientId(2), first);
+  // Later totals replace earlier ones; the rank sends them largest first.
+  RankOperators later;
+  later.rows = {{"aten::mm", 10, 10, 1500, 150, 100, 1400, 0, 0, FAKEGPU_OP_GEMM},
+                {"aten::_scaled_dot_product_flash_attention", 2, 2, 300, 70, 0, 300, 0, 0, FAKEGPU_OP_ATTENTION},
+                {"aten::add", 20, 20, 200, 160, 40, 0, 10, 150, FAKEGPU_OP_MEMORY}};
+  post(ClientId(2), later);
+  EXPECT_TRUE(out.take(ClientId(2)).empty()) << "RankOperators has no reply";
+  const nlohmann::json ops = job.report()["operators"];
+  ASSERT_EQ(ops["ranks"].size(), 1u) << ops.dump();
+  const nlohmann::json& rank = ops["ranks"][0];
+  EXPECT_EQ(rank["global_rank"], 1);
+  EXPECT_DOUBLE_EQ(rank["gpu_us"].get<double>(), 2000);
+  EXPECT_DOUBLE_EQ(rank["host_us"].get<double>(), 380);
+  EXPECT_DOUBLE_EQ(rank["gpu_us_by_category"]["matrix"].get<double>(), 1500);
+  EXPECT_DOUBLE_EQ(rank["gpu_us_by_category"]["attention"].get<double>(), 300);
+  EXPECT_DOUBLE_EQ(rank["gpu_us_by_category"]["memory"].get<double>(), 200);
+  ASSERT_EQ(rank["rows"].size(), 3u);
+  EXPECT_EQ(rank["rows"][0]["name"], "aten::mm");
+  EXPECT_EQ(rank["rows"][0]["calls"], 10);
+  EXPECT_DOUBLE_EQ(rank["rows"][0]["share"].get<double>(), 0.75);
+  EXPECT_EQ(rank["rows"][0]["bound"], "compute");
+  EXPECT_EQ(rank["rows"][1]["category"], "attention");
+  EXPECT_EQ(rank["rows"][2]["bound"], "host") << "most of its time in calls whose launch outlasted their kernels";
 }
 
 }  // namespace

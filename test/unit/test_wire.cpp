@@ -52,6 +52,8 @@ MEMBERS(PayloadChunk, a, b)
 MEMBERS(ActivitySlice, a, b, c, d, e)
 MEMBERS(RankActivity, a, b)
 MEMBERS(PeerMailbox, a, b, c)
+MEMBERS(OperatorTotal, a, b, c, d, e, f, g, h, i, j)
+MEMBERS(RankOperators, a)
 #undef MEMBERS
 // Messages without fields.
 static std::tuple<> members(const Ack&) { return {}; }
@@ -63,6 +65,7 @@ static bool operator==(const BufferRef& a, const BufferRef& b) { return members(
 static bool operator==(const InfoLine& a, const InfoLine& b) { return members(a) == members(b); }
 static bool operator==(const SimOp& a, const SimOp& b) { return members(a) == members(b); }
 static bool operator==(const ActivitySlice& a, const ActivitySlice& b) { return members(a) == members(b); }
+static bool operator==(const OperatorTotal& a, const OperatorTotal& b) { return members(a) == members(b); }
 }  // namespace fakegpu::wire
 
 namespace {
@@ -174,6 +177,13 @@ RankActivity full_rank_activity() {
   return m;
 }
 
+RankOperators full_rank_operators() {
+  RankOperators m;
+  m.rows = {{"aten::mm", kBig, kBig + 1, 1.5, 2.25, 0.5, 0.75, 0.125, 0.0625, 3}};
+  expect_all_set(m.rows[0]);
+  return m;
+}
+
 // One message of the type with every field set. No default: -Wswitch names a type added to
 // wire.h and forgotten here.
 void expect_full_round_trip(MsgType type) {
@@ -202,6 +212,7 @@ void expect_full_round_trip(MsgType type) {
     case MsgType::kPayloadChunk: return expect_every_field_travels(PayloadChunk{kBig, kBig + 1});
     case MsgType::kRankActivity: return expect_every_field_travels(full_rank_activity());
     case MsgType::kPeerMailbox: return expect_every_field_travels(PeerMailbox{kBig, 16, kBig + 1});
+    case MsgType::kRankOperators: return expect_every_field_travels(full_rank_operators());
   }
   ADD_FAILURE() << "no test message for type " << static_cast<int>(type);
 }

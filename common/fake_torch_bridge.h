@@ -1,0 +1,56 @@
+/* The interface fakegpu's CUDA runtime offers its PyTorch hook (fakegpu/python_hook): one
+ * exported function, fakegpu_torch_bridge, hands out a table of typed function pointers, which
+ * the hook mirrors with ctypes (_fakegpu_bridge.py) and calls through; nothing else is looked up
+ * by name. Versioning as for the runtime's bridge to fakegpu's libraries (fake_cuda_bridge.h): the
+ * caller asks for the version it was written against, and only that version is answered; a new
+ * field goes at the end with a new version, in this header, bridge.cpp's table and the hook.
+ *
+ * Streams are cudaStream_t values and errors cudaError_t values, spelled void* and int. */
+#ifndef FAKEGPU_FAKE_TORCH_BRIDGE_H
+#define FAKEGPU_FAKE_TORCH_BRIDGE_H
+
+#include <stdint.h>
+
+#include "op_facts.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FAKEGPU_TORCH_BRIDGE_VERSION 1u
+
+/* Host work outside any one operator (host_event). */
+enum fakegpu_host_event {
+  FAKEGPU_HOST_BACKWARD_CALL = 0, /* a backward pass starts; count unused */
+  FAKEGPU_HOST_MODULE_CALL = 1,   /* count: nn.Module calls */
+  FAKEGPU_HOST_OPTIMIZER_STEP = 2 /* count: parameters the step updates times the entries of state
+                                      each keeps */
+};
+
+typedef struct fakegpu_torch_bridge_table {
+  uint32_t version; /* FAKEGPU_TORCH_BRIDGE_VERSION of the runtime that filled it */
+  uint32_t size;    /* sizeof(fakegpu_torch_bridge_table) as that runtime was built */
+
+  /* Waits for the work queued on the stream, leaving the host's modeled clock where it was: the
+   * program itself did not wait. */
+  int (*drain_stream)(void* stream);
+  /* Prices one operator with the kernel model on the current device: the host's modeled clock
+   * advances by its launch time, then its kernels' time is queued on the stream. `name` (when not
+   * NULL) counts it in the rank's table of operators; `cost` (when not NULL) gets the price. */
+  int (*record_op)(void* stream, const char* name, const fakegpu_op_facts* op, fakegpu_op_cost* cost);
+  /* Advances the host's modeled clock by what a fakegpu_host_event costs. */
+  int (*host_event)(int event, int64_t count);
+  /* The share of its rate a matrix product of this math and row alignment keeps on the current
+   * device, so that the hook can say when a product is slowed. */
+  int (*matmul_share)(int math, int row_alignment, double* share);
+  /* Marks a training step's beginning (begin != 0) or end on the stream, for the report. */
+  int (*mark_step)(void* stream, int begin);
+} fakegpu_torch_bridge_table;
+
+const fakegpu_torch_bridge_table* fakegpu_torch_bridge(unsigned version);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FAKEGPU_FAKE_TORCH_BRIDGE_H */

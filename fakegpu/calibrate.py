@@ -1,0 +1,100 @@
+"""fgpu calibrate: times the operators of fakegpu/kernel_cases.py on this machine's real NVIDIA GPU
+and writes them as a table of JSON lines, the kind verification/kernels/ keeps and the kernel
+model's rates are read off (planner/kernel_rates.cpp). About two minutes on an H100.
+
+The measuring runs in a Python that has PyTorch's CUDA build (build/torch-venv by default), on
+NVIDIA's own libraries: never under fgpu, whose GPUs are the model itself."""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from .paths import REPO_ROOT
+
+VENV_PYTHON = REPO_ROOT / "build" / "torch-venv" / "bin" / "python"
+
+
+def default_python():
+    return str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+
+
+def cmd_calibrate(argv) -> int:
+    p = argparse.ArgumentParser(
+        prog="fgpu calibrate",
+        description="Time PyTorch's operators on this machine's real NVIDIA GPU (matrix products, memory-bound "
+                    "kernels, norms, convolutions, attention, optimizers, the host's costs) and write them as a "
+                    "table for fakegpu's kernel model. Then: python3 verification/bench/kernel_fidelity.py "
+                    "--table TABLE --gpu PROFILE sets the model beside it.")
+    p.add_argument("--out", help="the table to write (default: kernels-<gpu>.jsonl in the current directory)")
+    p.add_argument("--python", default=default_python(),
+                   help="a Python with PyTorch's CUDA build (default: build/torch-venv's, else this one)")
+    p.add_argument("--device", type=int, default=0, help="the CUDA device to measure")
+    p.add_argument("--only", help="measure only the cases of this class (gemm, elementwise, norm, conv, ...)")
+    a = p.parse_args(argv)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKEGPU_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [v for v in [env.get("PYTHONPATH")] if v])
+    env["CUDA_VISIBLE_DEVICES"] = str(a.device)
+    preload = env.get("LD_PRELOAD", "")
+    if "fakegpu" in preload or "nccl_stub" in preload:
+        env.pop("LD_PRELOAD")
+    cmd = [a.python, "-m", "fakegpu.calibrate", "--measure", "--out", a.out or ""] + (["--only", a.only] if a.only else [])
+    return subprocess.run(cmd, env=env).returncode
+
+
+def _slug(name):
+    return re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
+
+
+def measure(out, only):
+    import ctypes
+
+    try:
+        import torch
+    except ImportError:
+        sys.exit(f"fgpu calibrate: {sys.executable} has no PyTorch; give --python a Python with its CUDA build")
+    from . import kernel_cases
+
+    if hasattr(ctypes.CDLL(None), "fakegpu_torch_bridge"):
+        sys.exit("fgpu calibrate: this process runs on fakegpu's CUDA runtime, whose GPUs are the model; run "
+                 "`fgpu calibrate` outside fgpu, on a machine with a real NVIDIA GPU")
+    if torch.version.cuda is None:
+        sys.exit(f"fgpu calibrate: {sys.executable} has a CPU build of PyTorch ({torch.__version__}); give --python "
+                 "a Python with its CUDA build")
+    if not torch.cuda.is_available():
+        sys.exit("fgpu calibrate: no NVIDIA GPU here (torch.cuda.is_available() is False): it measures a real GPU")
+    device = kernel_cases.device_line()
+    path = Path(out or f"kernels-{_slug(device['name'])}.jsonl")
+    todo = [c for c in kernel_cases.cases() if not only or c["case"] == only]
+    if not todo:
+        sys.exit(f"fgpu calibrate: no cases of class {only!r}")
+    failed = 0
+    with open(path, "w") as f:
+        f.write(json.dumps(device) + "\n")
+        for i, case in enumerate(todo, 1):
+            try:
+                line = kernel_cases.run_case(case)
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                line, failed = dict(case, error=str(e).splitlines()[0]), failed + 1
+            f.write(json.dumps(line) + "\n")
+            f.flush()
+            print(f"\r{i}/{len(todo)} {case['case']}/{case['op']}", end="", file=sys.stderr, flush=True)
+    print(f"\nfgpu calibrate: {len(todo) - failed} cases on {device['name']} written to {path}"
+          + (f" ({failed} could not run; their lines say why)" if failed else ""))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--measure", action="store_true")
+    p.add_argument("--out")
+    p.add_argument("--only")
+    a = p.parse_args()
+    return measure(a.out, a.only) if a.measure else cmd_calibrate(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Operator timings with CUDA events, the same on a real GPU and under fakegpu.
+
+A case is one JSON object: `case` (the operator class), `op`, `dtype` (`tf32` is fp32 with TF32
+products allowed), `shape`, and `layout` for convolutions (`nchw`, or `nhwc` for channels_last).
+Timing it adds `fwd_us`, the GPU time of the operator over back-to-back calls, and where the
+operator has a backward, `fwd_bwd_us`, forward and backward of a gradient of ones together; a
+`host` case adds `host_us`, a call whose GPU work is tiny, so that the GPU waits on the host.
+
+`fgpu calibrate` times every case of cases() on a real GPU and writes them as a table; the kernel
+model's fidelity benchmark (verification/bench/kernel_fidelity.py) times the lines of such a table
+under fakegpu and sets the model's figures beside the measured ones. Both time a case the same
+way: a few warm-up calls, then CUDA events around 20 calls (10 with the backward), so that a
+case the host cannot keep ahead of measures the host, as a program of such calls would run.
+"""
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _events_us(fn, reps, warm=3):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000 / reps
+
+
+def _randn(*shape, dtype=torch.float32, grad=False):
+    return torch.randn(*shape, device="cuda", dtype=dtype, requires_grad=grad)
+
+
+def _time(fn, inputs, backward=True):
+    """fwd_us of fn(*inputs), and fwd_bwd_us with the backward of a gradient of ones where an
+    input needs gradients."""
+    out = {"fwd_us": round(_events_us(lambda: fn(*inputs), 20), 2)}
+    if backward and any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
+        ones = torch.ones_like(fn(*inputs))
+
+        def both():
+            torch.autograd.backward(fn(*inputs), ones)
+
+        out["fwd_bwd_us"] = round(_events_us(both, 10), 2)
+    return out
+
+
+def _gemm(c, dtype):
+    if c["op"] == "bmm":
+        b, m, n, k = c["shape"]
+        x, y = _randn(b, m, k, dtype=dtype), _randn(b, k, n, dtype=dtype)
+        return _time(torch.bmm, (x, y))
+    m, n, k = c["shape"]
+    x, y = _randn(m, k, dtype=dtype), _randn(k, n, dtype=dtype)
+    return _time(torch.matmul, (x, y))
+
+
+def _elementwise(c, dtype):
+    (n,) = c["shape"]
+    x, y = _randn(n, dtype=dtype), _randn(n, dtype=dtype)
+    fns = {"add": lambda: x + y, "copy": lambda: y.copy_(x), "gelu": lambda: F.gelu(x), "sum": lambda: x.sum(),
+           "to_bf16": lambda: x.to(torch.bfloat16)}
+    return _time(fns[c["op"]], ())
+
+
+def _rms_norm_eager(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def _rows(c, dtype):
+    rows, width = c["shape"]
+    x = _randn(rows, width, dtype=dtype, grad=True)
+    weight = torch.ones(width, device="cuda", dtype=dtype, requires_grad=True)
+    bias = torch.zeros(width, device="cuda", dtype=dtype, requires_grad=True)
+    if c["op"] == "layer_norm":
+        return _time(lambda x, w, b: F.layer_norm(x, (width,), w, b), (x, weight, bias))
+    if c["op"] == "softmax":
+        return _time(lambda x: torch.softmax(x, -1), (x,))
+    if c["op"] == "rms_norm_eager":
+        return _time(_rms_norm_eager, (x, weight))
+    if c["op"] == "cross_entropy":
+        target = torch.randint(0, width, (rows,), device="cuda")
+        return _time(lambda x: F.cross_entropy(x, target), (x,))
+    raise ValueError(f"unknown row-wise operator {c['op']!r}")
+
+
+def _batch_norm(c, dtype):
+    n, ch, h, w = c["shape"]
+    bn = torch.nn.BatchNorm2d(ch).cuda()
+    x = _randn(n, ch, h, w, dtype=dtype, grad=True)
+    if dtype == torch.float32:
+        return _time(bn, (x,))
+    return _time(lambda x: torch.autocast("cuda", dtype)(bn)(x), (x,))
+
+
+def _conv(c, dtype):
+    n, ch, h, w, k, r, stride = c["shape"]
+    layout = torch.channels_last if c.get("layout") == "nhwc" else torch.contiguous_format
+    x = _randn(n, ch, h, w, dtype=dtype).to(memory_format=layout).requires_grad_()
+    weight = _randn(k, ch, r, r, dtype=dtype).to(memory_format=layout).requires_grad_()
+    return _time(lambda x, wt: F.conv2d(x, wt, stride=stride, padding=r // 2), (x, weight))
+
+
+def _pool(c, dtype):
+    x = _randn(*c["shape"], dtype=dtype, grad=True)
+    return _time(lambda x: F.max_pool2d(x, 3, 2, 1), (x,))
+
+
+def _attention(c, dtype):
+    b, h, t, d = c["shape"]
+    q, k, v = (_randn(b, h, t, d, dtype=dtype, grad=True) for _ in range(3))
+    return _time(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v))
+
+
+def _embedding(c, dtype):
+    vocab, width, tokens = c["shape"]
+    table = torch.nn.Embedding(vocab, width).cuda()
+    ids = torch.randint(0, vocab, (tokens,), device="cuda")
+    out = _time(table, (ids,))
+    ones = torch.ones(tokens, width, device="cuda")
+    out["fwd_bwd_us"] = round(_events_us(lambda: torch.autograd.backward(table(ids), ones), 10), 2)
+    return out
+
+
+def _optimizer(c, dtype):
+    """`shape`: the parameters' count and their elements in all (split evenly)."""
+    count, total = c["shape"]
+    sizes = [total // count] * count
+    sizes[0] += total - sum(sizes)
+    params = [torch.nn.Parameter(_randn(n)) for n in sizes]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = (torch.optim.AdamW(params, lr=1e-4) if c["op"] == "adamw" else
+           torch.optim.SGD(params, lr=1e-3, momentum=0.9))
+    return {"fwd_us": round(_events_us(opt.step, 10), 2)}
+
+
+def _host(c, dtype):
+    """Calls whose GPU work is tiny: the GPU time between the events is the host's."""
+    x, y = _randn(4), _randn(4)
+    lin = torch.nn.Linear(16, 16).cuda()
+    xi = _randn(8, 16, grad=True)
+    params = [torch.nn.Parameter(_randn(16)) for _ in range(50)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    adamw = torch.optim.AdamW(params, lr=1e-4)
+    fns = {"add_tiny": lambda: x + y, "inplace_add_tiny": lambda: x.add_(y), "linear_module_tiny": lambda: lin(xi),
+           "linear_fwd_bwd_tiny": lambda: lin(xi).sum().backward(), "gelu_tiny": lambda: F.gelu(x),
+           "layer_norm_tiny": lambda: F.layer_norm(xi, (16,)), "adamw_step_50_tiny_params": adamw.step}
+    reps = 200 if c["op"] in ("linear_fwd_bwd_tiny", "adamw_step_50_tiny_params") else 1000
+    return {"host_us": round(_events_us(fns[c["op"]], reps, warm=20), 2)}
+
+
+RUNNERS = {"gemm": _gemm, "elementwise": _elementwise, "reduction": _elementwise, "norm": _rows, "loss": _rows,
+           "conv": _conv, "pool": _pool, "attention": _attention, "embedding": _embedding,
+           "optimizer": _optimizer, "host": _host}
+
+
+def run_case(case):
+    """The case with its timings added; a case of an unknown class raises ValueError."""
+    runner = RUNNERS.get(case.get("case"))
+    if runner is None:
+        raise ValueError(f"unknown case {case.get('case')!r} (known: {', '.join(sorted(RUNNERS))})")
+    if case["case"] == "norm" and case["op"] == "batch_norm":
+        runner = _batch_norm
+    dtype = DTYPES[case.get("dtype", "fp32")]
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = case.get("dtype") == "tf32"
+    try:
+        timings = runner(case, dtype)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    out = {k: v for k, v in case.items() if k not in ("fwd_us", "fwd_bwd_us", "host_us")}
+    out.update(timings)
+    return out
+
+
+def device_line():
+    p = torch.cuda.get_device_properties(0)
+    return {"case": "device", "name": p.name, "sms": p.multi_processor_count,
+            "mem_gib": round(p.total_memory / 2**30, 1), "torch": torch.__version__, "cuda": torch.version.cuda}
+
+
+def cases():
+    """The cases `fgpu calibrate` measures: matrix products of transformer and odd shapes,
+    memory-bound kernels from tiny to large, row-wise kernels, convolutions in both layouts,
+    attention, embeddings, optimizers and the host's costs."""
+    out = []
+    products = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (1024, 1024, 1024), (512, 512, 512),
+                (256, 256, 256), (16384, 3072, 768), (16384, 768, 3072), (768, 3072, 16384), (4096, 11008, 4096),
+                (4096, 4096, 11008), (8192, 1024, 1024), (64, 4096, 4096), (1, 4096, 4096), (32768, 512, 512),
+                (16384, 32000, 2048), (2048, 14336, 4096), (4096, 50257, 768), (4096, 50304, 768)]
+    for dtype in ("bf16", "tf32", "fp32"):
+        for m, n, k in products:
+            if dtype != "bf16" and m * n * k > 2**36:
+                continue
+            out.append({"case": "gemm", "op": "mm", "dtype": dtype, "shape": [m, n, k]})
+    for shape in ([96, 1024, 1024, 64], [96, 1024, 64, 1024], [32, 2048, 2048, 128]):
+        out.append({"case": "gemm", "op": "bmm", "dtype": "bf16", "shape": shape})
+    for n in (2**10, 2**16, 2**20, 2**22, 2**24, 2**26, 2**28):
+        for dtype in ("fp32", "bf16"):
+            for op in ("add", "copy", "gelu"):
+                out.append({"case": "elementwise", "op": op, "dtype": dtype, "shape": [n]})
+            out.append({"case": "reduction", "op": "sum", "dtype": dtype, "shape": [n]})
+        out.append({"case": "elementwise", "op": "to_bf16", "dtype": "fp32", "shape": [n]})
+    for rows, width in ((8192, 768), (16384, 1024), (4096, 4096), (16384, 4096), (65536, 256), (1024, 50304)):
+        for dtype in ("fp32", "bf16"):
+            for op in ("layer_norm", "softmax", "rms_norm_eager"):
+                out.append({"case": "norm", "op": op, "dtype": dtype, "shape": [rows, width]})
+        out.append({"case": "loss", "op": "cross_entropy", "dtype": "fp32", "shape": [rows, width]})
+    for n, c, h, k, r, s in ((64, 64, 56, 64, 3, 1), (64, 128, 28, 128, 3, 1), (64, 256, 14, 256, 3, 1),
+                             (64, 512, 7, 512, 3, 1), (64, 3, 224, 64, 7, 2), (64, 64, 56, 128, 3, 2),
+                             (32, 256, 56, 64, 1, 1), (32, 64, 56, 256, 1, 1)):
+        for dtype in ("fp32", "bf16"):
+            for layout in ("nchw", "nhwc"):
+                out.append({"case": "conv", "op": "conv2d", "dtype": dtype, "shape": [n, c, h, h, k, r, s],
+                            "layout": layout})
+            out.append({"case": "norm", "op": "batch_norm", "dtype": dtype, "shape": [n, c, h, h]})
+    out.append({"case": "pool", "op": "max_pool2d", "dtype": "fp32", "shape": [64, 64, 112, 112]})
+    for shape in ([8, 12, 1024, 64], [4, 16, 1024, 64], [2, 16, 2048, 128], [1, 32, 4096, 128], [16, 12, 512, 64],
+                  [1, 12, 128, 64]):
+        for dtype in ("bf16", "fp16", "fp32"):
+            out.append({"case": "attention", "op": "sdpa_causal", "dtype": dtype, "shape": shape})
+    for shape in ([50304, 768, 8192], [32000, 2048, 4096], [128256, 4096, 4096]):
+        out.append({"case": "embedding", "op": "embedding", "dtype": "fp32", "shape": shape})
+    for shape in ([144, 28385280], [8, 134217728], [96, 134348800]):
+        for op in ("adamw", "sgd_momentum"):
+            out.append({"case": "optimizer", "op": op, "dtype": "fp32", "shape": shape})
+    for op in ("add_tiny", "inplace_add_tiny", "linear_module_tiny", "linear_fwd_bwd_tiny", "gelu_tiny",
+               "layer_norm_tiny", "adamw_step_50_tiny_params"):
+        out.append({"case": "host", "op": op})
+    return out

@@ -1,0 +1,313 @@
+#include "kernel_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fakegpu::kernels {
+namespace {
+
+// Rates in the units the model works in: flop and bytes per microsecond.
+struct Gpu {
+  const GpuProfile& profile;
+  const GpuRates& rates;
+  double bytes_per_us;  // the memory's bandwidth
+  int sms;
+};
+
+bool tensor_cores(int math) { return math == FAKEGPU_MATH_TF32 || math == FAKEGPU_MATH_HALF || math == FAKEGPU_MATH_FP8; }
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// Bytes moved at `share` of the bandwidth; faster when they all fit in L2.
+double memory_us(const Gpu& g, double bytes, double share) {
+  const double l2_bytes = double(g.profile.l2_mib) * (1 << 20);
+  const double speedup = bytes <= l2_bytes ? g.rates.l2_speedup : 1.0;
+  return bytes / (g.bytes_per_us * share * speedup);
+}
+
+struct Priced {
+  double us = 0;
+  int kernels = 1;
+  int bound = FAKEGPU_BOUND_MEMORY;
+};
+
+// Work that streams its bytes once, in `kernels` kernels.
+Priced streaming(const Gpu& g, double bytes, int kernels = 1) {
+  const double fixed = kernels * g.rates.kernel_us;
+  const double moving = memory_us(g, bytes, g.rates.memory_share);
+  return {fixed + moving, kernels, moving >= fixed ? FAKEGPU_BOUND_MEMORY : FAKEGPU_BOUND_LAUNCH};
+}
+
+struct Tile {
+  int rows, columns;
+};
+
+// A matrix product's main loops: the best of the tile shapes and split-K factors cuBLAS chooses
+// between, each CTA a tile (a slice of K with split-K), in waves over the SMs. Small tiles keep
+// less of the tensor cores busy per byte loaded, so they reach a little less of the peak.
+struct GemmTime {
+  double us;
+  double splits;
+};
+GemmTime gemm_main_loops(const Gpu& g, int math, double batch, double m, double n, double k, double share,
+                         double overhead_k) {
+  static constexpr Tile kTensorTiles[] = {{128, 256}, {256, 128}, {128, 128}, {64, 128}, {128, 64}, {64, 64}};
+  static constexpr Tile kCudaCoreTiles[] = {{128, 128}, {64, 128}, {128, 64}, {64, 64}, {32, 64}};
+  const bool tc = tensor_cores(math);
+  const double sm_flop_per_us = peak_tflops(g.profile, math) * 1e6 / g.sms;
+  GemmTime best{INFINITY, 1};
+  auto consider = [&](const Tile& t) {
+    const double area_share = tc ? std::min(1.0, std::pow(t.rows * t.columns / (128.0 * 256.0), 0.15)) : 1.0;
+    for (double split : {1, 2, 4, 8, 16}) {
+      if (split > 1 && k / split < 256) break;
+      const double ctas = batch * ceil_div(m, t.rows) * ceil_div(n, t.columns) * split;
+      const double waves = ceil_div(ctas, g.sms);
+      const double tile_us = 2.0 * t.rows * t.columns * (k / split + overhead_k) / (sm_flop_per_us * share * area_share);
+      double us = waves * tile_us;
+      // Split-K writes fp32 partial sums and adds them up in a second kernel.
+      if (split > 1) us += g.rates.kernel_us + memory_us(g, batch * m * n * 4 * split * 2, g.rates.memory_share);
+      if (us < best.us) best = {us, split};
+    }
+  };
+  if (tc)
+    for (const Tile& t : kTensorTiles) consider(t);
+  else
+    for (const Tile& t : kCudaCoreTiles) consider(t);
+  return best;
+}
+
+Priced gemm(const Gpu& g, int math, double batch, double m, double n, double k, double bytes, double share,
+            double overhead_k, double memory_share) {
+  if (batch <= 0 || m <= 0 || n <= 0) return {g.rates.kernel_us, 1, FAKEGPU_BOUND_LAUNCH};
+  if (peak_tflops(g.profile, math) <= 0) return streaming(g, bytes);
+  const GemmTime loops = k > 0 ? gemm_main_loops(g, math, batch, m, n, k, share, overhead_k) : GemmTime{0, 1};
+  // A handful of rows (or columns) in half precision: a matrix-vector kernel that reads the other
+  // matrix at less than the bandwidth elementwise kernels reach (fp32's reaches it).
+  const bool skinny = math == FAKEGPU_MATH_HALF && std::min(m, n) < 32;
+  const double reading = memory_us(g, bytes, skinny ? g.rates.skinny_memory_share : memory_share);
+  Priced p;
+  p.kernels = loops.splits > 1 ? 2 : 1;
+  p.us = g.rates.kernel_us + std::max(loops.us, reading);
+  p.bound = loops.us >= reading ? FAKEGPU_BOUND_COMPUTE : FAKEGPU_BOUND_MEMORY;
+  return p;
+}
+
+Priced matrix_product(const Gpu& g, const fakegpu_op_facts& op) {
+  const auto* d = op.dims;
+  const double share = (tensor_cores(op.math) ? g.rates.gemm_tile_share : g.rates.gemm_cuda_core_share) *
+                       alignment_share(g.profile, op.math, op.row_alignment);
+  return gemm(g, op.math, std::max<int64_t>(d[0], 1), d[1], d[2], d[3], op.bytes, share, g.rates.gemm_tile_overhead_k,
+              g.rates.memory_share);
+}
+
+// A convolution as implicit matrix products, one per group: the forward over every output pixel,
+// the input's gradient (its transpose) over every input pixel, the weight's gradient over the
+// filter with the pixels as its long inner dimension. Tensor cores take channels in 16-byte
+// groups, so 3 RGB channels cost as many as 8 in bf16.
+Priced convolution(const Gpu& g, const fakegpu_op_facts& op) {
+  const auto* d = op.dims;
+  const double batch = d[0], groups = std::max<int64_t>(d[6], 1), taps = std::max<int64_t>(d[4], 1);
+  const double in_pixels = d[2], out_pixels = d[5];
+  const double in_channels = d[1] / groups, out_channels = d[3] / groups;
+  const int passes = static_cast<int>(d[7]);  // 0: forward; bit 0: input gradient, bit 1: weight gradient
+  const bool tc = tensor_cores(op.math);
+  const double lanes = tc ? std::max(1, 16 / std::max(op.element_bytes, 1)) : 1;
+  const double padded_in = std::ceil(in_channels / lanes) * lanes;
+  const double share = tc ? g.rates.conv_tile_share : g.rates.gemm_cuda_core_share;
+  const double memory_share = g.rates.conv_memory_share;
+  // Each gradient reads and writes about two thirds of what the backward's tensors hold.
+  const double bytes = passes == 3 ? op.bytes * 2 / 3 : op.bytes;
+  Priced total{0, 0, FAKEGPU_BOUND_COMPUTE};
+  auto add = [&](const Priced& p) {
+    total.us += p.us;
+    total.kernels += p.kernels;
+    if (p.bound != FAKEGPU_BOUND_COMPUTE) total.bound = p.bound;
+  };
+  if (passes == 0) add(gemm(g, op.math, groups, batch * out_pixels, out_channels, padded_in * taps, bytes, share, 0, memory_share));
+  if (passes & 1) add(gemm(g, op.math, groups, batch * in_pixels, in_channels, out_channels * taps, bytes, share, 0, memory_share));
+  if (passes & 2) add(gemm(g, op.math, groups, out_channels, padded_in * taps, batch * out_pixels, bytes, share, 0, memory_share));
+  // NCHW tensors of tensor-core types go through NHWC and back: each activation read and written
+  // once more, in two more kernels. A 1x1 convolution of stride 1 is a plain product in NCHW.
+  const bool pointwise = taps == 1 && in_pixels == out_pixels;
+  if (tc && !(op.flags & FAKEGPU_OP_CHANNELS_LAST) && !pointwise) {
+    total.us += 2 * g.rates.kernel_us + memory_us(g, 2 * op.bytes, g.rates.layout_transform_share);
+    total.kernels += 2;
+  }
+  return total;
+}
+
+// The share of the attention peak at head dim `dim`, between the measured 64 and 128.
+double attention_share(const GpuRates& r, int math, double dim) {
+  const bool half = math != FAKEGPU_MATH_FP32;
+  const double at64 = half ? r.attention_share_d64 : r.attention_fp32_share_d64;
+  const double at128 = half ? r.attention_share_d128 : r.attention_fp32_share_d128;
+  const double t = std::clamp((dim - 64) / 64, 0.0, 1.0);
+  return at64 + t * (at128 - at64);
+}
+
+// Fused attention: each CTA takes a block of 128 queries (64 beyond a head dim of 128) and walks
+// the keys in blocks of the same size, two products per block; with a causal mask it stops at the
+// diagonal. CTAs run in waves over the SMs.
+Priced attention(const Gpu& g, const fakegpu_op_facts& op, bool backward) {
+  const auto* d = op.dims;
+  const double heads = std::max<int64_t>(d[0], 1) * std::max<int64_t>(d[1], 1), queries = d[2], keys = d[3], dim = d[4];
+  const double block = dim <= 128 ? 128 : 64;
+  const double query_blocks = ceil_div(queries, block), key_blocks = ceil_div(keys, block);
+  const bool causal = op.flags & FAKEGPU_OP_CAUSAL;
+  // With a causal mask the i-th query block sees the key blocks up to the diagonal.
+  const double blocks_per_cta = causal ? (std::min(query_blocks, key_blocks) + 1) / 2 : key_blocks;
+  const double ctas = heads * query_blocks;
+  const double products = backward ? 5 : 2;  // the backward recomputes the scores, then four more products
+  const double flop_per_cta = blocks_per_cta * products * 2 * block * block * dim;
+  double share = attention_share(g.rates, op.math, dim);
+  if (backward) share *= g.rates.attention_backward_share;
+  const int math = op.math == FAKEGPU_MATH_FP32 ? FAKEGPU_MATH_FP32 : FAKEGPU_MATH_HALF;
+  const double sm_flop_per_us = peak_tflops(g.profile, math) * 1e6 / g.sms;
+  const double computing = ceil_div(ctas, g.sms) * flop_per_cta / (sm_flop_per_us * share);
+  const double reading = memory_us(g, op.bytes, g.rates.memory_share);
+  // The backward also runs a pass over the output and its gradient first, and converts the
+  // query gradient it summed in fp32.
+  const int kernels = backward ? 3 : 1;
+  return {kernels * g.rates.kernel_us + std::max(computing, reading), kernels,
+          computing >= reading ? FAKEGPU_BOUND_COMPUTE : FAKEGPU_BOUND_MEMORY};
+}
+
+// Bytes of one rows x width tensor of the operator's element type.
+double tensor_bytes(const fakegpu_op_facts& op) { return double(op.dims[0]) * op.dims[1] * std::max(op.element_bytes, 1); }
+
+// Softmax keeps a row on chip up to a few KB; a longer row is read again for each pass (maximum,
+// sum, output), up to twice as much in all for rows far beyond.
+double reread_share(const fakegpu_op_facts& op) {
+  const double row = double(op.dims[1]) * std::max(op.element_bytes, 1);
+  return std::clamp((row - 4096) / 65536, 0.0, 1.0);
+}
+
+// Multi-tensor apply: one launch takes up to so many tensors per list (by the number of lists) and
+// 320 chunks of 65536 elements.
+Priced foreach_kernels(const Gpu& g, const fakegpu_op_facts& op) {
+  static constexpr int kTensorsPerLaunch[] = {110, 64, 48, 36, 30};
+  const double tensors = std::max<int64_t>(op.dims[0], 1);
+  const int lists = static_cast<int>(std::clamp<int64_t>(op.dims[1], 1, 5));
+  const double chunks = tensors + op.dims[2] / 65536.0;
+  const int launches = static_cast<int>(std::max(ceil_div(tensors, kTensorsPerLaunch[lists - 1]), ceil_div(chunks, 320)));
+  return streaming(g, op.bytes, launches);
+}
+
+// Batch norm: per channel, one block reduces the batch's pixels (its statistics, or the two sums
+// of the backward), then an elementwise pass.
+Priced batch_norm(const Gpu& g, const fakegpu_op_facts& op, bool backward) {
+  const double pixels = op.dims[0], channels = std::max<int64_t>(op.dims[1], 1);
+  const bool statistics = backward || op.dims[2];
+  Priced p = streaming(g, op.bytes, statistics ? 2 : 1);
+  if (!statistics) return p;
+  const double rate = backward ? g.rates.channel_reduce_backward_per_us : g.rates.channel_reduce_per_us;
+  const double reducing = ceil_div(channels, g.sms) * pixels / rate;
+  const double reading = memory_us(g, tensor_bytes(op) * (backward ? 2 : 1), g.rates.memory_share);
+  if (reducing > reading) {
+    p.us += reducing - reading;
+    p.bound = FAKEGPU_BOUND_LAUNCH;
+  }
+  return p;
+}
+
+Priced gpu_time(const Gpu& g, const fakegpu_op_facts& op) {
+  switch (op.kind) {
+    case FAKEGPU_OP_GEMM: return matrix_product(g, op);
+    case FAKEGPU_OP_CONV: return convolution(g, op);
+    case FAKEGPU_OP_ATTENTION: return attention(g, op, false);
+    case FAKEGPU_OP_ATTENTION_BACKWARD: return attention(g, op, true);
+    case FAKEGPU_OP_REDUCTION: return streaming(g, op.bytes);
+    // Layer norm reads its rows twice (statistics, then the output), the second time partly
+    // from cache: three passes of the tensor in all.
+    case FAKEGPU_OP_NORM: return streaming(g, std::max(op.bytes, 3 * tensor_bytes(op)));
+    // The input gradient reads the output's gradient and the input and writes its gradient; the
+    // weight's gradient reads the first two again, summed down the rows in a second kernel.
+    case FAKEGPU_OP_NORM_BACKWARD:
+      return op.dims[2] ? streaming(g, 5 * tensor_bytes(op), 3) : streaming(g, 3 * tensor_bytes(op));
+    case FAKEGPU_OP_SOFTMAX: return streaming(g, 2 * tensor_bytes(op) * (1 + reread_share(op)));
+    case FAKEGPU_OP_SOFTMAX_BACKWARD: return streaming(g, 3 * tensor_bytes(op) * (1 + reread_share(op) / 2));
+    case FAKEGPU_OP_FOREACH: return foreach_kernels(g, op);
+    // Sorts the token ids, sums each id's gradients, writes them into a zeroed table: about eight
+    // kernels, the table written once and the gradients read twice.
+    case FAKEGPU_OP_EMBEDDING_BACKWARD: {
+      const double width_bytes = double(op.dims[1]) * std::max(op.element_bytes, 1);
+      return streaming(g, op.dims[2] * width_bytes + 2 * op.dims[0] * width_bytes, 8);
+    }
+    case FAKEGPU_OP_BATCH_NORM: return batch_norm(g, op, false);
+    case FAKEGPU_OP_BATCH_NORM_BACKWARD: return batch_norm(g, op, true);
+    case FAKEGPU_OP_HOST_COPY:
+      return {op.bytes / (pcie_copy_gbytes(g.profile) * 1e3), 1, FAKEGPU_BOUND_MEMORY};
+    case FAKEGPU_OP_NO_KERNEL: return {0, 0, FAKEGPU_BOUND_LAUNCH};
+    default: {
+      const int kernels = static_cast<int>(std::max<int64_t>(op.dims[0], 1));
+      return streaming(g, op.bytes, kernels);
+    }
+  }
+}
+
+double host_time(const fakegpu_op_facts& op, const HostRates& h) {
+  const bool backward = op.flags & FAKEGPU_OP_IN_BACKWARD;
+  double us = backward ? h.backward_op_us : h.op_us;
+  if (!backward && (op.flags & FAKEGPU_OP_RECORDS_GRAD)) us += h.autograd_node_us;
+  switch (op.kind) {
+    case FAKEGPU_OP_GEMM: us += h.gemm_extra_us; break;
+    case FAKEGPU_OP_REDUCTION: us += h.reduction_extra_us; break;
+    case FAKEGPU_OP_CONV: {
+      const int passes = op.dims[7] == 0 ? 1 : (op.dims[7] & 1) + (op.dims[7] >> 1 & 1);
+      us += h.conv_extra_us * passes;
+      break;
+    }
+    // Python's work before the kernel: scaled_dot_product_attention's backend choice, layer norm's
+    // checks, BatchNorm2d's running statistics.
+    case FAKEGPU_OP_ATTENTION: us += backward ? 0 : h.attention_extra_us; break;
+    case FAKEGPU_OP_NORM: us += backward ? 0 : h.norm_extra_us; break;
+    case FAKEGPU_OP_BATCH_NORM: us += backward ? 0 : h.batch_norm_extra_us; break;
+    default: break;
+  }
+  return us;
+}
+
+}  // namespace
+
+double peak_tflops(const GpuProfile& p, int math) {
+  switch (math) {
+    case FAKEGPU_MATH_FP64: return p.fp64_tflops;
+    case FAKEGPU_MATH_FP32: return p.fp32_tflops;
+    case FAKEGPU_MATH_TF32: return p.tf32_tflops;
+    case FAKEGPU_MATH_HALF: return p.half_tflops;
+    case FAKEGPU_MATH_FP8: return p.fp8_tflops;
+    default: return 0;
+  }
+}
+
+// Hopper and later load tensor-core operands with TMA, whose row strides must be multiples of 16
+// bytes; cuBLAS otherwise falls back to older kernels (for 2-byte rows, an odd number of bf16
+// columns as GPT-2's vocabulary of 50257 gives its output layer, an H100 ran a Turing-generation
+// one). Measured on an H100 and an H200 for bf16, fp16 and tf32 products: about a third of the
+// rate with 4- or 8-byte rows, a sixth with 2-byte rows. Earlier GPUs: not measured, not modeled.
+double alignment_share(const GpuProfile& p, int math, int row_alignment) {
+  if (!tensor_cores(math) || p.cc_major < 9 || row_alignment >= 16) return 1;
+  return row_alignment >= 4 ? 1.0 / 3 : 1.0 / 6;
+}
+
+fakegpu_op_cost estimate(const GpuProfile& profile, const fakegpu_op_facts& op, const HostRates& host) {
+  const Gpu g{profile, gpu_rates(profile), memory_gbytes_per_s(profile) * 1e3, std::max(profile.sm_count, 1)};
+  const Priced p = gpu_time(g, op);
+  fakegpu_op_cost cost{};
+  cost.gpu_us = p.us;
+  cost.kernels = p.kernels;
+  cost.bound = p.bound;
+  cost.host_us = host_time(op, host);
+  return cost;
+}
+
+double host_event_us(HostEvent event, long count, const HostRates& h) {
+  switch (event) {
+    case HostEvent::kBackwardCall: return h.backward_call_us;
+    case HostEvent::kModuleCall: return h.module_call_us * count;
+    case HostEvent::kOptimizerStep: return h.optimizer_step_us + h.optimizer_state_us * count;
+  }
+  return 0;
+}
+
+}  // namespace fakegpu::kernels

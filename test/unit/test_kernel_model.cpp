@@ -1,0 +1,192 @@
+// The kernel model's rules, each checked against what it claims to capture: fixed costs, waves,
+// layouts, attention's masking, the host's costs and the carrying of shares to other GPUs.
+#include <gtest/gtest.h>
+
+#include "gpu_profiles.h"
+#include "kernel_model.h"
+
+namespace fakegpu::kernels {
+namespace {
+
+const GpuProfile& h100() { return *find_gpu_profile("h100"); }
+
+fakegpu_op_facts memory_op(double bytes) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_MEMORY;
+  op.bytes = bytes;
+  op.row_alignment = 16;
+  return op;
+}
+
+fakegpu_op_facts gemm(double m, double n, double k, int math = FAKEGPU_MATH_HALF, int elem = 2, int alignment = 16) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_GEMM;
+  op.math = math;
+  op.element_bytes = elem;
+  op.row_alignment = alignment;
+  op.flops = 2 * m * n * k;
+  op.bytes = (m * k + k * n + m * n) * elem;
+  op.dims[0] = 1;
+  op.dims[1] = static_cast<int64_t>(m);
+  op.dims[2] = static_cast<int64_t>(n);
+  op.dims[3] = static_cast<int64_t>(k);
+  return op;
+}
+
+double gpu_us(const fakegpu_op_facts& op, const GpuProfile& gpu = h100()) { return estimate(gpu, op).gpu_us; }
+
+TEST(KernelModel, MemoryBoundKernelsPayAFixedCostAndTheirBytes) {
+  const GpuRates& r = gpu_rates(h100());
+  const double bandwidth_us = memory_gbytes_per_s(h100()) * 1e3;  // bytes per microsecond
+  const double big = 1e9;  // far beyond L2
+  EXPECT_NEAR(gpu_us(memory_op(big)), r.kernel_us + big / (bandwidth_us * r.memory_share), 0.01);
+  EXPECT_EQ(estimate(h100(), memory_op(big)).bound, FAKEGPU_BOUND_MEMORY);
+  // A tiny kernel costs its fixed part, and is bound by it.
+  EXPECT_NEAR(gpu_us(memory_op(4096)), r.kernel_us, 0.01);
+  EXPECT_EQ(estimate(h100(), memory_op(4096)).bound, FAKEGPU_BOUND_LAUNCH);
+  // Just inside L2 moves faster per byte than just outside it.
+  const double l2 = h100().l2_mib * double(1 << 20);
+  EXPECT_LT(gpu_us(memory_op(l2)) - r.kernel_us, (gpu_us(memory_op(l2 * 1.01)) - r.kernel_us) / 1.5);
+}
+
+TEST(KernelModel, LargeHalfProductsReachMostOfThePeakAndWavesQuantise) {
+  const double us = gpu_us(gemm(8192, 8192, 8192));
+  const double tflops = 2.0 * 8192 * 8192 * 8192 / us / 1e6;
+  EXPECT_GT(tflops, 0.7 * h100().half_tflops);
+  EXPECT_LT(tflops, 0.85 * h100().half_tflops);
+  // 132 tiles of 128 x 256 fill the SMs once; one row of tiles more needs a second wave.
+  const double one_wave = gpu_us(gemm(128 * 12, 256 * 11, 4096));
+  const double two_waves = gpu_us(gemm(128 * 13, 256 * 11, 4096));
+  EXPECT_GT(two_waves, 1.5 * one_wave);
+}
+
+TEST(KernelModel, ShortInnerDimensionsAndMisalignedRowsCost) {
+  // The same FLOPs with an inner dimension of 256 instead of 4096 run at a lower rate.
+  const double long_k = gpu_us(gemm(4096, 4096, 4096));
+  const double short_k = gpu_us(gemm(4096 * 4, 4096 * 4, 256));
+  EXPECT_GT(short_k, 1.2 * long_k);
+  // Rows aligned to 2 bytes on Hopper: a sixth of the rate.
+  const double aligned = gpu_us(gemm(8192, 8192, 8192));
+  const double misaligned = gpu_us(gemm(8192, 8192, 8192, FAKEGPU_MATH_HALF, 2, 2));
+  EXPECT_NEAR(misaligned / aligned, 6.0, 0.5);
+  EXPECT_DOUBLE_EQ(alignment_share(*find_gpu_profile("a100"), FAKEGPU_MATH_HALF, 2), 1.0);  // not measured there
+}
+
+TEST(KernelModel, MatrixVectorProductsAreReadBound) {
+  const fakegpu_op_facts op = gemm(1, 4096, 4096);
+  const fakegpu_op_cost c = estimate(h100(), op);
+  EXPECT_EQ(c.bound, FAKEGPU_BOUND_MEMORY);
+  EXPECT_GT(c.gpu_us, op.bytes / (memory_gbytes_per_s(h100()) * 1e3));
+}
+
+fakegpu_op_facts attention(int64_t length, int64_t dim, bool causal, bool backward = false) {
+  fakegpu_op_facts op{};
+  op.kind = backward ? FAKEGPU_OP_ATTENTION_BACKWARD : FAKEGPU_OP_ATTENTION;
+  op.math = FAKEGPU_MATH_HALF;
+  op.flags = causal ? FAKEGPU_OP_CAUSAL : 0;
+  op.element_bytes = 2;
+  op.row_alignment = 16;
+  const int64_t dims[] = {4, 16, length, length, dim};
+  for (int i = 0; i < 5; ++i) op.dims[i] = dims[i];
+  op.bytes = 4.0 * 4 * 16 * length * dim * 2;
+  return op;
+}
+
+TEST(KernelModel, AttentionFollowsItsMaskHeadDimAndBackward) {
+  // A causal mask skips the blocks above the diagonal: about half the time on long sequences.
+  const double full = gpu_us(attention(8192, 128, false)), causal = gpu_us(attention(8192, 128, true));
+  EXPECT_NEAR(causal / full, 0.5, 0.05);
+  // Twice the head dim is twice the FLOPs, done at a better rate.
+  EXPECT_LT(gpu_us(attention(8192, 128, false)), 2 * gpu_us(attention(8192, 64, false)));
+  // The backward's five products at a lower rate than the forward's two.
+  EXPECT_GT(gpu_us(attention(8192, 128, true, true)), 2.5 * causal);
+}
+
+fakegpu_op_facts conv3x3(bool channels_last, int passes = 0) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_CONV;
+  op.math = FAKEGPU_MATH_HALF;
+  op.flags = channels_last ? FAKEGPU_OP_CHANNELS_LAST : 0;
+  op.element_bytes = 2;
+  op.row_alignment = 16;
+  const int64_t dims[] = {64, 128, 28 * 28, 128, 9, 28 * 28, 1, passes};
+  for (int i = 0; i < 8; ++i) op.dims[i] = dims[i];
+  op.flops = 2.0 * 64 * 128 * 784 * 128 * 9;
+  op.bytes = 2.0 * (2 * 64 * 128 * 784 + 128 * 128 * 9);
+  return op;
+}
+
+TEST(KernelModel, ConvolutionsPayForNchwAndBothGradients) {
+  const fakegpu_op_cost nchw = estimate(h100(), conv3x3(false)), nhwc = estimate(h100(), conv3x3(true));
+  EXPECT_GT(nchw.gpu_us, nhwc.gpu_us);
+  EXPECT_EQ(nchw.kernels, nhwc.kernels + 2);  // the two transposes
+  EXPECT_GT(gpu_us(conv3x3(true, 3)), 1.8 * gpu_us(conv3x3(true, 1)));
+}
+
+TEST(KernelModel, MultiTensorKernelsLaunchByTensorsAndChunks) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_FOREACH;
+  op.row_alignment = 16;
+  op.dims[0] = 200;  // tensors in each list
+  op.dims[1] = 1;    // one list: 110 tensors a launch
+  op.dims[2] = 200 * 16;
+  op.bytes = 200 * 16 * 4;
+  EXPECT_EQ(estimate(h100(), op).kernels, 2);
+  op.dims[1] = 4;  // four lists: 36 a launch
+  EXPECT_EQ(estimate(h100(), op).kernels, 6);
+}
+
+TEST(KernelModel, BatchNormStatisticsAreReducedOneChannelPerBlock) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_BATCH_NORM;
+  op.element_bytes = 4;
+  op.row_alignment = 16;
+  op.dims[0] = 64 * 224 * 224;
+  op.dims[1] = 3;
+  op.dims[2] = 1;  // training: batch statistics
+  op.bytes = 2.0 * 64 * 3 * 224 * 224 * 4;
+  const double training = gpu_us(op);
+  op.dims[2] = 0;  // inference: running statistics, one elementwise pass
+  EXPECT_GT(training, 10 * gpu_us(op));
+  EXPECT_NEAR(training, 64.0 * 224 * 224 / gpu_rates(h100()).channel_reduce_per_us, 0.2 * training);
+}
+
+TEST(KernelModel, TheHostPaysForEveryLaunchAndMoreWithAutograd) {
+  const HostRates& h = default_host_rates();
+  fakegpu_op_facts op = memory_op(1e6);
+  EXPECT_DOUBLE_EQ(estimate(h100(), op).host_us, h.op_us);
+  op.flags = FAKEGPU_OP_RECORDS_GRAD;
+  EXPECT_DOUBLE_EQ(estimate(h100(), op).host_us, h.op_us + h.autograd_node_us);
+  op.flags = FAKEGPU_OP_IN_BACKWARD;
+  EXPECT_DOUBLE_EQ(estimate(h100(), op).host_us, h.backward_op_us);
+  EXPECT_DOUBLE_EQ(estimate(h100(), gemm(64, 64, 64)).host_us, h.op_us + h.gemm_extra_us);
+  EXPECT_DOUBLE_EQ(host_event_us(HostEvent::kOptimizerStep, 30), h.optimizer_step_us + 30 * h.optimizer_state_us);
+  EXPECT_DOUBLE_EQ(host_event_us(HostEvent::kBackwardCall, 0), h.backward_call_us);
+  // The host's cost does not depend on the GPU.
+  EXPECT_DOUBLE_EQ(estimate(*find_gpu_profile("a100"), op).host_us, estimate(h100(), op).host_us);
+}
+
+TEST(KernelModel, SharesCarryToOtherGpusByTheirPeaks) {
+  // The same chip with faster memory: a large memory-bound kernel speeds up by the bandwidth.
+  const GpuProfile& h200 = *find_gpu_profile("h200");
+  const double fixed = gpu_rates(h100()).kernel_us;
+  const double ratio = (gpu_us(memory_op(4e9)) - fixed) / (gpu_us(memory_op(4e9), h200) - fixed);
+  EXPECT_NEAR(ratio, memory_gbytes_per_s(h200) / memory_gbytes_per_s(h100()), 1e-6);
+  // A GPU with half the tensor-core peak takes about twice as long on a large product.
+  const GpuProfile& a100 = *find_gpu_profile("a100");
+  const double compute_ratio = gpu_us(gemm(8192, 8192, 8192), a100) / gpu_us(gemm(8192, 8192, 8192));
+  EXPECT_GT(compute_ratio, 0.8 * h100().half_tflops / a100.half_tflops);
+}
+
+TEST(KernelModel, OperatorsThatLaunchNothingCostTheHostOnly) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_NO_KERNEL;
+  op.row_alignment = 16;
+  const fakegpu_op_cost c = estimate(h100(), op);
+  EXPECT_EQ(c.kernels, 0);
+  EXPECT_EQ(c.gpu_us, 0);
+  EXPECT_GT(c.host_us, 0);
+}
+
+}  // namespace
+}  // namespace fakegpu::kernels

@@ -163,11 +163,16 @@ class Parser {
       const YAML::Node n = nodes[i];
       std::string key = "nodes[" + std::to_string(i) + "]";
       expect_map(n, key);
-      only_keys(n, key, {"id", "host", "ranks", "gpus", "nics", "topology_xml"});
+      only_keys(n, key, {"id", "host", "host_speed", "ranks", "gpus", "nics", "topology_xml"});
       NodeConfig node;
       node.id = scalar<std::string>(required(n, "id", key), key + ".id", "a string");
       if (!ids.insert(node.id).second) fail(n["id"], key + ".id", "duplicate node id '" + node.id + "'");
       node.host = n["host"] ? scalar<std::string>(n["host"], key + ".host", "a string") : "127.0.0.1";
+      if (n["host_speed"]) {
+        node.host_speed = number(n, "host_speed", key);
+        if (!(node.host_speed > 0))
+          fail(n["host_speed"], key + ".host_speed", "must be > 0 (1: as fast as the server the host costs were measured on)");
+      }
 
       YAML::Node ranks = required(n, "ranks", key);
       if (!ranks.IsSequence() || ranks.size() == 0) fail(ranks, key + ".ranks", "expected a non-empty list of ranks");

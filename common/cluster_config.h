@@ -27,6 +27,9 @@ struct NicConfig {
 struct NodeConfig {
   std::string id;
   std::string host;
+  // How fast its CPUs run eager PyTorch against the server the kernel model's host costs were
+  // measured on (planner/kernel_rates.cpp): 2 halves every host cost.
+  double host_speed = 1.0;
   std::vector<int> ranks;                // global ranks placed on this node, in local order
   std::vector<const GpuProfile*> gpus;   // one per rank
   std::vector<NicConfig> nics;           // empty: derived from fabric.inter_node (or topology)

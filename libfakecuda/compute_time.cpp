@@ -32,7 +32,7 @@ int64_t to_ns(double us) { return static_cast<int64_t>(us * 1e3); }
 // Queues the operator's kernels after its launch on the host; returns what it cost.
 fakegpu_op_cost record(cudaStream_t stream, const fakegpu_op_facts& op, bool on_host) {
   check(op);
-  fakegpu_op_cost cost = fakegpu::kernels::estimate(*current().profile, op);
+  fakegpu_op_cost cost = fakegpu::kernels::estimate(*current().profile, op, catalogue().host_speed);
   if (!on_host) cost.host_us = 0;
   host_clock().advance(to_ns(cost.host_us));
   const WorkKind kind = op.kind == FAKEGPU_OP_HOST_COPY ? kCopyWork : kKernelWork;
@@ -53,7 +53,8 @@ int host_event(int event, int64_t count) {
   return guarded([&] {
     if (event < FAKEGPU_HOST_BACKWARD_CALL || event > FAKEGPU_HOST_OPTIMIZER_STEP || count < 0)
       throw cudaErrorInvalidValue;
-    const double us = fakegpu::kernels::host_event_us(static_cast<fakegpu::kernels::HostEvent>(event), count);
+    const double us =
+        fakegpu::kernels::host_event_us(static_cast<fakegpu::kernels::HostEvent>(event), count, catalogue().host_speed);
     host_clock().advance(to_ns(us));
   });
 }

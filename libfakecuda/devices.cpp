@@ -29,7 +29,7 @@ VirtualDevice make_device(const GpuProfile* profile, int node, int local) {
   return VirtualDevice{profile, node, local, uint64_t(profile->memory_mib) << 20, node, local + 1};
 }
 
-std::vector<VirtualDevice> build() {
+std::vector<VirtualDevice> build(double* host_speed) {
   // Every setting the runtime reads, some only later (FAKEGPU_TIME_MODE), is checked here: a
   // malformed one leaves the process without devices, which every CUDA call then reports.
   env::check(env::kRuntime);
@@ -38,6 +38,7 @@ std::vector<VirtualDevice> build() {
   if (!config_path.empty()) {
     ClusterConfig config = load_cluster_config(config_path);
     int node = pick_node(config);
+    *host_speed = config.nodes[node].host_speed;
     for (size_t l = 0; l < config.nodes[node].gpus.size(); ++l)
       devices.push_back(make_device(config.nodes[node].gpus[l], node, static_cast<int>(l)));
   } else {
@@ -70,7 +71,7 @@ const DeviceCatalogue& catalogue() {
   static const DeviceCatalogue* built = [] {
     auto* c = new DeviceCatalogue;  // never destroyed: CUDA calls may come from static destructors
     try {
-      c->devices = build();
+      c->devices = build(&c->host_speed);
     } catch (const std::exception& e) {
       c->error = e.what();
       std::fprintf(stderr, "fakegpu: CUDA runtime has no devices: %s\n", e.what());

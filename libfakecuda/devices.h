@@ -24,6 +24,7 @@ struct VirtualDevice {
 
 struct DeviceCatalogue {
   std::vector<VirtualDevice> devices;
+  double host_speed = 1.0;  // the node's (cluster config nodes[].host_speed), for the kernel model
   std::string error;  // why the devices could not be set up; devices is then empty
 };
 

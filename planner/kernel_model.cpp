@@ -290,22 +290,23 @@ double alignment_share(const GpuProfile& p, int math, int row_alignment) {
   return row_alignment >= 4 ? 1.0 / 3 : 1.0 / 6;
 }
 
-fakegpu_op_cost estimate(const GpuProfile& profile, const fakegpu_op_facts& op, const HostRates& host) {
+fakegpu_op_cost estimate(const GpuProfile& profile, const fakegpu_op_facts& op, double host_speed) {
   const Gpu g{profile, gpu_rates(profile), memory_gbytes_per_s(profile) * 1e3, std::max(profile.sm_count, 1)};
   const Priced p = gpu_time(g, op);
   fakegpu_op_cost cost{};
   cost.gpu_us = p.us;
   cost.kernels = p.kernels;
   cost.bound = p.bound;
-  cost.host_us = host_time(op, host);
+  cost.host_us = host_time(op, default_host_rates()) / host_speed;
   return cost;
 }
 
-double host_event_us(HostEvent event, long count, const HostRates& h) {
+double host_event_us(HostEvent event, long count, double host_speed) {
+  const HostRates& h = default_host_rates();
   switch (event) {
-    case HostEvent::kBackwardCall: return h.backward_call_us;
-    case HostEvent::kModuleCall: return h.module_call_us * count;
-    case HostEvent::kOptimizerStep: return h.optimizer_step_us + h.optimizer_state_us * count;
+    case HostEvent::kBackwardCall: return h.backward_call_us / host_speed;
+    case HostEvent::kModuleCall: return h.module_call_us * count / host_speed;
+    case HostEvent::kOptimizerStep: return (h.optimizer_step_us + h.optimizer_state_us * count) / host_speed;
   }
   return 0;
 }

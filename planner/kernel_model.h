@@ -16,8 +16,9 @@
 
 namespace fakegpu::kernels {
 
-// The operator's GPU time, launch time on the host, kernels and what bounds it.
-fakegpu_op_cost estimate(const GpuProfile& gpu, const fakegpu_op_facts& op, const HostRates& host = default_host_rates());
+// The operator's GPU time, launch time on the host, kernels and what bounds it. `host_speed`: how
+// fast the rank's CPUs run eager PyTorch against the host the rates were measured on.
+fakegpu_op_cost estimate(const GpuProfile& gpu, const fakegpu_op_facts& op, double host_speed = 1.0);
 
 // The share of its rate a tensor-core matrix product keeps when the rows of its matrices start
 // only every `row_alignment` bytes (1 when nothing is lost).
@@ -29,7 +30,7 @@ enum class HostEvent {
   kModuleCall,     // count: modules called
   kOptimizerStep,  // count: parameters the step updates times the entries of state each keeps
 };
-double host_event_us(HostEvent event, long count, const HostRates& host = default_host_rates());
+double host_event_us(HostEvent event, long count, double host_speed = 1.0);
 
 // The peak rate of `math` on the GPU, TFLOP/s (0 for memory-bound work).
 double peak_tflops(const GpuProfile& gpu, int math);

@@ -353,6 +353,19 @@ class Prediction(TorchTest):
         self.assertEqual({tid // 1000 for tid in compute}, {0, 1, 2, 3})
         self.assertEqual({tid // 1000 for tid in compute - nccl}, {0, 1, 2, 3}, "each rank's main stream has no NCCL call")
 
+    def test_a_nodes_host_speed_scales_a_host_bound_loop(self):
+        # 100 tiny operators: their GPU work hides behind their launches, so the loop takes the
+        # host's time, which a node's host_speed divides (ranks 0-1 on n0 at 1, 2-3 on n1 at 0.5).
+        slow_host = TWO_BY_TWO.replace("- {id: n1, ", "- {id: n1, host_speed: 0.5, ")
+        r = self.run_ok("--cluster-config", self.config(slow_host), "--nproc", "4", PYTHON,
+                        TORCH_SCRIPTS / "host_bound.py", env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
+        # One object per rank; ranks print at once, so two may share a line.
+        us = {o["rank"]: o["us"] for o in map(json.loads, re.findall(r'\{"rank": \d+, "us": [^}]+\}', r.stdout))}
+        self.assertEqual(sorted(us), [0, 1, 2, 3], r.stdout)
+        self.assertGreater(us[0], 100 * 5, "at least a launch per operator")
+        self.assertAlmostEqual(us[2] / us[0], 2.0, delta=0.05)
+        self.assertAlmostEqual(us[1], us[0], delta=1e-6 * us[0])
+
     def test_nvtx_step_ranges_are_the_steps(self):
         timed, steps, _, _ = self.reported_steps("--nproc", "2", ["--nvtx"])
         self.assertEqual(steps["marked_by"], "NVTX step ranges")

@@ -67,14 +67,14 @@ def check_modeled_operators(capability, fp32_tflops, memory_gbs):
     # bf16 products whose rows are not 16-byte aligned run slower on Hopper (TMA), at the full rate on Ampere:
     # 2047 columns (2-byte rows), also when a transposed view reads them.
     bf16 = dict(dtype=torch.bfloat16, device="cuda")
-    left, aligned, odd = torch.randn(1024, 2048, **bf16), torch.randn(2048, 2048, **bf16), torch.randn(2048, 2047, **bf16)
+    left, aligned, odd = torch.randn(512, 2048, **bf16), torch.randn(2048, 2048, **bf16), torch.randn(2048, 2047, **bf16)
     small_half = small.bfloat16()
     half_floor = elapsed_us(lambda: small_half @ small_half)
     base = elapsed_us(lambda: left @ aligned) - half_floor
     for what, run in (("2047 columns", lambda: left @ odd), ("a transposed 2047-column matrix", lambda: odd.t() @ left.t())):
         slowdown = (elapsed_us(run) - half_floor) / base
         if capability >= (9, 0):
-            check(f"bf16 product of {what}: {slowdown:.2f} x the aligned one's time on Hopper", slowdown > 3)
+            check(f"bf16 product of {what}: {slowdown:.2f} x the aligned one's time on Hopper", slowdown > 2)
         else:
             check(f"bf16 product of {what}: {slowdown:.2f} x the aligned one's time on Ampere", slowdown < 1.1)
 
@@ -134,7 +134,7 @@ def main():
     bb = torch.randn(4, 5, 3)
     check("batched matmul", torch.allclose(torch.bmm(ab.cuda(), bb.cuda()).cpu(), torch.bmm(ab, bb), rtol=1e-5, atol=1e-5))
 
-    if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0":
+    if os.environ.get("FAKEGPU_TORCH_COMPUTE", "1") != "0" and local == 0:  # once per node: products cost CPU time
         check_modeled_operators(capability, fp32_tflops, memory_gbs)
 
     # Event timing is modeled: an all-reduce of 64 MiB takes the time the cluster model gives it.

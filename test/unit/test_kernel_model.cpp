@@ -162,8 +162,11 @@ TEST(KernelModel, TheHostPaysForEveryLaunchAndMoreWithAutograd) {
   EXPECT_DOUBLE_EQ(estimate(h100(), gemm(64, 64, 64)).host_us, h.op_us + h.gemm_extra_us);
   EXPECT_DOUBLE_EQ(host_event_us(HostEvent::kOptimizerStep, 30), h.optimizer_step_us + 30 * h.optimizer_state_us);
   EXPECT_DOUBLE_EQ(host_event_us(HostEvent::kBackwardCall, 0), h.backward_call_us);
-  // The host's cost does not depend on the GPU.
+  // The host's cost does not depend on the GPU, only on how fast the node's CPUs are.
   EXPECT_DOUBLE_EQ(estimate(*find_gpu_profile("a100"), op).host_us, estimate(h100(), op).host_us);
+  EXPECT_DOUBLE_EQ(estimate(h100(), op, 2.0).host_us, h.backward_op_us / 2);
+  EXPECT_DOUBLE_EQ(host_event_us(HostEvent::kBackwardCall, 0, 0.5), 2 * h.backward_call_us);
+  EXPECT_DOUBLE_EQ(estimate(h100(), op, 2.0).gpu_us, estimate(h100(), op).gpu_us);
 }
 
 TEST(KernelModel, SharesCarryToOtherGpusByTheirPeaks) {

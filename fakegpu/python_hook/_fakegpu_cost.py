@@ -164,10 +164,10 @@ def _base(name):
     return name.partition(".")[0]
 
 
-def _foreach(name, args, result):
+def _foreach(name, args, result, nbytes):
     lists = [a for a in args if isinstance(a, (list, tuple)) and a and hasattr(a[0], "numel")]
     if not lists:
-        return B.facts(B.MEMORY)
+        return B.facts(B.MEMORY, nbytes=nbytes)  # a fused kernel on plain tensors (_fused_dropout)
     first = lists[0]
     outputs = [r for r in tree_leaves(result) if hasattr(r, "numel")]
     # An in-place multi-tensor op writes its first list as well as reading it.
@@ -227,7 +227,7 @@ def op_facts(torch, name, args, result, flags=0):
         indices = [t for t in tensors if not t.is_floating_point() and all(t is not o for o in outputs)]
         f = B.facts(B.MEMORY, nbytes=2 * tensor_bytes(outputs) + tensor_bytes(indices))
     elif base.startswith("aten::_foreach_") or base.startswith("aten::_fused_"):
-        f = _foreach(base, args, result)
+        f = _foreach(base, args, result, nbytes)
     elif base in REDUCTIONS:
         f = B.facts(B.REDUCTION, nbytes=nbytes)
     else:

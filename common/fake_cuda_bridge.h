@@ -129,7 +129,8 @@ typedef struct fakegpu_cuda_bridge_table {
 
   /* ---- the PyTorch hook's operators, added in version 5 ---- */
   /* Copies up to `max` per-operator totals of this process so far (fake_torch_bridge.h's
-   * record_op), largest GPU time first, into `out`; returns how many there are in all. */
+   * record_op), largest GPU time first, into `out` (room for `max`); returns how many there are
+   * in all. */
   size_t (*operator_totals)(fakegpu_op_total* out, size_t max);
 } fakegpu_cuda_bridge_table;
 

@@ -3,7 +3,7 @@
  * the hook mirrors with ctypes (_fakegpu_bridge.py) and calls through; nothing else is looked up
  * by name. Versioning as for the runtime's bridge to fakegpu's libraries (fake_cuda_bridge.h): the
  * caller asks for the version it was written against, and only that version is answered; a new
- * field goes at the end with a new version, in this header, bridge.cpp's table and the hook.
+ * field goes at the end with a new version, in this header, compute_time.cpp's table and the hook.
  *
  * Streams are cudaStream_t values and errors cudaError_t values, spelled void* and int. */
 #ifndef FAKEGPU_FAKE_TORCH_BRIDGE_H

@@ -27,6 +27,9 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
   return out + "\n";
 }
 
+// Microseconds as the tables print them.
+std::string us(const json& v) { return fmt::format("{:.1f}", v.get<double>()); }
+
 std::string mix(const json& algorithms) {
   std::string out;
   for (const auto& [name, calls] : algorithms.items()) out += (out.empty() ? "" : ", ") + name + " x" + calls.dump();
@@ -35,7 +38,6 @@ std::string mix(const json& algorithms) {
 
 // Per step, as its slowest rank took it, then per rank on average; times on the modeled clock.
 std::string steps_section(const nlohmann::json& steps) {
-  auto us = [](const nlohmann::json& v) { return fmt::format("{:.1f}", v.get<double>()); };
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : steps["per_step"])
     rows.push_back({s["step"].dump(), us(s["time_us"]), s["slowest_rank"].dump(), us(s["compute_us"]), us(s["comm_us"]),
@@ -58,7 +60,6 @@ std::string steps_section(const nlohmann::json& steps) {
 
 // The operators of the first rank listed by modeled GPU time, and every rank's split by kind.
 std::string operators_section(const json& operators) {
-  auto us = [](const json& v) { return fmt::format("{:.1f}", v.get<double>()); };
   const json& first = operators["ranks"][0];
   std::vector<std::vector<std::string>> rows;
   for (const auto& o : first["rows"])

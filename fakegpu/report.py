@@ -17,11 +17,16 @@ def human_us(us: float) -> str:
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"
 
 
+def typical_step(steps: dict) -> dict:
+    """The step nearest the median, the first left out where there are others (it also holds the set-up)."""
+    after_first = steps["per_step"][1:] or steps["per_step"]
+    return min(after_first, key=lambda s: abs(s["time_us"] - steps["median_time_us"]))
+
+
 def step_line(steps: dict) -> str:
     """The predicted step time, with the median step's compute and communication on its slowest rank."""
     median = steps["median_time_us"]
-    after_first = steps["per_step"][1:] or steps["per_step"]  # the first also holds the set-up
-    typical = min(after_first, key=lambda s: abs(s["time_us"] - median))
+    typical = typical_step(steps)
     split = (f"on rank {typical['slowest_rank']}: compute {human_us(typical['compute_us'])}, communication "
              f"{human_us(typical['comm_us'])} ({human_us(typical['exposed_comm_us'])} of it not hidden behind compute)")
     if steps["marked_by"] == "none":
@@ -35,10 +40,7 @@ def operators_line(operators: dict, steps) -> str:
     (matrix math, attention, memory-bound kernels), the GPU idle waiting on the host, and
     communication nothing hid; then its largest operators."""
     ranks = {r["global_rank"]: r for r in operators["ranks"]}
-    typical = None
-    if steps:
-        median = steps["median_time_us"]
-        typical = min(steps["per_step"][1:] or steps["per_step"], key=lambda s: abs(s["time_us"] - median))
+    typical = typical_step(steps) if steps else None
     rank = ranks.get(typical["slowest_rank"]) if typical else None
     rank = rank or operators["ranks"][0]
     split = rank["gpu_us_by_category"]

@@ -58,7 +58,7 @@ size_t copy_op_totals(fakegpu_op_total* out, size_t max) {
   std::sort(rows.begin(), rows.end(), [](const fakegpu_op_total& a, const fakegpu_op_total& b) {
     return a.gpu_us != b.gpu_us ? a.gpu_us > b.gpu_us : std::strcmp(a.name, b.name) < 0;
   });
-  if (out) std::copy_n(rows.begin(), std::min(max, rows.size()), out);
+  std::copy_n(rows.begin(), std::min(max, rows.size()), out);
   return rows.size();
 }
 

@@ -10,7 +10,7 @@
 namespace fakegpu::cuda {
 
 void count_op(const char* name, const fakegpu_op_facts& op, const fakegpu_op_cost& cost);
-// Copies up to `max` totals, largest GPU time first; returns how many there are in all.
+// Copies up to `max` totals into `out`, largest GPU time first; returns how many there are in all.
 size_t copy_op_totals(fakegpu_op_total* out, size_t max);
 
 }  // namespace fakegpu::cuda

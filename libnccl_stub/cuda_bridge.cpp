@@ -208,8 +208,8 @@ size_t CudaBridge::take_activity(wire::ActivitySlice* out, size_t max, size_t mi
 
 std::vector<fakegpu_op_total> CudaBridge::operator_totals(size_t max) const {
   if (!bridge_) return {};
-  std::vector<fakegpu_op_total> rows(std::min(max, bridge_->operator_totals(nullptr, 0)));
-  rows.resize(std::min(rows.size(), bridge_->operator_totals(rows.data(), rows.size())));
+  std::vector<fakegpu_op_total> rows(max);
+  rows.resize(std::min(max, bridge_->operator_totals(rows.data(), max)));
   return rows;
 }
 

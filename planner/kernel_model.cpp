@@ -14,6 +14,18 @@ struct Gpu {
   int sms;
 };
 
+// The peak rate of `math` on the GPU, TFLOP/s (0 for memory-bound work).
+double peak_tflops(const GpuProfile& p, int math) {
+  switch (math) {
+    case FAKEGPU_MATH_FP64: return p.fp64_tflops;
+    case FAKEGPU_MATH_FP32: return p.fp32_tflops;
+    case FAKEGPU_MATH_TF32: return p.tf32_tflops;
+    case FAKEGPU_MATH_HALF: return p.half_tflops;
+    case FAKEGPU_MATH_FP8: return p.fp8_tflops;
+    default: return 0;
+  }
+}
+
 bool tensor_cores(int math) { return math == FAKEGPU_MATH_TF32 || math == FAKEGPU_MATH_HALF || math == FAKEGPU_MATH_FP8; }
 
 double ceil_div(double a, double b) { return std::ceil(a / b); }
@@ -268,17 +280,6 @@ double host_time(const fakegpu_op_facts& op, const HostRates& h) {
 }
 
 }  // namespace
-
-double peak_tflops(const GpuProfile& p, int math) {
-  switch (math) {
-    case FAKEGPU_MATH_FP64: return p.fp64_tflops;
-    case FAKEGPU_MATH_FP32: return p.fp32_tflops;
-    case FAKEGPU_MATH_TF32: return p.tf32_tflops;
-    case FAKEGPU_MATH_HALF: return p.half_tflops;
-    case FAKEGPU_MATH_FP8: return p.fp8_tflops;
-    default: return 0;
-  }
-}
 
 // Hopper and later load tensor-core operands with TMA, whose row strides must be multiples of 16
 // bytes; cuBLAS otherwise falls back to older kernels (for 2-byte rows, an odd number of bf16

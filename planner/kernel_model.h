@@ -32,7 +32,4 @@ enum class HostEvent {
 };
 double host_event_us(HostEvent event, long count, double host_speed = 1.0);
 
-// The peak rate of `math` on the GPU, TFLOP/s (0 for memory-bound work).
-double peak_tflops(const GpuProfile& gpu, int math);
-
 }  // namespace fakegpu::kernels

@@ -8,7 +8,6 @@ namespace {
 // script whose cases fakegpu/kernel_cases.py repeats. Each share is read off the operators the
 // comment names; none is fitted to a whole model's step.
 constexpr GpuRates kHopper{
-    "H100 SXM, 2026-11-27 (verification/kernels/h100-sxm.jsonl)",
     // Elementwise kernels from 4 M to 268 M elements take 3 us more than their bytes at 90% of
     // the bandwidth (fp32 add of 16 M: 69.9 us for 201 MB).
     3.0,
@@ -51,7 +50,6 @@ constexpr GpuRates kHopper{
 // its operators account for about 87; AdamW over 50 tiny parameters (three entries of state each)
 // 608 us, of which its 8 foreach operators account for about 64.
 constexpr HostRates kServerHost{
-    "16-core x86 server, Python 3.12, PyTorch 2.11, 2026-11-27 (verification/kernels/h100-sxm.jsonl)",
     8,    // op_us
     6,    // autograd_node_us
     4,    // backward_op_us

@@ -8,8 +8,8 @@
 
 namespace fakegpu::kernels {
 
+// Where each figure comes from is said beside it, in kernel_rates.cpp.
 struct GpuRates {
-  const char* measured_on;  // the GPU and the date the shares were measured, and how
   // Any kernel: what a GPU spends on one besides its work (launch, ramp-up, the last wave's tail).
   double kernel_us;
   // Memory-bound kernels: the share of the memory bandwidth they reach once large.
@@ -50,7 +50,6 @@ struct GpuRates {
 // What eager PyTorch costs the host, per call, in microseconds: measured on one server (a 16-core
 // x86 CPU, Python 3.12, PyTorch 2.11) as the CPU time of calls whose GPU work is tiny.
 struct HostRates {
-  const char* measured_on;
   double op_us;              // an operator called from Python (dispatch, launch)
   double autograd_node_us;   // on top, where autograd records a node for the backward
   double backward_op_us;     // an operator autograd's engine runs in a backward pass (no Python)

@@ -6,6 +6,7 @@ COVERAGE fails this test, and so does a line naming a test that no longer exists
 import re
 import shlex
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -100,7 +101,21 @@ def coverage_of(command):
     return None, None
 
 
+# The checks the usage page this project grew from tells users to run, by those paths.
+SEED_COMMANDS = ["verification/test_coordinator_smoke.py", "test/test_allreduce_correctness.py",
+                 "verification/test_allgather_correctness.py", "verification/test_group_semantics.py"]
+
+
 class DocsCommands(unittest.TestCase):
+    def test_the_seeds_commands_reach_their_checks(self):
+        # Each path runs the check of its name (unittest's usage line names the file it runs);
+        # the checks themselves are ctests of their own.
+        for path in SEED_COMMANDS:
+            with self.subTest(command=path):
+                r = subprocess.run([sys.executable, path, "-h"], cwd=REPO, capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(f"usage: {Path(path).name} ", r.stdout)
+
     def test_every_command_is_covered(self):
         commands = doc_commands()
         self.assertGreater(len(commands), 30)

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_CUDA_BRIDGE_VERSION 5u
+#define FAKEGPU_CUDA_BRIDGE_VERSION 6u
 
 /* A stream's modeled clock, opaque to callers: the time the work queued on the stream would
  * have taken on the modeled GPU. */
@@ -45,6 +45,55 @@ typedef struct fakegpu_activity_slice {
 /* A host function that learns which clock it runs against: the clock of the stream that runs
  * it (for a graph replay, the stream the graph was launched on). */
 typedef void (*fakegpu_clocked_host_fn)(void* user, fakegpu_stream_clock* clock);
+
+/* The parts of a device's memory that the runtime counts (cudaMemGetInfo, NVML and
+ * torch.cuda.mem_get_info report their sum as in use). */
+enum fakegpu_memory_part {
+  FAKEGPU_MEMORY_CONTEXT = 0,   /* the CUDA context and the kernels loaded into it */
+  FAKEGPU_MEMORY_PROGRAM = 1,   /* cudaMalloc and friends: PyTorch's caching allocator in a PyTorch job */
+  FAKEGPU_MEMORY_NCCL = 2,      /* communicators' buffers, by NCCL's rules */
+  FAKEGPU_MEMORY_LIBRARIES = 3, /* what cuBLAS and other libraries keep for themselves */
+  FAKEGPU_MEMORY_PART_COUNT = 4
+};
+
+/* Libraries whose kernels load into the CUDA context as a program first uses them. */
+enum fakegpu_library { FAKEGPU_LIBRARY_PYTORCH = 0, FAKEGPU_LIBRARY_CUBLAS = 1, FAKEGPU_LIBRARY_NCCL = 2 };
+
+/* The largest live blocks of PyTorch's allocator kept with an out-of-memory error. */
+#define FAKEGPU_MEMORY_LARGEST_BLOCKS 8
+
+/* One device's memory over the process's run, as the runtime counted it. Times are the host's
+ * modeled clock, in us; a step is the training step under way, from 1 (one more than the steps
+ * marked ended before). */
+typedef struct fakegpu_memory_figures {
+  int32_t device;
+  int32_t peak_step;
+  uint64_t capacity;
+  uint64_t in_use[FAKEGPU_MEMORY_PART_COUNT]; /* now */
+  uint64_t peak;                              /* the most in use at once */
+  uint64_t peak_parts[FAKEGPU_MEMORY_PART_COUNT];
+  double peak_us;
+  /* The last allocation refused for want of memory (failures == 0: none was). */
+  uint64_t failures;
+  uint64_t failed_bytes;
+  uint64_t failed_parts[FAKEGPU_MEMORY_PART_COUNT]; /* in use when it was refused */
+  double failed_us;
+  int32_t failed_step;
+  int32_t failed_part; /* the fakegpu_memory_part that asked */
+  /* PyTorch's own figures, as its hook last gave them (all 0 without PyTorch). */
+  uint64_t torch_peak_allocated;
+  uint64_t torch_peak_reserved;
+  /* Set when PyTorch raised torch.cuda.OutOfMemoryError: its request, and the largest blocks
+   * its allocator had live then, largest first (0 where there were fewer). */
+  uint64_t torch_oom_bytes;
+  uint64_t torch_oom_largest[FAKEGPU_MEMORY_LARGEST_BLOCKS];
+} fakegpu_memory_figures;
+
+/* A point of a device's memory in use over time, for the trace's counter. */
+typedef struct fakegpu_memory_sample {
+  double us;
+  uint64_t bytes;
+} fakegpu_memory_sample;
 
 typedef struct fakegpu_cuda_bridge_table {
   /* FAKEGPU_CUDA_BRIDGE_VERSION of the runtime that filled the table. */
@@ -132,6 +181,21 @@ typedef struct fakegpu_cuda_bridge_table {
    * record_op), largest GPU time first, into `out` (room for `max`); returns how many there are
    * in all. */
   size_t (*operator_totals)(fakegpu_op_total* out, size_t max);
+
+  /* ---- device memory by part, added in version 6 ---- */
+  /* Counts `bytes` of the device's memory against `part` (a fakegpu_memory_part) without an
+   * allocation behind it, for memory the program never sees (a communicator's buffers);
+   * negative bytes give it back. cudaErrorMemoryAllocation when the device is full. */
+  int (*charge_memory)(int device, int part, int64_t bytes);
+  /* Copies the figures of up to `max` devices the process has used into `out`; returns how
+   * many there are. */
+  size_t (*memory_figures)(fakegpu_memory_figures* out, size_t max);
+  /* Copies up to `max` points of the device's memory in use over time, oldest first; returns
+   * how many were copied. */
+  size_t (*memory_samples)(int device, fakegpu_memory_sample* out, size_t max);
+  /* A fakegpu_library is first used on the device: its kernels join the context (once per
+   * device and library; later calls do nothing). */
+  int (*load_library)(int device, int library);
 } fakegpu_cuda_bridge_table;
 
 /* The one exported entry point: the table for `version`, or NULL when the runtime is of another

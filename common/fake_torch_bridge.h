@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_TORCH_BRIDGE_VERSION 1u
+#define FAKEGPU_TORCH_BRIDGE_VERSION 2u
 
 /* Host work outside any one operator (host_event). */
 enum fakegpu_host_event {
@@ -45,6 +45,15 @@ typedef struct fakegpu_torch_bridge_table {
   int (*matmul_share)(int math, int row_alignment, double* share);
   /* Marks a training step's beginning (begin != 0) or end on the stream, for the report. */
   int (*mark_step)(void* stream, int begin);
+
+  /* ---- added in version 2 ---- */
+  /* PyTorch's own peaks on the device (torch.cuda.max_memory_allocated and
+   * max_memory_reserved), for the report beside what the runtime counted. */
+  int (*torch_memory)(int device, uint64_t peak_allocated, uint64_t peak_reserved);
+  /* PyTorch raised torch.cuda.OutOfMemoryError for `bytes` on the device; `largest` holds the
+   * sizes of its allocator's largest live blocks then (up to FAKEGPU_MEMORY_LARGEST_BLOCKS of
+   * `count`). */
+  int (*torch_out_of_memory)(int device, uint64_t bytes, const uint64_t* largest, int count);
 } fakegpu_torch_bridge_table;
 
 const fakegpu_torch_bridge_table* fakegpu_torch_bridge(unsigned version);

@@ -28,6 +28,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kPayloadChunk: return "PayloadChunk";
     case MsgType::kRankActivity: return "RankActivity";
     case MsgType::kRankOperators: return "RankOperators";
+    case MsgType::kRankMemory: return "RankMemory";
     case MsgType::kPeerMailbox: return "PeerMailbox";
   }
   return "Unknown";

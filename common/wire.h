@@ -18,7 +18,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 10;
+constexpr uint32_t kProtocolVersion = 11;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -51,8 +51,9 @@ enum class MsgType : uint16_t {
   kRankActivity = 23,
   kPeerMailbox = 24,
   kRankOperators = 25,
+  kRankMemory = 26,
 };
-constexpr MsgType kLastMsgType = MsgType::kRankOperators;
+constexpr MsgType kLastMsgType = MsgType::kRankMemory;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -182,14 +183,33 @@ struct CommInit {
   }
 };
 
+// The device memory NCCL would take on a rank for a communicator (planner/nccl_memory.h): at
+// init, and the first time its algorithms connect each piece (CollectiveDone::connects). All 0
+// when the communicator is not modeled.
+struct NcclMemory {
+  uint64_t init = 0;
+  uint64_t ring = 0;
+  uint64_t tree = 0;
+  uint64_t nvls = 0;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("init", m.init);
+    v("ring", m.ring);
+    v("tree", m.tree);
+    v("nvls", m.nvls);
+  }
+};
+
 struct CommInitDone {
   static constexpr MsgType kType = MsgType::kCommInitDone;
   uint64_t comm_id = 0;
   int32_t global_rank = -1;  // this member's rank in the configured world, -1 if unknown
+  NcclMemory memory;
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("comm_id", m.comm_id);
     v("global_rank", m.global_rank);
+    v("memory", m.memory);
   }
 };
 
@@ -216,12 +236,14 @@ struct CommSplitDone {
   int32_t nranks = 0;
   int32_t rank = 0;
   int32_t global_rank = -1;
+  NcclMemory memory;
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("comm_id", m.comm_id);
     v("nranks", m.nranks);
     v("rank", m.rank);
     v("global_rank", m.global_rank);
+    v("memory", m.memory);
   }
 };
 
@@ -379,6 +401,13 @@ struct CollectiveDone {
   // one of its shape exchanged among the ranks ends at its start plus this (peer_exchange.h).
   double uncontended_us = -1;
   uint8_t latency_bound = 0;
+  // The pieces of the communicator's memory its algorithm connects (planner::NcclPiece bits),
+  // charged by each rank the first time; for a send/recv, each side's connection bytes and,
+  // across nodes, the shared pool each side makes once.
+  uint8_t connects = 0;
+  uint64_t p2p_send_bytes = 0;
+  uint64_t p2p_recv_bytes = 0;
+  uint64_t p2p_pool_bytes = 0;
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("seq", m.seq);
@@ -386,6 +415,10 @@ struct CollectiveDone {
     v("start_us", m.start_us);
     v("uncontended_us", m.uncontended_us);
     v("latency_bound", m.latency_bound);
+    v("connects", m.connects);
+    v("p2p_send_bytes", m.p2p_send_bytes);
+    v("p2p_recv_bytes", m.p2p_recv_bytes);
+    v("p2p_pool_bytes", m.p2p_pool_bytes);
   }
 };
 
@@ -620,6 +653,89 @@ struct RankOperators {
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("rows", m.rows, kMaxRows);
+  }
+};
+
+// A device's memory by part (fake_cuda_bridge.h's fakegpu_memory_part).
+struct MemoryParts {
+  uint64_t context = 0;
+  uint64_t program = 0;  // cudaMalloc and friends: PyTorch's reserved pool in a PyTorch job
+  uint64_t nccl = 0;
+  uint64_t libraries = 0;
+  uint64_t total() const { return context + program + nccl + libraries; }
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("context", m.context);
+    v("program", m.program);
+    v("nccl", m.nccl);
+    v("libraries", m.libraries);
+  }
+};
+
+// A point of a device's memory in use over the modeled time, for the trace's counter.
+struct MemorySample {
+  double us = 0;
+  uint64_t bytes = 0;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("us", m.us);
+    v("bytes", m.bytes);
+  }
+};
+
+// A live block of PyTorch's allocator when it ran out of memory.
+struct LiveBlock {
+  uint64_t bytes = 0;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("bytes", m.bytes);
+  }
+};
+
+// One device's memory over a rank's run so far (fakegpu_memory_figures; each frame replaces
+// the last for its device): sent with its activity log, and at once when it runs out.
+struct RankMemory {
+  static constexpr MsgType kType = MsgType::kRankMemory;
+  static constexpr size_t kMaxSamples = 2048;
+  static constexpr size_t kMaxBlocks = 8;
+  int32_t device = 0;
+  uint64_t capacity = 0;
+  MemoryParts in_use;
+  uint64_t peak = 0;
+  MemoryParts peak_parts;
+  double peak_us = 0;
+  int32_t peak_step = 0;  // the training step under way, from 1
+  uint64_t failures = 0;  // allocations refused for want of memory; the last one's figures follow
+  uint64_t failed_bytes = 0;
+  MemoryParts failed_parts;
+  double failed_us = 0;
+  int32_t failed_step = 0;
+  uint8_t failed_part = 0;  // fakegpu_memory_part
+  uint64_t torch_peak_allocated = 0;
+  uint64_t torch_peak_reserved = 0;
+  uint64_t torch_oom_bytes = 0;  // PyTorch raised OutOfMemoryError for this request
+  std::vector<LiveBlock> torch_oom_largest;
+  std::vector<MemorySample> samples;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("device", m.device);
+    v("capacity", m.capacity);
+    v("in_use", m.in_use);
+    v("peak", m.peak);
+    v("peak_parts", m.peak_parts);
+    v("peak_us", m.peak_us);
+    v("peak_step", m.peak_step);
+    v("failures", m.failures);
+    v("failed_bytes", m.failed_bytes);
+    v("failed_parts", m.failed_parts);
+    v("failed_us", m.failed_us);
+    v("failed_step", m.failed_step);
+    v("failed_part", m.failed_part);
+    v("torch_peak_allocated", m.torch_peak_allocated);
+    v("torch_peak_reserved", m.torch_peak_reserved);
+    v("torch_oom_bytes", m.torch_oom_bytes);
+    v("torch_oom_largest", m.torch_oom_largest, kMaxBlocks);
+    v("samples", m.samples, kMaxSamples);
   }
 };
 

@@ -137,7 +137,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
   try {
     if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
     if (header.type != wire::MsgType::kCollective && header.type != wire::MsgType::kRankActivity &&
-        header.type != wire::MsgType::kRankOperators)
+        header.type != wire::MsgType::kRankOperators && header.type != wire::MsgType::kRankMemory)
       ++awaited_frames_;
     if (header.type != wire::MsgType::kCollective && (header.bulk_bytes() != 0 || payload))
       throw wire::WireError(fmt::format("{} frame carries unexpected bulk data", wire::msg_type_name(header.type)));
@@ -165,6 +165,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kSimulate: handle_simulate(id, fields(wire::Simulate{}), header.request_id); break;
       case wire::MsgType::kRankActivity: handle_rank_activity(client, fields(wire::RankActivity{})); break;
       case wire::MsgType::kRankOperators: handle_rank_operators(client, fields(wire::RankOperators{})); break;
+      case wire::MsgType::kRankMemory: handle_rank_memory(client, fields(wire::RankMemory{})); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
         handle_share_segment(client, msg, std::exchange(owned.fd, -1));

@@ -158,6 +158,8 @@ class Job {
     uint64_t activity_dropped = 0;  // slices lost on the rank, or beyond kMaxActivity here
     // Its PyTorch operators' modeled totals (wire::RankOperators), the latest it sent.
     std::vector<wire::OperatorTotal> operators;
+    // Its GPUs' memory (wire::RankMemory) by device, the latest it sent.
+    std::map<int32_t, wire::RankMemory> memory;
   };
   static constexpr size_t kMaxActivity = size_t{1} << 18;  // slices kept per rank
   // An init's ranks meet by the key of their ncclUniqueId; the name is the communicator's.
@@ -241,13 +243,20 @@ class Job {
   // duration 0 if unmodeled.
   wire::CollectiveDone count_completed(const wire::Collective& call, uint64_t bytes, Comm& comm, double ready_us,
                                        std::vector<Trace::RankTrack> tracks);
+  // The device memory NCCL would take on comm rank `rank` (planner/nccl_memory.h); zeros when
+  // the communicator is not modeled.
+  wire::NcclMemory nccl_memory(Comm& comm, int rank);
   const planner::CommModel* model_of(Comm& comm);
   void handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t request_id);
   void handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id);
   void handle_rank_activity(Client& client, const wire::RankActivity& msg);
   void handle_rank_operators(Client& client, wire::RankOperators msg);
+  void handle_rank_memory(Client& client, wire::RankMemory msg);
+  // The rank's own GPU: of the devices it used, the one whose memory peaked highest.
+  static const wire::RankMemory* rank_gpu_memory(const Client& client);
   // The report's "operators" section (job_operators.cpp); null when no rank sent any.
   nlohmann::json operators_report() const;
+  nlohmann::json memory_report() const;
   // Step figures per rank, and the job's steps (each as its slowest rank took it).
   nlohmann::json steps_report() const;
 

@@ -6,6 +6,7 @@
 
 #include "job.h"
 #include "nccl_info.h"
+#include "nccl_memory.h"
 #include "topo_xml_dump.h"
 
 namespace fakegpu::coord {
@@ -68,6 +69,14 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
     done.modeled_us = span.end_us - span.start_us;
   }
   done.start_us = span.start_us;
+  if (collective) {
+    done.connects = planner::nccl_pieces(e.algo);
+  } else {
+    const planner::NcclP2pMemory p2p = planner::nccl_p2p_memory(*model, call.rank, call.root);
+    done.p2p_send_bytes = p2p.send;
+    done.p2p_recv_bytes = p2p.recv;
+    done.p2p_pool_bytes = p2p.pool;
+  }
   // The sum each rank computes from the reply, so the clocks ranks keep and this one agree to
   // the bit.
   comm.clock_us = std::max(comm.clock_us, done.start_us + done.modeled_us);
@@ -76,6 +85,13 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
   // Sends of one size differ by path, so each path gets its own row.
   stats_.count_priced({comm.id, call.coll, bytes, call.coll == CollType::kSend ? p2p_path(topology_, e) : ""}, e);
   return done;
+}
+
+wire::NcclMemory Job::nccl_memory(Comm& comm, int rank) {
+  const planner::CommModel* model = model_of(comm);
+  if (!model) return {};
+  const planner::NcclMemoryPlan plan = planner::nccl_memory_plan(*model, rank);
+  return {plan.init, plan.ring, plan.tree, plan.nvls};
 }
 
 const planner::CommModel* Job::model_of(Comm& comm) {
@@ -98,7 +114,10 @@ const planner::CommModel* Job::model_of(Comm& comm) {
 nlohmann::json Job::trace() const {
   std::vector<Trace::RankActivity> activity;
   for (const auto& [id, c] : clients_)
-    if (!c.activity.empty() && c.global_rank >= 0) activity.push_back({c.global_rank, &c.activity});
+    if ((!c.activity.empty() || !c.memory.empty()) && c.global_rank >= 0) {
+      const wire::RankMemory* gpu = rank_gpu_memory(c);
+      activity.push_back({c.global_rank, &c.activity, gpu ? &gpu->samples : nullptr});
+    }
   return trace_.to_json(topology_, activity);
 }
 

@@ -100,7 +100,7 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
   offer_peer_mailbox(comm);
   for (int r = 0; r < pending.nranks(); ++r) {
     const Rendezvous::Arrival& a = pending.arrival(r);
-    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank});
+    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank, nccl_memory(comm, r)});
   }
   pending_inits_.erase(key);
 }
@@ -151,7 +151,8 @@ void Job::complete_split(Comm& parent, uint64_t split_index, const Rendezvous& p
     for (int cr = 0; cr < static_cast<int>(ranks.size()); ++cr) {
       const Rendezvous::Arrival& a = pending.arrival(ranks[cr]);
       reply(a.client, a.request_id,
-            wire::CommSplitDone{child.id, static_cast<int32_t>(ranks.size()), cr, child.members[cr].global_rank});
+            wire::CommSplitDone{child.id, static_cast<int32_t>(ranks.size()), cr, child.members[cr].global_rank,
+                                nccl_memory(child, cr)});
     }
   }
   for (const auto& a : pending.arrivals())
@@ -217,7 +218,8 @@ void Job::complete_shrink(Comm& parent, uint64_t shrink_index, const Rendezvous&
   for (int cr = 0; cr < static_cast<int>(kept.size()); ++cr) {
     const Rendezvous::Arrival& a = pending.arrival(kept[cr]);
     reply(a.client, a.request_id,
-          wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank});
+          wire::CommSplitDone{child.id, static_cast<int32_t>(kept.size()), cr, child.members[cr].global_rank,
+                              nccl_memory(child, cr)});
   }
 }
 

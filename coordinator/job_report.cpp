@@ -116,6 +116,7 @@ nlohmann::json Job::report() const {
   j["ranks"] = ranks;
   if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
   if (json operators = operators_report(); !operators.is_null()) j["operators"] = std::move(operators);
+  if (json memory = memory_report(); !memory.is_null()) j["memory"] = std::move(memory);
 
   json comms = json::array();
   for (const json& entry : comms_.retired()) comms.push_back(entry);

@@ -84,6 +84,46 @@ std::string operators_section(const json& operators) {
          table({"rank", "GPU us", "matrix math", "attention", "memory-bound", "host copies", "host us"}, rows);
 }
 
+// Each rank's peak GPU memory with its parts, and any out-of-memory error.
+std::string memory_section(const json& memory) {
+  auto gib = [](const json& bytes) { return fmt::format("{:.2f}", bytes.get<double>() / double(uint64_t{1} << 30)); };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& k : memory["ranks"]) {
+    const json& peak = k["peak"];
+    const json& parts = peak["parts"];
+    const bool torch = k.contains("pytorch");
+    rows.push_back({k["global_rank"].dump(), gib(peak["bytes"]), gib(k["capacity"]), peak["step"].dump(),
+                    gib(parts["program"]), gib(parts["nccl"]), gib(parts["context"]), gib(parts["libraries"]),
+                    torch ? gib(k["pytorch"]["max_allocated"]) : "", torch ? gib(k["pytorch"]["max_reserved"]) : ""});
+  }
+  std::string md =
+      "## GPU memory\n\nPer rank, the most of its GPU's memory in use at once (GiB), as cudaMemGetInfo and NVML "
+      "report it, and its parts then: the program's allocations (PyTorch's reserved pool in a PyTorch job), NCCL's "
+      "buffers, the CUDA context with the kernels loaded into it, and libraries' own memory; PyTorch's own peaks "
+      "beside them.\n\n" +
+      table({"rank", "peak", "capacity", "step", "program", "NCCL", "context", "libraries", "PyTorch max allocated",
+             "PyTorch max reserved"},
+            rows);
+  for (const auto& k : memory["ranks"]) {
+    if (!k.contains("out_of_memory")) continue;
+    const json& oom = k["out_of_memory"];
+    const json& in_use = oom["in_use"];
+    std::string largest;
+    for (const auto& b : oom["largest_live_blocks"]) largest += (largest.empty() ? "" : ", ") + bytes_text(b.get<double>());
+    md += fmt::format(
+        "\n**Out of memory on rank {}** in step {}: PyTorch asked for {} with {} of {} in use (program {}, NCCL {}, "
+        "context {}, libraries {}).{}\n",
+        k["global_rank"].dump(), oom["step"].dump(), bytes_text(oom["requested_bytes"].get<double>()),
+        bytes_text(in_use["context"].get<double>() + in_use["program"].get<double>() + in_use["nccl"].get<double>() +
+                   in_use["libraries"].get<double>()),
+        bytes_text(k["capacity"].get<double>()), bytes_text(in_use["program"].get<double>()),
+        bytes_text(in_use["nccl"].get<double>()), bytes_text(in_use["context"].get<double>()),
+        bytes_text(in_use["libraries"].get<double>()),
+        largest.empty() ? "" : " Its largest live blocks: " + largest + ".");
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string bytes_text(double b) {
@@ -159,6 +199,7 @@ std::string report_markdown(const json& r) {
 
   if (r.contains("steps")) md += steps_section(r["steps"]);
   if (r.contains("operators")) md += operators_section(r["operators"]);
+  if (r.contains("memory")) md += memory_section(r["memory"]);
 
   rows.clear();
   for (const auto& c : r["communicators"])

@@ -179,6 +179,16 @@ json Trace::to_json(const planner::Topology& topo, const std::vector<RankActivit
       }
     }
   }
+  // Each rank's GPU memory in use, a counter on its node's process.
+  for (const RankActivity& a : activity) {
+    if (!known(a.rank) || !a.memory) continue;
+    for (const wire::MemorySample& m : *a.memory)
+      events.push_back({{"name", fmt::format("rank {} GPU memory", a.rank)},
+                        {"ph", "C"},
+                        {"ts", m.us},
+                        {"pid", pid_of(topo, a.rank)},
+                        {"args", {{"GiB", m.bytes / double(uint64_t{1} << 30)}}}});
+  }
   const std::map<std::pair<int, int>, int> lanes = assign_lanes(slices);
 
   for (size_t n = 0; n < topo.nodes.size(); ++n)

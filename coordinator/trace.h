@@ -42,6 +42,7 @@ class Trace {
   struct RankActivity {
     int rank = -1;
     const std::vector<wire::ActivitySlice>* slices = nullptr;
+    const std::vector<wire::MemorySample>* memory = nullptr;  // its GPU's memory in use; may be null
   };
 
   // ranks: every rank of a collective, or a Send's sender then its receiver.

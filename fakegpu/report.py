@@ -59,6 +59,42 @@ def operators_line(operators: dict, steps) -> str:
     return head + ", ".join(f"{name} {us / step:.0%}" for name, us in parts) + f"; largest operators: {top}"
 
 
+def gib(n: float) -> str:
+    return f"{n / (1 << 30):.1f}"
+
+
+def _parts_text(parts: dict, torch: bool) -> str:
+    """A device's memory by part, largest first, in GiB: "PyTorch 55.0, NCCL 1.1, context 0.8"."""
+    names = {"program": "PyTorch" if torch else "program", "nccl": "NCCL", "context": "context",
+             "libraries": "libraries"}
+    shown = sorted(((n, parts[k]) for k, n in names.items() if parts.get(k, 0) >= (1 << 30) / 20),
+                   key=lambda p: -p[1])
+    return ", ".join(f"{name} {gib(n)}" for name, n in shown)
+
+
+def memory_lines(memory: dict, stepped: bool) -> list:
+    """The peak GPU memory of the rank nearest its GPU's capacity, and each out-of-memory error;
+    `stepped` when the program's steps were marked, so that the step of each can be named."""
+    ranks = {r["global_rank"]: r for r in memory["ranks"]}
+    r = ranks[memory["fullest_rank"]]
+    peak = r["peak"]
+    when = f"step {peak['step']}; " if stepped else ""
+    lines = [f"peak GPU memory: {gib(peak['bytes'])} of {gib(r['capacity'])} GiB on rank {r['global_rank']} "
+             f"({when}{_parts_text(peak['parts'], 'pytorch' in r)})"]
+    for rank in memory["out_of_memory_ranks"]:
+        k = ranks[rank]
+        oom = k["out_of_memory"]
+        in_use = sum(oom["in_use"].values())
+        where = f" in step {oom['step']}" if stepped else ""
+        line = (f"out of memory on rank {rank}{where}: tried to allocate "
+                f"{human_bytes(oom['requested_bytes'])} with {gib(in_use)} of {gib(k['capacity'])} GiB in use "
+                f"({_parts_text(oom['in_use'], True)}): the job does not fit this cluster's GPUs")
+        if oom["largest_live_blocks"]:
+            line += "; largest live blocks " + ", ".join(human_bytes(b) for b in oom["largest_live_blocks"][:4])
+        lines.append(line)
+    return lines
+
+
 def summarize(report: dict) -> str:
     cluster = report.get("cluster", {})
     nodes = cluster.get("nodes", [])
@@ -87,6 +123,8 @@ def summarize(report: dict) -> str:
         lines.append(step_line(steps))
     if report.get("operators"):
         lines.append(operators_line(report["operators"], steps if steps and steps.get("per_step") else None))
+    if report.get("memory"):
+        lines.extend(memory_lines(report["memory"], bool(steps) and steps.get("marked_by") != "none"))
     plane = report.get("data_plane")
     if plane:
         lines.append(f"data: {human_bytes(plane['shared_memory_bytes'])} in place in shared memory, "

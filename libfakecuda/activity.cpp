@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory_ledger.h"
 #include "runtime_state.h"
 #include "stream_ops.h"
 
@@ -100,6 +101,7 @@ using namespace fakegpu::cuda;
 FAKECUDA_API cudaError_t fakegpu_cuda_mark_step(cudaStream_t stream, int begin) {
   return guarded([&] {
     const ActivityKind kind = begin ? ActivityKind::kStepBegin : ActivityKind::kStepEnd;
+    if (!begin) MemoryLedger::instance().step_ends();
     submit(stream, [kind] {
       const ModelClock& clock = *running_clock();
       record_activity(clock, kind, clock.now_ns(), clock.now_ns());

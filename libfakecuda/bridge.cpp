@@ -3,8 +3,11 @@
 #include "bridge.h"
 
 #include "activity.h"
+#include "context_memory.h"
 #include "cuda_bridge_lookup.h"
+#include "devices.h"
 #include "kernel_registry.h"
+#include "memory_ledger.h"
 #include "op_totals.h"
 #include "stream_ops.h"
 #include "streams.h"
@@ -63,6 +66,23 @@ int context_active(int device) { return primary_context_active(device) ? 1 : 0; 
 
 uint64_t launches() { return kernel_launches(); }
 
+int charge_memory(int device, int part, int64_t bytes) {
+  return guarded([&] {
+    const VirtualDevice* d = device_at(device);
+    if (!d || part < 0 || part >= FAKEGPU_MEMORY_PART_COUNT) throw cudaErrorInvalidValue;
+    if (bytes < 0)
+      MemoryLedger::instance().credit(device, part, static_cast<uint64_t>(-bytes));
+    else if (!MemoryLedger::instance().charge(device, part, static_cast<uint64_t>(bytes), d->memory_bytes))
+      throw cudaErrorMemoryAllocation;
+  });
+}
+
+size_t memory_figures(fakegpu_memory_figures* out, size_t max) { return MemoryLedger::instance().figures(out, max); }
+
+size_t memory_samples(int device, fakegpu_memory_sample* out, size_t max) {
+  return MemoryLedger::instance().samples(device, out, max);
+}
+
 constexpr fakegpu_cuda_bridge_table kTable = {
     FAKEGPU_CUDA_BRIDGE_VERSION,
     sizeof(fakegpu_cuda_bridge_table),
@@ -89,6 +109,10 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     vmm_granularity,
     device_memory_used,
     copy_op_totals,
+    charge_memory,
+    memory_figures,
+    memory_samples,
+    load_library,
 };
 
 }  // namespace

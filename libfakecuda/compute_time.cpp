@@ -8,8 +8,10 @@
 #include "fake_torch_bridge.h"
 
 #include "bridge.h"
+#include "context_memory.h"
 #include "devices.h"
 #include "kernel_model.h"
+#include "memory_ledger.h"
 #include "op_totals.h"
 #include "runtime_state.h"
 #include "stream_ops.h"
@@ -29,9 +31,25 @@ void check(const fakegpu_op_facts& op) {
 
 int64_t to_ns(double us) { return static_cast<int64_t>(us * 1e3); }
 
+// The kernels PyTorch's CUDA backend would launch for the hook's operators load into the
+// context when first used: PyTorch's own at the first operator, cuBLAS's at the first product.
+void load_kernels(const fakegpu_op_facts& op) {
+  thread_local int pytorch_for = -1, cublas_for = -1;  // the device this thread loaded each for
+  const int device = current_device();
+  if (pytorch_for != device) {
+    load_library(device, FAKEGPU_LIBRARY_PYTORCH);
+    pytorch_for = device;
+  }
+  if (op.kind == FAKEGPU_OP_GEMM && cublas_for != device) {
+    load_library(device, FAKEGPU_LIBRARY_CUBLAS);
+    cublas_for = device;
+  }
+}
+
 // Queues the operator's kernels after its launch on the host; returns what it cost.
 fakegpu_op_cost record(cudaStream_t stream, const fakegpu_op_facts& op, bool on_host) {
   check(op);
+  if (on_host) load_kernels(op);
   fakegpu_op_cost cost = fakegpu::kernels::estimate(*current().profile, op, catalogue().host_speed);
   if (!on_host) cost.host_us = 0;
   host_clock().advance(to_ns(cost.host_us));
@@ -70,9 +88,24 @@ int drain(void* stream) { return fakegpu_cuda_drain_stream(static_cast<cudaStrea
 
 int mark_step(void* stream, int begin) { return fakegpu_cuda_mark_step(static_cast<cudaStream_t>(stream), begin); }
 
+int torch_memory(int device, uint64_t peak_allocated, uint64_t peak_reserved) {
+  return guarded([&] {
+    if (!device_at(device)) throw cudaErrorInvalidDevice;
+    MemoryLedger::instance().torch_peaks(device, peak_allocated, peak_reserved);
+  });
+}
+
+int torch_out_of_memory(int device, uint64_t bytes, const uint64_t* largest, int count) {
+  return guarded([&] {
+    if (!device_at(device)) throw cudaErrorInvalidDevice;
+    if (count < 0 || (count > 0 && !largest)) throw cudaErrorInvalidValue;
+    MemoryLedger::instance().torch_out_of_memory(device, bytes, largest, count);
+  });
+}
+
 constexpr fakegpu_torch_bridge_table kTable = {
     FAKEGPU_TORCH_BRIDGE_VERSION, sizeof(fakegpu_torch_bridge_table), drain, record_op, host_event, matmul_share,
-    mark_step,
+    mark_step, torch_memory, torch_out_of_memory,
 };
 
 }  // namespace

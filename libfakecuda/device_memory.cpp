@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <string>
 
+#include "memory_ledger.h"
+
 namespace fakegpu::cuda {
 namespace {
 
@@ -19,6 +21,11 @@ constexpr uint64_t kIpcMagic = 0x6670677569706331;  // "fpguipc1"
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 bool counts_against_device(MemoryKind kind) { return kind != MemoryKind::kHost; }
+
+// The program's allocations, in the ledger's parts (the context and communicators' buffers are
+// charged there too, by context_memory.cpp and the NCCL stub, without an allocation here).
+MemoryLedger& ledger() { return MemoryLedger::instance(); }
+constexpr int kProgram = FAKEGPU_MEMORY_PROGRAM;
 
 }  // namespace
 
@@ -59,7 +66,7 @@ void* DeviceMemory::carve(Segment& s, size_t bytes) {
 void* DeviceMemory::allocate(size_t bytes, MemoryKind kind, int device, uint64_t capacity) {
   const size_t length = round_up(std::max<size_t>(bytes, 1), kAlignment);
   std::lock_guard<std::mutex> lock(mu_);
-  if (counts_against_device(kind) && used_[device] + length > capacity) return nullptr;
+  if (counts_against_device(kind) && !ledger().charge(device, kProgram, length, capacity)) return nullptr;
   void* p = nullptr;
   Segment* owner = nullptr;
   for (auto& s : segments_)
@@ -69,10 +76,12 @@ void* DeviceMemory::allocate(size_t bytes, MemoryKind kind, int device, uint64_t
     }
   if (!p) {
     owner = new_segment(length);
-    if (!owner) return nullptr;
+    if (!owner) {
+      if (counts_against_device(kind)) ledger().credit(device, kProgram, length);
+      return nullptr;
+    }
     p = carve(*owner, length);
   }
-  if (counts_against_device(kind)) used_[device] += length;
   allocations_[static_cast<uint8_t*>(p)] = Carved{owner, length, Allocation{p, bytes, kind, device, false}};
   return p;
 }
@@ -85,7 +94,7 @@ bool DeviceMemory::release(void* ptr, MemoryKind kind) {
   if (host != (kind == MemoryKind::kHost)) return false;
   auto [seg, length, info, physical] = it->second;  // physical: 0, as checked above
   allocations_.erase(it);
-  if (counts_against_device(info.kind)) used_[info.device] -= length;
+  if (counts_against_device(info.kind)) ledger().credit(info.device, kProgram, length);
   size_t offset = static_cast<uint8_t*>(ptr) - seg->base;
   // Give the pages back to the kernel, then merge the range with free neighbours.
   madvise(ptr, length, MADV_REMOVE);
@@ -137,11 +146,7 @@ bool DeviceMemory::lookup(const void* ptr, Allocation* out) const {
   return c != nullptr;
 }
 
-uint64_t DeviceMemory::used_on(int device) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = used_.find(device);
-  return it == used_.end() ? 0 : it->second;
-}
+uint64_t DeviceMemory::used_on(int device) const { return ledger().used(device); }
 
 void* DeviceMemory::reserve(size_t bytes) {
   if (bytes == 0 || bytes % kGranularity) return nullptr;
@@ -170,8 +175,7 @@ bool DeviceMemory::free_reservation(void* base) {
 uint64_t DeviceMemory::create_physical(size_t bytes, int device, uint64_t capacity) {
   if (bytes == 0 || bytes % kGranularity) return 0;
   std::lock_guard<std::mutex> lock(mu_);
-  if (used_[device] + bytes > capacity) return 0;
-  used_[device] += bytes;
+  if (!ledger().charge(device, kProgram, bytes, capacity)) return 0;
   physical_[next_id_] = Physical{bytes, device, false};
   return next_id_++;
 }
@@ -180,7 +184,7 @@ bool DeviceMemory::release_physical(uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = physical_.find(handle);
   if (it == physical_.end()) return false;
-  used_[it->second.device] -= it->second.bytes;
+  ledger().credit(it->second.device, kProgram, it->second.bytes);
   physical_.erase(it);  // a mapping still in place keeps its pages until it is unmapped
   return true;
 }

@@ -54,6 +54,7 @@ class DeviceMemory {
   bool find(const void* ptr, size_t len, SegmentRef* out) const;
   // The live allocation containing ptr, if any.
   bool lookup(const void* ptr, Allocation* out) const;
+  // Bytes in use on the device, all parts (memory_ledger.h).
   uint64_t used_on(int device) const;
 
   // The driver's virtual memory family (cuMemAddressReserve, cuMemCreate, cuMemMap...). A
@@ -106,7 +107,6 @@ class DeviceMemory {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Segment>> segments_;
   std::map<const uint8_t*, Carved> allocations_;  // by start
-  std::map<int, uint64_t> used_;                   // device -> bytes counted against it
   std::map<uint64_t, Physical> physical_;          // virtual memory handles
   uint64_t next_id_ = 1;
 };

@@ -23,9 +23,9 @@ DeviceMemory& memory() { return DeviceMemory::instance(); }
 
 void* allocate(size_t bytes, MemoryKind kind) {
   const VirtualDevice& d = current();
+  mark_context_active(current_device());  // the context exists first, and takes its share
   void* p = memory().allocate(bytes, kind, current_device(), d.memory_bytes);
   if (!p) throw cudaErrorMemoryAllocation;
-  mark_context_active(current_device());
   return p;
 }
 
@@ -215,6 +215,7 @@ FAKECUDA_API cudaError_t cudaHostUnregister(void* ptr) {
 FAKECUDA_API cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return guarded([&] {
     const VirtualDevice& d = current();
+    mark_context_active(current_device());  // as any runtime call, it makes the context, which takes its share
     uint64_t used = memory().used_on(current_device());
     if (free_bytes) *free_bytes = d.memory_bytes - std::min(used, d.memory_bytes);
     if (total_bytes) *total_bytes = d.memory_bytes;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "bridge.h"
+#include "context_memory.h"
 #include "device_facts.h"
 #include "devices.h"
 #include "runtime_state.h"
@@ -43,9 +44,13 @@ void mark_context_active(int device) {
   // has already marked it.
   thread_local int marked = -1;
   if (marked == device) return;
-  std::lock_guard<std::mutex> lock(active_mu);
-  active_contexts.insert(device);
+  bool made = false;
+  {
+    std::lock_guard<std::mutex> lock(active_mu);
+    made = active_contexts.insert(device).second;
+  }
   marked = device;
+  if (made) charge_context(device);
 }
 
 cudaError_t fail(cudaError_t e) {

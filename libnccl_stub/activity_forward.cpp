@@ -52,6 +52,47 @@ void forward_operator_totals(Client& client) {
   }
 }
 
+namespace {
+
+wire::MemoryParts parts_of(const uint64_t (&bytes)[FAKEGPU_MEMORY_PART_COUNT]) {
+  return {bytes[FAKEGPU_MEMORY_CONTEXT], bytes[FAKEGPU_MEMORY_PROGRAM], bytes[FAKEGPU_MEMORY_NCCL],
+          bytes[FAKEGPU_MEMORY_LIBRARIES]};
+}
+
+}  // namespace
+
+void forward_memory(Client& client) {
+  try {
+    const CudaBridge& cu = cuda();
+    for (const fakegpu_memory_figures& f : cu.memory_figures()) {
+      wire::RankMemory msg;
+      msg.device = f.device;
+      msg.capacity = f.capacity;
+      msg.in_use = parts_of(f.in_use);
+      msg.peak = f.peak;
+      msg.peak_parts = parts_of(f.peak_parts);
+      msg.peak_us = f.peak_us;
+      msg.peak_step = f.peak_step;
+      msg.failures = f.failures;
+      msg.failed_bytes = f.failed_bytes;
+      msg.failed_parts = parts_of(f.failed_parts);
+      msg.failed_us = f.failed_us;
+      msg.failed_step = f.failed_step;
+      msg.failed_part = static_cast<uint8_t>(f.failed_part);
+      msg.torch_peak_allocated = f.torch_peak_allocated;
+      msg.torch_peak_reserved = f.torch_peak_reserved;
+      msg.torch_oom_bytes = f.torch_oom_bytes;
+      for (uint64_t bytes : f.torch_oom_largest)
+        if (bytes) msg.torch_oom_largest.push_back({bytes});
+      for (const fakegpu_memory_sample& s : cu.memory_samples(f.device, wire::RankMemory::kMaxSamples))
+        msg.samples.push_back({s.us, s.bytes});
+      client.post(msg);
+    }
+  } catch (const std::exception& e) {
+    warn(std::string("could not send this rank's GPU memory figures to the coordinator: ") + e.what());
+  }
+}
+
 }  // namespace fakegpu::stub
 
 // For fakegpu's Python hook, at exit and at each step mark: sends what the runtime logged so
@@ -63,6 +104,7 @@ NCCL_EXPORT void fakegpu_nccl_flush_activity() {
     Client& client = *Client::get(coordinator_endpoint());
     forward_activity(client, 0);
     forward_operator_totals(client);
+    forward_memory(client);
   } catch (const std::exception& e) {
     warn(std::string("fakegpu_nccl_flush_activity: ") + e.what());
   }

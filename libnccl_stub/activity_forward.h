@@ -16,6 +16,10 @@ void forward_activity(Client& client, size_t min_pending);
 // throws either.
 void forward_operator_totals(Client& client);
 
+// Sends the runtime's figures of each GPU's memory so far (which replace the ones sent before):
+// parts, peak, refused allocations, PyTorch's own peaks and its series over time. Never throws.
+void forward_memory(Client& client);
+
 // Collectives forward in batches of this many slices, so a step costs a frame or two.
 constexpr size_t kActivityBatch = 1024;
 

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "activity_forward.h"
+#include "comm_memory.h"
 #include "cuda_bridge.h"
 #include "env.h"
 #include "identity.h"
@@ -68,12 +69,14 @@ ncclResult_t poll_comm(ncclComm* comm) {
       auto done = comm->pending->reply<wire::CommInitDone>();
       comm->id = done.comm_id;
       comm->global_rank = done.global_rank;
+      charge_comm_init(comm, done.memory);
     } else {
       auto done = comm->pending->reply<wire::CommSplitDone>();
       comm->id = done.comm_id;
       comm->nranks = done.nranks;
       comm->rank = done.rank;
       comm->global_rank = done.global_rank;
+      charge_comm_init(comm, done.memory);
     }
     comm->async_error = ncclSuccess;
     adopt_peer_mailbox(comm);
@@ -217,6 +220,7 @@ void destroy_comm(ncclComm* comm, bool abort) {
     wait_comm(comm);
     wait_idle(comm);
   }
+  release_comm_memory(comm);
   if (comm->id == 0) return;  // never joined: nothing to tell the coordinator
   comm->client->forget_peer_mailbox(comm->id);
   // With the coordinator gone there is nobody to tell; the local state is freed all the same,
@@ -224,6 +228,7 @@ void destroy_comm(ncclComm* comm, bool abort) {
   if (comm->client->connection_lost()) return;
   try {
     forward_activity(*comm->client, 0);  // the streams' log so far, while the job is surely still up
+    forward_memory(*comm->client);
     auto request = comm->client->submit(wire::CommDestroy{comm->id, comm->rank});
     if (!abort) request->reply<wire::Ack>();
   } catch (const NcclError&) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "client.h"
+#include "comm_memory.h"
 #include "nccl.h"
 
 namespace fakegpu::stub {
@@ -78,6 +79,7 @@ struct ncclComm {
   int inflight = 0;           // operations queued on streams and not finished yet
   std::condition_variable idle;
   fakegpu::stub::PeerBook peers;
+  fakegpu::stub::CommMemory memory;  // NCCL's device memory for it, as charged to the GPU
 };
 
 namespace fakegpu::stub {

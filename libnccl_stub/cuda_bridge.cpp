@@ -213,6 +213,32 @@ std::vector<fakegpu_op_total> CudaBridge::operator_totals(size_t max) const {
   return rows;
 }
 
+CudaBridge::Charge CudaBridge::charge_memory(int device, int part, int64_t bytes) const {
+  if (!bridge_) return Charge::kNotCounted;
+  constexpr int kMemoryAllocation = 2;  // cudaErrorMemoryAllocation
+  const int err = bridge_->charge_memory(device, part, bytes);
+  return err == 0 ? Charge::kDone : err == kMemoryAllocation ? Charge::kNoRoom : Charge::kNotCounted;
+}
+
+std::vector<fakegpu_memory_figures> CudaBridge::memory_figures() const {
+  if (!bridge_) return {};
+  std::vector<fakegpu_memory_figures> out(8);
+  size_t n = bridge_->memory_figures(out.data(), out.size());
+  if (n > out.size()) {
+    out.resize(n);
+    n = bridge_->memory_figures(out.data(), out.size());
+  }
+  out.resize(std::min(n, out.size()));
+  return out;
+}
+
+std::vector<fakegpu_memory_sample> CudaBridge::memory_samples(int device, size_t max) const {
+  if (!bridge_) return {};
+  std::vector<fakegpu_memory_sample> out(max);
+  out.resize(bridge_->memory_samples(device, out.data(), max));
+  return out;
+}
+
 bool CudaBridge::pin(void* ptr, size_t bytes) const {
   return !host_register_ || host_register_(ptr, bytes, 0 /* cudaHostRegisterDefault */) == 0;
 }

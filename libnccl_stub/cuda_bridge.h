@@ -89,6 +89,18 @@ class CudaBridge {
   // The PyTorch hook's per-operator totals so far, largest GPU time first, at most `max`
   // (none without fakegpu's runtime).
   std::vector<fakegpu_op_total> operator_totals(size_t max) const;
+  // Counts bytes of the device's memory against a fakegpu_memory_part (negative: gives them
+  // back). kNotCounted without fakegpu's runtime, or for a device it does not have (hybrid
+  // mode's shared GPUs, where the real memory is the real GPU's).
+  enum class Charge { kDone, kNoRoom, kNotCounted };
+  Charge charge_memory(int device, int part, int64_t bytes) const;
+  // A fakegpu_library's kernels join the device's context (once; nothing without fakegpu's runtime).
+  void load_library(int device, int library) const {
+    if (bridge_) bridge_->load_library(device, library);
+  }
+  // The runtime's memory figures per device, and one device's series (none without it).
+  std::vector<fakegpu_memory_figures> memory_figures() const;
+  std::vector<fakegpu_memory_sample> memory_samples(int device, size_t max) const;
 
   // Device memory through the loaded runtime; host memory when there is none.
   void* allocate(size_t bytes) const;

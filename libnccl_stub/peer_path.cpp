@@ -43,6 +43,7 @@ void adopt_peer_mailbox(ncclComm* comm) {
 }
 
 void learn_from_reply(ncclComm* comm, const wire::Collective& call, const wire::CollectiveDone& done) {
+  charge_connections(comm, call, done);
   if (done.start_us < 0) return;
   PeerBook& book = comm->peers;
   std::lock_guard<std::mutex> lock(book.mu);

@@ -95,6 +95,9 @@ class CommModel {
   int nnodes() const { return static_cast<int>(node_ranks_.size()); }
   int channels() const { return channels_; }
   int nvls_channels() const { return nvls_channels_; }
+  int p2p_channels() const { return p2p_channels_; }           // NCCL's p2pnChannels
+  int p2p_channels_per_peer() const { return p2p_per_peer_; }  // p2pnChannelsPerPeer
+  const TuningEnv& tuning() const { return env_; }
   bool nvlink_inside_nodes() const { return nvl_intra_; }  // every pair of a node on NVLink
   // Some pair of a node without NVLink cannot reach its peer over PCIe: it meets in host memory.
   bool host_memory_inside_nodes() const { return shm_intra_; }

@@ -92,6 +92,8 @@ struct TuningEnv {
   // Bytes; 0: NCCL's default. NCCL_BUFFSIZE sets the Simple protocol's buffer, whose eighth is a
   // step; NCCL_NVLS_CHUNKSIZE and NCCL_NVLSTREE_MAX_CHUNKSIZE the NVLS algorithms' chunks.
   int64_t buffsize = 0;
+  int64_t ll_buffsize = 0;     // NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE: the device memory of connections
+  int64_t ll128_buffsize = 0;
   int64_t nvls_chunksize = 0;
   int64_t nvls_tree_max_chunksize = 0;
   // Point-to-point: NCCL_P2P_{NVL,NET,PCI}_CHUNKSIZE (bytes), NCCL_MAX_P2P_NCHANNELS,

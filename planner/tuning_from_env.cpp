@@ -55,6 +55,8 @@ TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
   tuning.nvls_enable = static_cast<int>(value_of(env::kNcclNvlsEnable, conf));
   tuning.collnet_enable = value_of(env::kNcclCollnetEnable, conf);
   tuning.buffsize = value_of(env::kNcclBuffsize, conf);
+  tuning.ll_buffsize = value_of(env::kNcclLlBuffsize, conf);
+  tuning.ll128_buffsize = value_of(env::kNcclLl128Buffsize, conf);
   tuning.nvls_chunksize = value_of(env::kNcclNvlsChunksize, conf);
   tuning.nvls_tree_max_chunksize = value_of(env::kNcclNvlsTreeMaxChunksize, conf);
   tuning.p2p_nvl_chunksize = value_of(env::kNcclP2pNvlChunksize, conf);

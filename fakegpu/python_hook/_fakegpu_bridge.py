@@ -5,7 +5,7 @@ written here."""
 
 import ctypes
 
-VERSION = 1
+VERSION = 2
 
 # fakegpu_op_kind
 (MEMORY, GEMM, CONV, ATTENTION, ATTENTION_BACKWARD, REDUCTION, NORM, NORM_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD,
@@ -16,6 +16,7 @@ MEMORY_BOUND, FP64, FP32, TF32, HALF, FP8 = range(6)
 IN_BACKWARD, CAUSAL, CHANNELS_LAST, RECORDS_GRAD = 1, 2, 4, 8
 # fakegpu_host_event
 BACKWARD_CALL, MODULE_CALL, OPTIMIZER_STEP = range(3)
+LARGEST_BLOCKS = 8  # FAKEGPU_MEMORY_LARGEST_BLOCKS
 # fakegpu_op_bound
 BOUND_NAMES = ("memory", "compute", "launch")
 
@@ -41,7 +42,10 @@ class _Table(ctypes.Structure):
                                                ctypes.POINTER(OpCost))),
                 ("host_event", ctypes.CFUNCTYPE(_STATUS, ctypes.c_int, ctypes.c_int64)),
                 ("matmul_share", ctypes.CFUNCTYPE(_STATUS, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double))),
-                ("mark_step", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, ctypes.c_int))]
+                ("mark_step", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, ctypes.c_int)),
+                ("torch_memory", ctypes.CFUNCTYPE(_STATUS, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)),
+                ("torch_out_of_memory", ctypes.CFUNCTYPE(_STATUS, ctypes.c_int, ctypes.c_uint64,
+                                                         ctypes.POINTER(ctypes.c_uint64), ctypes.c_int))]
 
 
 def facts(kind, math=MEMORY_BOUND, flops=0.0, nbytes=0.0, dims=(), flags=0, element_bytes=0, row_alignment=16):
@@ -86,6 +90,14 @@ class Bridge:
 
     def mark_step(self, stream, begin):
         self._check(self._t.mark_step(stream, int(begin)), "a step mark")
+
+    def torch_memory(self, device, peak_allocated, peak_reserved):
+        self._check(self._t.torch_memory(device, peak_allocated, peak_reserved), "PyTorch's memory peaks")
+
+    def torch_out_of_memory(self, device, nbytes, largest):
+        largest = list(largest)[:LARGEST_BLOCKS]
+        blocks = (ctypes.c_uint64 * max(1, len(largest)))(*largest)
+        self._check(self._t.torch_out_of_memory(device, nbytes, blocks, len(largest)), "an out-of-memory error")
 
 
 def find():

@@ -3,7 +3,7 @@
 A step ends at each optimizer step. A program that marks its steps with NVTX ranges whose name
 says "step" or "iter" (torch.cuda.nvtx.range_push/range_pop, or torch.cuda.nvtx.range) gets
 those ranges instead. Each mark goes onto the current stream, so it lands at the modeled time
-the GPU reaches that point. At exit, what the runtime logged goes to the coordinator.
+the GPU reaches that point. At exit, what the runtime logged and PyTorch's memory peaks go to the coordinator.
 """
 
 import atexit
@@ -13,6 +13,7 @@ import sys
 import threading
 
 import _fakegpu_bridge
+import _fakegpu_memory
 
 _STEP_NAME = re.compile(r"step|iter", re.IGNORECASE)
 
@@ -69,6 +70,7 @@ def _install(torch):
 
     def flush_at_exit():
         if torch.cuda.is_initialized():  # otherwise the GPU did nothing, and there is nothing to send
+            _fakegpu_memory.report_peaks()
             lib.fakegpu_nccl_flush_activity()
 
     atexit.register(flush_at_exit)

@@ -28,6 +28,7 @@ import _fakegpu_cost
 import _fakegpu_efficient_attention
 import _fakegpu_fallbacks
 import _fakegpu_host
+import _fakegpu_memory
 import _fakegpu_random
 import _fakegpu_steps
 import _fakegpu_sync_batch_norm
@@ -257,6 +258,8 @@ def _kernel(op, shapes_only):
             draws = _fakegpu_random.elementwise_draws(torch, args) if random else None
             result, stream = _run(_CpuView, op, args, kwargs, draws)
         facts = _fakegpu_cost.op_facts(torch, name, args, result)
+        if facts.kind == _fakegpu_bridge.GEMM and not _fakegpu_capture.capturing(stream):
+            _fakegpu_memory.before_product(stream)
         _price(stream, name, facts)
         if facts.row_alignment < 16 and not _hinted:
             _hint_misaligned(name, args, result, facts.math, facts.row_alignment)
@@ -322,6 +325,7 @@ def install():
         raise RuntimeError("fakegpu: PyTorch compute needs fakegpu's CUDA runtime, which is not loaded "
                            "(run the job under fgpu, or set FAKEGPU_TORCH_COMPUTE=0)")
     _fakegpu_host.install(torch, _bridge)
+    _fakegpu_memory.install(torch, _bridge)
     _fakegpu_capture.install(ctypes.CDLL(None))
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count

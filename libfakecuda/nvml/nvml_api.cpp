@@ -5,9 +5,11 @@
 // a null pointer. What fakegpu does not model (NVLink state, sensors) returns
 // NVML_ERROR_NOT_SUPPORTED and logs one line naming the call. The types are NVML's, spelled with
 // their ABI: nvmlReturn_t and enums are int, handles are pointers.
+#include <strings.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
-#include <strings.h>
 
 #include "../driver/runtime_calls.h"
 #include "log_once.h"
@@ -302,17 +304,52 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t*
   });
 }
 
-// No other process computes on a fake GPU.
-NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
-                                                          nvmlProcessInfo_v1_t*) {
-  return call([&](const RuntimeCalls& rt) {
-    index_of(rt, device);
+// This process is the one computing on its fake GPU, with what the runtime counts in use there
+// (context included), as NVML reports a process; PyTorch's out-of-memory message quotes it.
+// Before it has used the device, none. Versions 2 and 3 add two instance ids (no MIG: ~0u).
+template <typename Info>
+nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int* count, Info* infos, void (*fill)(Info*)) {
+  nvmlReturn_t result = kSuccess;
+  const nvmlReturn_t called = call([&](const RuntimeCalls& rt) {
+    const int i = index_of(rt, device);
     require(count != nullptr);
-    *count = 0;
+    const uint64_t used = rt.bridge->device_memory_used(i);
+    if (used == 0) {
+      *count = 0;
+      return;
+    }
+    if (*count < 1 || !infos) {
+      *count = 1;
+      result = kInsufficientSize;
+      return;
+    }
+    *count = 1;
+    infos->pid = static_cast<unsigned int>(getpid());
+    infos->usedGpuMemory = used;
+    fill(infos);
+  });
+  return called != kSuccess ? called : result;
+}
+
+struct nvmlProcessInfo_v2_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId, computeInstanceId;
+};
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                          nvmlProcessInfo_v1_t* infos) {
+  return running_processes<nvmlProcessInfo_v1_t>(device, count, infos, [](nvmlProcessInfo_v1_t*) {});
+}
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                             nvmlProcessInfo_v2_t* infos) {
+  return running_processes<nvmlProcessInfo_v2_t>(device, count, infos, [](nvmlProcessInfo_v2_t* info) {
+    info->gpuInstanceId = info->computeInstanceId = ~0u;
   });
 }
-NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count, void*) {
-  return nvmlDeviceGetComputeRunningProcesses(device, count, nullptr);
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* count,
+                                                             nvmlProcessInfo_v2_t* infos) {
+  return nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos);
 }
 
 // No multi-node NVLink fabric: programs (PyTorch's symmetric memory) share memory by file

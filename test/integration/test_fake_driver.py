@@ -211,6 +211,13 @@ ok(nvml.nvmlDeviceGetGpuFabricInfoV(dev, fabric), "fabric")
 print("processes", processes.value, "fabric state", fabric[28])
 bad = ctypes.c_void_p(); print("unknown bus", nvml.nvmlDeviceGetHandleByPciBusId_v2(b"0000:ff:1f.0", ctypes.byref(bad)))
 state = ctypes.c_int(); print("nvlink", nvml.nvmlDeviceGetNvLinkState(dev, 0, ctypes.byref(state)))
+# Once the process uses the device it is the one running there, with what the device has in use
+# (the context at least): asked with no room first, as NVML's callers do.
+ok(cudart.cudaSetDevice(n.value - 1), "cudaSetDevice")
+count = ctypes.c_uint(0); short = nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, ctypes.byref(count), None)
+infos = (ctypes.c_ulonglong * 6)(); ok(nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, ctypes.byref(count), infos), "procs v3")
+ok(nvml.nvmlDeviceGetMemoryInfo(dev, memory), "memory")
+print("running", short, count.value, infos[0] & 0xffffffff == os.getpid(), infos[1] == memory[2] > 0)
 """, FAKEGPU_NODE="1")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("count 2", r.stdout)
@@ -218,6 +225,7 @@ state = ctypes.c_int(); print("nvlink", nvml.nvmlDeviceGetNvLinkState(dev, 0, ct
         self.assertIn("processes 0 fabric state 0", r.stdout)  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
         self.assertIn("unknown bus 6", r.stdout)  # NVML_ERROR_NOT_FOUND
         self.assertIn("nvlink 3", r.stdout)  # NVML_ERROR_NOT_SUPPORTED, and one line naming the call
+        self.assertIn("running 7 1 True True", r.stdout)  # NVML_ERROR_INSUFFICIENT_SIZE, then this process
         self.assertIn("fakegpu: nvmlDeviceGetNvLinkState: not simulated by fakegpu's NVML", r.stderr)
 
 

@@ -209,6 +209,18 @@ class FgpuCli(unittest.TestCase):
         # Rank pairs by NCCL path type: 2 x 28 pairs inside the nodes on NVLink, 64 across.
         self.assertEqual(world["channels"]["path_types"], {"NVL": 56, "NET": 64})
         self.assertIn("modeled timeline", r.stdout)
+        # Every rank's GPU holds its CUDA context and NCCL's buffers for its three communicators
+        # (world, TP, DP), by NCCL's rules (test_nccl_memory.cpp); cudaMemGetInfo counts them.
+        memory = {r["global_rank"]: r for r in report["memory"]["ranks"]}
+        self.assertEqual(sorted(memory), list(range(16)))
+        for entry in memory.values():
+            parts = entry["peak"]["parts"]
+            self.assertGreater(parts["nccl"], 200 << 20, entry)
+            self.assertGreater(parts["context"], 400 << 20, entry)
+            self.assertEqual(entry["peak"]["bytes"], sum(parts.values()))
+            self.assertEqual(entry["in_use_at_end"]["nccl"], 0, "destroyed communicators give their buffers back")
+        self.assertTrue(report["memory"]["fits"])
+        self.assertIn("peak GPU memory: ", r.stdout)
         # The report follows its published schema; a report missing a section does not.
         schema = json.loads((REPO / "docs" / "report.schema.json").read_text())
         jsonschema.validate(report, schema)
@@ -254,10 +266,14 @@ class FgpuCli(unittest.TestCase):
                 covered = max(covered, end)
             self.assertLessEqual(covered, run_us + 1e-3)
             self.assertGreater(covered, 0.99 * run_us, "the slowest rank's run is the job's")
-        counters = [e for e in trace if e["ph"] == "C"]
+        counters = [e for e in trace if e["ph"] == "C" and "busy" in e["args"]]
         self.assertTrue({"NVLink busy %", "network busy %"} <= {e["name"] for e in counters})
         for e in counters:
             self.assertLessEqual(e["args"]["busy"], 100.0 + 1e-6)
+        # Each rank's GPU memory is a counter too, in GiB, never past the GPU's 79.6.
+        memory = [e for e in trace if e["ph"] == "C" and e["name"].endswith(" GPU memory")]
+        self.assertEqual({e["name"] for e in memory}, {f"rank {g} GPU memory" for g in range(16)})
+        self.assertTrue(all(0 < e["args"]["GiB"] < 79.7 for e in memory))
 
     def test_returns_the_command_exit_code(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-cli-"))

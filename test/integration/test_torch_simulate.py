@@ -400,6 +400,75 @@ class Prediction(TorchTest):
         self.assertLess(predicted[50304], 0.75 * predicted[50257], predicted)
 
 
+class Memory(TorchTest):
+    """The report's GPU memory is what each rank's PyTorch sees; an out-of-memory error ends the job
+    with its explanation."""
+
+    def check_peaks_equal_the_ranks_own(self, case):
+        report, out = self.tmp / "r.json", self.tmp / "figures"
+        out.mkdir()
+        r = self.run_ok("--report", report, "--nproc", "2", PYTHON, TORCH_SCRIPTS / "memory.py", "--case", case,
+                        "--out", out)
+        memory = json.loads(report.read_text())["memory"]
+        self.assertTrue(memory["fits"])
+        for entry in memory["ranks"]:
+            own = json.loads((out / f"rank{entry['global_rank']}.json").read_text())
+            self.assertEqual(entry["pytorch"], {"max_allocated": own["max_allocated"], "max_reserved": own["max_reserved"]})
+            self.assertEqual(entry["capacity"], own["capacity"])
+            parts = entry["peak"]["parts"]
+            # The allocator's pool is the program's part at the peak; the GPU's memory in use after
+            # the steps (reserved still at its peak) is the peak, with context and NCCL beside it.
+            self.assertEqual(parts["program"], own["max_reserved"])
+            self.assertEqual(own["reserved"], own["max_reserved"])
+            self.assertEqual(entry["peak"]["bytes"], own["in_use"])
+            self.assertGreater(parts["context"], 0)
+            self.assertGreater(parts["nccl"], 0)
+        self.assertIn("peak GPU memory: ", r.stdout)
+        self.assertIn("PyTorch 0.", r.stdout)
+        return memory
+
+    def test_ddp_peaks_equal_what_the_ranks_see(self):
+        self.check_peaks_equal_the_ranks_own("ddp")
+
+    def test_fsdp2_peaks_equal_what_the_ranks_see(self):
+        self.check_peaks_equal_the_ranks_own("fsdp")
+
+    def test_a_model_larger_than_the_host_built_on_meta_gets_its_figures_in_shapes_mode(self):
+        report, out = self.tmp / "r.json", self.tmp / "figures"
+        out.mkdir()
+        self.run_ok("--report", report, "--nproc", "1", PYTHON, TORCH_SCRIPTS / "memory.py", "--case", "meta",
+                    "--out", out, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
+        own = json.loads((out / "rank0.json").read_text())
+        weights = 2 * own["params"]
+        self.assertGreater(weights, 40e9)
+        self.assertGreaterEqual(own["max_allocated"], weights)
+        entry = json.loads(report.read_text())["memory"]["ranks"][0]
+        self.assertEqual(entry["peak"]["bytes"], own["in_use"])
+        self.assertEqual(entry["peak"]["parts"]["program"], own["max_reserved"])
+        self.assertLess(own["host_max_rss"], 4 << 30, "nothing written, so the host does not pay for the weights")
+
+    def test_an_out_of_memory_rank_ends_the_job_with_the_explanation(self):
+        report = self.tmp / "r.json"
+        start = time.monotonic()
+        r = fgpu_torch("--report", report, "--nproc", "4", PYTHON, TORCH_SCRIPTS / "memory.py", "--case", "oom",
+                       env=dict(os.environ, FAKEGPU_DEADLOCK_TIMEOUT_MS="3000"), timeout=300)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertLess(time.monotonic() - start, 120, "the job should end, not hang")
+        # PyTorch's own error, with the figures a GPU gives (NVML names this process's use).
+        self.assertIn("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 GiB. GPU 1 has a total "
+                      "capacity of 79.65 GiB", r.stderr)
+        self.assertIn("Including non-PyTorch memory, this process has", r.stderr)
+        self.assertIn("out of memory on rank 1 in step 3: tried to allocate 100.0 GiB with ", r.stdout)
+        self.assertIn("the job does not fit this cluster's GPUs; largest live blocks ", r.stdout)
+        memory = json.loads(report.read_text())["memory"]
+        self.assertFalse(memory["fits"])
+        self.assertEqual(memory["out_of_memory_ranks"], [1])
+        oom = next(k for k in memory["ranks"] if k["global_rank"] == 1)["out_of_memory"]
+        self.assertEqual(oom["requested_bytes"], 100 << 30)
+        self.assertGreater(oom["in_use"]["nccl"], 0)
+        self.assertEqual(oom["largest_live_blocks"], sorted(oom["largest_live_blocks"], reverse=True))
+
+
 class Failures(TorchTest):
     """A torch user's mistakes end the job with the coordinator's diagnosis, not a hang."""
 

@@ -5,8 +5,8 @@
 
 #include <numeric>
 
-#include "cluster_config.h"
 #include "comm_model.h"
+#include "preset_model.h"
 
 namespace fakegpu::planner {
 namespace {
@@ -14,19 +14,6 @@ namespace {
 using wire::CollType;
 
 constexpr double kMiB = 1 << 20;
-
-struct Preset {
-  Topology topo;
-  CommModel model;
-  explicit Preset(const std::string& file, const TuningEnv& env = {})
-      : topo(Topology::from_config(load_cluster_config(std::string(FAKEGPU_SOURCE_DIR) + "/configs/presets/" + file))),
-        model(topo, all_ranks(static_cast<int>(topo.gpus.size())), env) {}
-  static std::vector<int> all_ranks(int n) {
-    std::vector<int> v(n);
-    std::iota(v.begin(), v.end(), 0);
-    return v;
-  }
-};
 
 // One node of 8 H100: 32 p2p channels, a message on 4 of them until its parts pass 16 MiB, then
 // doubled; nccl-tests' sendrecv (every channel sends and receives) moves 20 GB/s a channel each

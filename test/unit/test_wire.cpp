@@ -31,16 +31,17 @@ MEMBERS(Hello, a, b, c, d, e, f, g, h)
 MEMBERS(Welcome, a, b, c, d)
 MEMBERS(ErrorReply, a, b)
 MEMBERS(CommInit, a, b, c, d, e)
-MEMBERS(CommInitDone, a, b)
+MEMBERS(CommInitDone, a, b, c)
+MEMBERS(NcclMemory, a, b, c, d)
 MEMBERS(CommSplit, a, b, c, d, e)
-MEMBERS(CommSplitDone, a, b, c, d)
+MEMBERS(CommSplitDone, a, b, c, d, e)
 MEMBERS(CommShrink, a, b, c, d, e)
 MEMBERS(CommRevoke, a, b)
 MEMBERS(CommDestroy, a, b)
 MEMBERS(BufferRef, a, b)
 MEMBERS(ShareSegment, a, b)
 MEMBERS(Collective, a, b, c, d, e, f, g, h, i, j, k, l, n, o)
-MEMBERS(CollectiveDone, a, b, c, d, e)
+MEMBERS(CollectiveDone, a, b, c, d, e, f, g, h, i)
 MEMBERS(CommInfo, a, b, c)
 MEMBERS(InfoLine, a, b)
 MEMBERS(CommInfoReply, a, b, c, d, e, f, g)
@@ -54,6 +55,10 @@ MEMBERS(RankActivity, a, b)
 MEMBERS(PeerMailbox, a, b, c)
 MEMBERS(OperatorTotal, a, b, c, d, e, f, g, h, i, j)
 MEMBERS(RankOperators, a)
+MEMBERS(MemoryParts, a, b, c, d)
+MEMBERS(MemorySample, a, b)
+MEMBERS(LiveBlock, a)
+MEMBERS(RankMemory, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q, r, s)
 #undef MEMBERS
 // Messages without fields.
 static std::tuple<> members(const Ack&) { return {}; }
@@ -66,6 +71,10 @@ static bool operator==(const InfoLine& a, const InfoLine& b) { return members(a)
 static bool operator==(const SimOp& a, const SimOp& b) { return members(a) == members(b); }
 static bool operator==(const ActivitySlice& a, const ActivitySlice& b) { return members(a) == members(b); }
 static bool operator==(const OperatorTotal& a, const OperatorTotal& b) { return members(a) == members(b); }
+static bool operator==(const NcclMemory& a, const NcclMemory& b) { return members(a) == members(b); }
+static bool operator==(const MemoryParts& a, const MemoryParts& b) { return members(a) == members(b); }
+static bool operator==(const MemorySample& a, const MemorySample& b) { return members(a) == members(b); }
+static bool operator==(const LiveBlock& a, const LiveBlock& b) { return members(a) == members(b); }
 }  // namespace fakegpu::wire
 
 namespace {
@@ -184,6 +193,31 @@ RankOperators full_rank_operators() {
   return m;
 }
 
+RankMemory full_rank_memory() {
+  RankMemory m;
+  m.device = 3;
+  m.capacity = kBig;
+  m.in_use = {kBig + 1, kBig + 2, kBig + 3, kBig + 4};
+  m.peak = kBig + 5;
+  m.peak_parts = {kBig + 6, kBig + 7, kBig + 8, kBig + 9};
+  m.peak_us = 12.5;
+  m.peak_step = 2;
+  m.failures = 1;
+  m.failed_bytes = kBig + 10;
+  m.failed_parts = {kBig + 11, kBig + 12, kBig + 13, kBig + 14};
+  m.failed_us = 40.25;
+  m.failed_step = 3;
+  m.failed_part = 2;
+  m.torch_peak_allocated = kBig + 15;
+  m.torch_peak_reserved = kBig + 16;
+  m.torch_oom_bytes = kBig + 17;
+  m.torch_oom_largest = {{kBig + 18}};
+  m.samples = {{1.5, kBig + 19}};
+  for (const MemoryParts& parts : {m.in_use, m.peak_parts, m.failed_parts}) expect_all_set(parts);
+  expect_all_set(m.samples[0]);
+  return m;
+}
+
 // One message of the type with every field set. No default: -Wswitch names a type added to
 // wire.h and forgotten here.
 void expect_full_round_trip(MsgType type) {
@@ -192,13 +226,19 @@ void expect_full_round_trip(MsgType type) {
     case MsgType::kWelcome: return expect_every_field_travels(Welcome{kProtocolVersion + 1, 16, kBig, "dev"});
     case MsgType::kError: return expect_every_field_travels(ErrorReply{-5, "bad things"});
     case MsgType::kCommInit: return expect_every_field_travels(full_comm_init());
-    case MsgType::kCommInitDone: return expect_every_field_travels(CommInitDone{kBig, 4});
+    case MsgType::kCommInitDone: {
+      const NcclMemory memory{kBig, kBig + 1, kBig + 2, kBig + 3};
+      expect_all_set(memory);
+      return expect_every_field_travels(CommInitDone{kBig, 4, memory});
+    }
     case MsgType::kCommSplit: return expect_every_field_travels(CommSplit{kBig, 1, kBig + 1, -1, 17});
-    case MsgType::kCommSplitDone: return expect_every_field_travels(CommSplitDone{kBig, 4, 2, 9});
+    case MsgType::kCommSplitDone:
+      return expect_every_field_travels(CommSplitDone{kBig, 4, 2, 9, {kBig, kBig + 1, kBig + 2, kBig + 3}});
     case MsgType::kCommDestroy: return expect_every_field_travels(CommDestroy{kBig, 3});
     case MsgType::kAck: return expect_every_field_travels(Ack{});
     case MsgType::kCollective: return expect_every_field_travels(full_collective());
-    case MsgType::kCollectiveDone: return expect_every_field_travels(CollectiveDone{kBig, 12.5, 300.25, 7.75, 1});
+    case MsgType::kCollectiveDone:
+      return expect_every_field_travels(CollectiveDone{kBig, 12.5, 300.25, 7.75, 1, 5, kBig + 1, kBig + 2, kBig + 3});
     case MsgType::kShareSegment: return expect_every_field_travels(ShareSegment{kBig, kBig + 1});
     case MsgType::kCommShrink: return expect_every_field_travels(CommShrink{kBig, 2, kBig + 1, 1, {3, -7}});
     case MsgType::kCommRevoke: return expect_every_field_travels(CommRevoke{kBig, 1});
@@ -213,6 +253,7 @@ void expect_full_round_trip(MsgType type) {
     case MsgType::kRankActivity: return expect_every_field_travels(full_rank_activity());
     case MsgType::kPeerMailbox: return expect_every_field_travels(PeerMailbox{kBig, 16, kBig + 1});
     case MsgType::kRankOperators: return expect_every_field_travels(full_rank_operators());
+    case MsgType::kRankMemory: return expect_every_field_travels(full_rank_memory());
   }
   ADD_FAILURE() << "no test message for type " << static_cast<int>(type);
 }

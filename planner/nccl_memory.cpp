@@ -106,6 +106,10 @@ NcclMemoryPlan nccl_memory_plan(const CommModel& m, int rank) {
     const uint64_t chunk = m.tuning().nvls_chunksize > 0 ? m.tuning().nvls_chunksize : kDefaultNvlsChunk;
     plan.nvls = allocation(heads * m.nvls_channels() * kNvlsChunksPerRound * chunk);
   }
+  if (!m.tuning().runtime_connect) {  // every algorithm connects at init
+    plan.init += plan.ring + plan.tree + plan.nvls;
+    plan.ring = plan.tree = plan.nvls = 0;
+  }
   return plan;
 }
 

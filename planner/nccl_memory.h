@@ -8,6 +8,7 @@
 //   and 4 KiB of connection state each side; across nodes (NET transport with GPUDirect RDMA)
 //   the receiver holds all three, the sender LL128 and Simple.
 //   NVLS: per rank, heads x channels x 2 x 8 chunks of NCCL_NVLS_CHUNKSIZE.
+// With NCCL_RUNTIME_CONNECT=0 every algorithm's pieces come at init instead.
 #pragma once
 
 #include <cstdint>

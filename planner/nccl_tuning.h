@@ -94,6 +94,7 @@ struct TuningEnv {
   int64_t buffsize = 0;
   int64_t ll_buffsize = 0;     // NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE: the device memory of connections
   int64_t ll128_buffsize = 0;
+  bool runtime_connect = true;  // NCCL_RUNTIME_CONNECT: connect each algorithm at its first use, not at init
   int64_t nvls_chunksize = 0;
   int64_t nvls_tree_max_chunksize = 0;
   // Point-to-point: NCCL_P2P_{NVL,NET,PCI}_CHUNKSIZE (bytes), NCCL_MAX_P2P_NCHANNELS,

@@ -57,6 +57,7 @@ TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
   tuning.buffsize = value_of(env::kNcclBuffsize, conf);
   tuning.ll_buffsize = value_of(env::kNcclLlBuffsize, conf);
   tuning.ll128_buffsize = value_of(env::kNcclLl128Buffsize, conf);
+  tuning.runtime_connect = value_of(env::kNcclRuntimeConnect, conf);
   tuning.nvls_chunksize = value_of(env::kNcclNvlsChunksize, conf);
   tuning.nvls_tree_max_chunksize = value_of(env::kNcclNvlsTreeMaxChunksize, conf);
   tuning.p2p_nvl_chunksize = value_of(env::kNcclP2pNvlChunksize, conf);

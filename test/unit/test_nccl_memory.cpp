@@ -82,6 +82,17 @@ TEST(NcclMemory, A100sReadSimpleFromTheSender) {
   EXPECT_EQ(nccl_memory_plan(a100.model, 0).ring, a100.model.channels() * (6 + 6) * kMiB);
 }
 
+// NCCL_RUNTIME_CONNECT=0: every algorithm's connections at init, the same bytes in all.
+TEST(NcclMemory, WithoutRuntimeConnectEverythingConnectsAtInit) {
+  Preset lazy("dgx-h100-1node.yaml");
+  TuningEnv env;
+  env.runtime_connect = false;
+  Preset eager("dgx-h100-1node.yaml", env);
+  const NcclMemoryPlan a = nccl_memory_plan(lazy.model, 3), b = nccl_memory_plan(eager.model, 3);
+  EXPECT_EQ(b.ring + b.tree + b.nvls, 0u);
+  EXPECT_EQ(b.init, a.init + a.ring + a.tree + a.nvls);
+}
+
 // One rank has nobody to connect to.
 TEST(NcclMemory, ASingleRankCommunicatorTakesNothing) {
   Topology topo = Topology::from_config(load_cluster_config(std::string(FAKEGPU_SOURCE_DIR) + "/configs/presets/dgx-h100-1node.yaml"));

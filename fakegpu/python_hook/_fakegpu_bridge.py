@@ -100,6 +100,18 @@ class Bridge:
         self._check(self._t.torch_out_of_memory(device, nbytes, blocks, len(largest)), "an out-of-memory error")
 
 
+def coordinator_flush():
+    """fakegpu's NCCL library's call that sends what the runtime logged so far (activity, operator
+    totals, memory) to the coordinator, connecting first if the process has not; None when fakegpu's
+    NCCL library is not loaded."""
+    lib = ctypes.CDLL(None)
+    if not hasattr(lib, "fakegpu_nccl_flush_activity"):
+        return None
+    flush = lib.fakegpu_nccl_flush_activity
+    flush.argtypes, flush.restype = [], None
+    return flush
+
+
 def find():
     """The bridge of the fakegpu runtime loaded in this process; None when there is none. A runtime
     of another version is an error: the hook and the runtime come from one build."""

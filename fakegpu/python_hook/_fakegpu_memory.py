@@ -14,7 +14,6 @@ report says about it.
   coordinator at once, before the error unwinds the program.
 """
 
-import ctypes
 import os
 import sys
 import threading
@@ -76,8 +75,8 @@ def _out_of_memory(device, requested, device_total, device_free):
         blocks.sort(reverse=True)
         _bridge.torch_out_of_memory(device, requested, blocks[:_fakegpu_bridge.LARGEST_BLOCKS])
         report_peaks()
-        lib = ctypes.CDLL(None)
-        if hasattr(lib, "fakegpu_nccl_flush_activity"):
-            lib.fakegpu_nccl_flush_activity()
+        flush = _fakegpu_bridge.coordinator_flush()
+        if flush is not None:
+            flush()
     except Exception as e:  # the user's error matters more than the report's
         sys.stderr.write(f"fakegpu: could not record the out-of-memory error for the report: {e}\n")

@@ -7,7 +7,6 @@ the GPU reaches that point. At exit, what the runtime logged and PyTorch's memor
 """
 
 import atexit
-import ctypes
 import re
 import sys
 import threading
@@ -26,11 +25,10 @@ def install(torch):
 
 
 def _install(torch):
-    lib = ctypes.CDLL(None)
     bridge = _fakegpu_bridge.find()
-    if bridge is None or not hasattr(lib, "fakegpu_nccl_flush_activity"):
+    flush = _fakegpu_bridge.coordinator_flush()
+    if bridge is None or flush is None:
         return  # not fakegpu's runtime and NCCL: nothing to mark steps on
-    lib.fakegpu_nccl_flush_activity.argtypes = []
     ranges = threading.local()  # per thread, as NVTX nests them: for each open range, whether it is a step
     saw_step_range = False
 
@@ -71,6 +69,6 @@ def _install(torch):
     def flush_at_exit():
         if torch.cuda.is_initialized():  # otherwise the GPU did nothing, and there is nothing to send
             _fakegpu_memory.report_peaks()
-            lib.fakegpu_nccl_flush_activity()
+            flush()
 
     atexit.register(flush_at_exit)

@@ -47,6 +47,9 @@ KEEP_CUDA = {
     "aten::record_stream", "aten::is_pinned", "aten::_pin_memory", "aten::_local_scalar_dense",
     "aten::set_.source_Tensor_storage_offset", "aten::_has_same_storage_numel", "aten::is_set_to",
     "aten::_fused_sdp_choice",
+    # A view in all but its schema (autograd does not track it): its own kernel makes the view, where
+    # a kernel of the hook's would copy the tensor, into memory a GPU never allocates.
+    "aten::_unsafe_view",
 }
 
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")

@@ -9,7 +9,8 @@
 namespace fakegpu::stub {
 namespace {
 
-constexpr double kMiB = 1 << 20;
+// Whole MiB, rounded up, for messages.
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (uint64_t{1} << 20) - 1) >> 20); }
 
 // False when the GPU has no room; the runtime's ledger notes the refusal.
 bool charge(ncclComm* comm, uint64_t bytes) {
@@ -24,7 +25,7 @@ bool charge(ncclComm* comm, uint64_t bytes) {
 
 void charge_or_warn(ncclComm* comm, uint64_t bytes, const char* what) {
   if (!charge(comm, bytes))
-    warn("communicator " + std::to_string(comm->id) + ": NCCL's " + what + " (" + std::to_string(bytes / kMiB) +
+    warn("communicator " + std::to_string(comm->id) + ": NCCL's " + what + " (" + mib(bytes) +
          " MiB) do not fit in GPU " + std::to_string(comm->cuda_device) + "'s free memory");
 }
 
@@ -37,7 +38,7 @@ void charge_comm_init(ncclComm* comm, const wire::NcclMemory& plan) {
   cuda().load_library(comm->cuda_device, FAKEGPU_LIBRARY_NCCL);
   if (!charge(comm, plan.init))
     throw NcclError(ncclSystemError, "NCCL's buffers for communicator " + std::to_string(comm->id) + " (" +
-                                         std::to_string(plan.init / kMiB) + " MiB) do not fit in GPU " +
+                                         mib(plan.init) + " MiB) do not fit in GPU " +
                                          std::to_string(comm->cuda_device) + "'s free memory: out of memory");
 }
 

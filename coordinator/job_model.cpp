@@ -90,8 +90,7 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
 wire::NcclMemory Job::nccl_memory(Comm& comm, int rank) {
   const planner::CommModel* model = model_of(comm);
   if (!model) return {};
-  const planner::NcclMemoryPlan plan = planner::nccl_memory_plan(*model, rank);
-  return {plan.init, plan.ring, plan.tree, plan.nvls};
+  return planner::nccl_memory_plan(*model, rank);
 }
 
 const planner::CommModel* Job::model_of(Comm& comm) {

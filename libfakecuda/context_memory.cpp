@@ -15,7 +15,7 @@ namespace fakegpu::cuda {
 namespace {
 
 std::mutex loaded_mu;
-std::set<std::pair<int, int>> loaded;  // (device, library); library -1 is the context itself
+std::set<std::pair<int, int>> loaded;  // (device, library)
 
 // Whether this (device, library) is new, marking it seen.
 bool first_time(int device, int library) {
@@ -43,7 +43,7 @@ memory::Library library_of(int library) {
 
 void charge_context(int device) {
   const VirtualDevice* d = device_at(device);
-  if (!d || !first_time(device, -1)) return;
+  if (!d) return;
   // A context that does not fit fails on a GPU too, but later: the first allocation says so.
   MemoryLedger::instance().charge(device, FAKEGPU_MEMORY_CONTEXT, memory::context_bytes(*d->profile), d->memory_bytes);
 }
@@ -54,7 +54,7 @@ int load_library(int device, int library) {
     if (!d) throw cudaErrorInvalidDevice;
     const memory::Library which = library_of(library);
     if (!first_time(device, library)) return;
-    charge_context(device);
+    mark_context_active(device);  // the context comes first (charged once, when it becomes active)
     if (!MemoryLedger::instance().charge(device, FAKEGPU_MEMORY_CONTEXT, memory::module_bytes(which, lazy_loading()),
                                          d->memory_bytes))
       throw cudaErrorMemoryAllocation;

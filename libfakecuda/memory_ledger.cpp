@@ -19,6 +19,12 @@ MemoryLedger& MemoryLedger::instance() {
   return *ledger;
 }
 
+uint64_t MemoryLedger::Device::total() const {
+  uint64_t sum = 0;
+  for (uint64_t bytes : f.in_use) sum += bytes;
+  return sum;
+}
+
 MemoryLedger::Device& MemoryLedger::device(int ordinal, uint64_t capacity) {
   Device& d = devices_[ordinal];
   d.f.device = ordinal;
@@ -28,7 +34,7 @@ MemoryLedger::Device& MemoryLedger::device(int ordinal, uint64_t capacity) {
 
 void MemoryLedger::sample(Device& d, double now_us) {
   if (!d.series.empty() && d.series.back().us >= now_us) {
-    d.series.back().bytes = d.total;
+    d.series.back().bytes = d.total();
     return;
   }
   if (d.series.size() == kMaxSamples) {
@@ -37,7 +43,7 @@ void MemoryLedger::sample(Device& d, double now_us) {
       d.series[i] = {d.series[2 * i].us, std::max(d.series[2 * i].bytes, d.series[2 * i + 1].bytes)};
     d.series.resize(kMaxSamples / 2);
   }
-  d.series.push_back({now_us, d.total});
+  d.series.push_back({now_us, d.total()});
 }
 
 bool MemoryLedger::charge(int ordinal, int part, uint64_t bytes, uint64_t capacity) {
@@ -45,7 +51,7 @@ bool MemoryLedger::charge(int ordinal, int part, uint64_t bytes, uint64_t capaci
   std::lock_guard<std::mutex> lock(mu_);
   Device& d = device(ordinal, capacity);
   const double now = host_now_us();
-  if (d.total + bytes > capacity) {
+  if (d.total() + bytes > capacity) {
     d.f.failures++;
     d.f.failed_bytes = bytes;
     std::copy(std::begin(d.f.in_use), std::end(d.f.in_use), d.f.failed_parts);
@@ -54,10 +60,9 @@ bool MemoryLedger::charge(int ordinal, int part, uint64_t bytes, uint64_t capaci
     d.f.failed_part = part;
     return false;
   }
-  d.total += bytes;
   d.f.in_use[part] += bytes;
-  if (d.total > d.f.peak) {
-    d.f.peak = d.total;
+  if (d.total() > d.f.peak) {
+    d.f.peak = d.total();
     std::copy(std::begin(d.f.in_use), std::end(d.f.in_use), d.f.peak_parts);
     d.f.peak_us = now;
     d.f.peak_step = steps_;
@@ -72,14 +77,13 @@ void MemoryLedger::credit(int ordinal, int part, uint64_t bytes) {
   Device& d = device(ordinal, 0);
   bytes = std::min(bytes, d.f.in_use[part]);
   d.f.in_use[part] -= bytes;
-  d.total -= bytes;
   sample(d, host_now_us());
 }
 
 uint64_t MemoryLedger::used(int ordinal) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = devices_.find(ordinal);
-  return it == devices_.end() ? 0 : it->second.total;
+  return it == devices_.end() ? 0 : it->second.total();
 }
 
 void MemoryLedger::step_ends() {

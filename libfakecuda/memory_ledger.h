@@ -40,8 +40,8 @@ class MemoryLedger {
  private:
   struct Device {
     fakegpu_memory_figures f{};
-    uint64_t total = 0;
     std::vector<fakegpu_memory_sample> series;
+    uint64_t total() const;  // every part in use
   };
   Device& device(int ordinal, uint64_t capacity);
   void sample(Device& d, double now_us);

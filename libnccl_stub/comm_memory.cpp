@@ -44,8 +44,10 @@ void charge_comm_init(ncclComm* comm, const wire::NcclMemory& plan) {
 
 void charge_connections(ncclComm* comm, const wire::Collective& call, const wire::CollectiveDone& done) {
   CommMemory& m = comm->memory;
+  const bool p2p = call.coll == wire::CollType::kSend || call.coll == wire::CollType::kRecv;
+  if (!p2p && !(done.connects & ~m.connected.load(std::memory_order_acquire))) return;
   std::lock_guard<std::mutex> lock(m.mu);
-  if (call.coll == wire::CollType::kSend || call.coll == wire::CollType::kRecv) {
+  if (p2p) {
     const bool sending = call.coll == wire::CollType::kSend;
     if (m.peers.emplace(call.root, sending).second)
       charge_or_warn(comm, sending ? done.p2p_send_bytes : done.p2p_recv_bytes, "send/recv buffers");
@@ -56,9 +58,9 @@ void charge_connections(ncclComm* comm, const wire::Collective& call, const wire
     }
     return;
   }
-  const uint8_t fresh = done.connects & ~m.connected;
+  const uint8_t fresh = done.connects & ~m.connected.load(std::memory_order_relaxed);
   if (!fresh) return;
-  m.connected |= fresh;
+  m.connected.fetch_or(fresh, std::memory_order_release);
   const uint64_t pieces[] = {m.plan.ring, m.plan.tree, m.plan.nvls};
   for (int bit = 0; bit < 3; ++bit)
     if (fresh & (1u << bit)) charge_or_warn(comm, pieces[bit], "connection buffers");

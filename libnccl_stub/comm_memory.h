@@ -5,6 +5,7 @@
 // see NCCL's share of the GPU. Nothing over NVIDIA's runtime, which has the real thing.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -19,7 +20,9 @@ namespace fakegpu::stub {
 struct CommMemory {
   std::mutex mu;
   wire::NcclMemory plan;
-  uint8_t connected = 0;                    // planner::NcclPiece bits charged so far
+  // planner::NcclPiece bits charged so far; read without the lock, so that a collective whose
+  // pieces are connected (all but a communicator's first few) takes no lock here.
+  std::atomic<uint8_t> connected{0};
   std::set<std::pair<int, bool>> peers;     // (peer, sending) connections charged so far
   bool pool_sent = false, pool_received = false;
   uint64_t charged = 0;

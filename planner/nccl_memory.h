@@ -22,12 +22,10 @@ enum NcclPiece : uint8_t { kRingConnections = 1, kTreeConnections = 2, kNvlsBuff
 // The pieces an algorithm (Algo) needs.
 uint8_t nccl_pieces(int algo);
 
-struct NcclMemoryPlan {
-  uint64_t init = 0;          // at ncclCommInitRank / ncclCommSplit
-  uint64_t ring = 0;          // kRingConnections
-  uint64_t tree = 0;          // kTreeConnections: those the rings have not made
-  uint64_t nvls = 0;          // kNvlsBuffers
-};
+// At ncclCommInitRank / ncclCommSplit (init), and per piece: ring (kRingConnections), tree
+// (kTreeConnections: those the rings have not made), nvls (kNvlsBuffers). The wire's own struct:
+// the coordinator hands it to the rank as is.
+using NcclMemoryPlan = wire::NcclMemory;
 // What comm rank `rank` of the model's communicator holds.
 NcclMemoryPlan nccl_memory_plan(const CommModel& model, int rank);
 

@@ -57,7 +57,12 @@ enum fakegpu_memory_part {
 };
 
 /* Libraries whose kernels load into the CUDA context as a program first uses them. */
-enum fakegpu_library { FAKEGPU_LIBRARY_PYTORCH = 0, FAKEGPU_LIBRARY_CUBLAS = 1, FAKEGPU_LIBRARY_NCCL = 2 };
+enum fakegpu_library {
+  FAKEGPU_LIBRARY_PYTORCH = 0,
+  FAKEGPU_LIBRARY_CUBLAS = 1,
+  FAKEGPU_LIBRARY_NCCL = 2,
+  FAKEGPU_LIBRARY_PYTORCH_TRAINING = 3,  // PyTorch's backward and optimizer kernels
+};
 
 /* The largest live blocks of PyTorch's allocator kept with an out-of-memory error. */
 #define FAKEGPU_MEMORY_LARGEST_BLOCKS 8

@@ -1,8 +1,8 @@
 """fgpu calibrate: times the operators of fakegpu/kernel_cases.py on this machine's real NVIDIA GPU
 and writes them as a table of JSON lines, the kind verification/kernels/ keeps and the kernel
 model's rates are read off (planner/kernel_rates.cpp). About two minutes on an H100. With
---memory it measures instead the GPU memory of fakegpu/memory_cases.py's training and inference
-steps, each in a process of its own, for verification/memory/ and memory_fidelity.py.
+--steps it measures instead whole training and inference steps (fakegpu/step_cases.py: their time
+and GPU memory), each in a process of its own, for verification/steps/ and step_fidelity.py.
 
 The measuring runs in a Python that has PyTorch's CUDA build (build/torch-venv by default), on
 NVIDIA's own libraries: never under fgpu, whose GPUs are the model itself."""
@@ -36,9 +36,9 @@ def cmd_calibrate(argv) -> int:
                    help="a Python with PyTorch's CUDA build (default: build/torch-venv's, else this one)")
     p.add_argument("--device", type=int, default=0, help="the CUDA device to measure")
     p.add_argument("--only", help="measure only the cases of this class (gemm, elementwise, norm, conv, ...)")
-    p.add_argument("--memory", action="store_true",
-                   help="measure the GPU memory of whole training and inference steps (fakegpu/memory_cases.py) "
-                        "instead; the table goes to memory-<gpu>.jsonl by default")
+    p.add_argument("--steps", "--memory", dest="steps", action="store_true",
+                   help="measure whole training and inference steps instead (fakegpu/step_cases.py: step time, "
+                        "GPU memory, the kernels of one step); the table goes to steps-<gpu>.jsonl by default")
     a = p.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKEGPU_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [v for v in [env.get("PYTHONPATH")] if v])
@@ -46,7 +46,7 @@ def cmd_calibrate(argv) -> int:
     preload = env.get("LD_PRELOAD", "")
     if "fakegpu" in preload or "nccl_stub" in preload:
         env.pop("LD_PRELOAD")
-    cmd = ([a.python, "-m", "fakegpu.calibrate", "--memory" if a.memory else "--measure", "--out", a.out or ""] +
+    cmd = ([a.python, "-m", "fakegpu.calibrate", "--steps" if a.steps else "--measure", "--out", a.out or ""] +
            (["--only", a.only] if a.only else []))
     return subprocess.run(cmd, env=env).returncode
 
@@ -99,39 +99,39 @@ def measure(out, only):
     return 0
 
 
-def measure_memory(out, only):
-    """Each memory case in a fresh process (its own context and allocator), one line each."""
+def measure_steps(out, only):
+    """Each step case in a fresh process (its own context and allocator), one line each."""
     torch = _require_real_gpu()
-    from . import memory_cases
+    from . import step_cases
 
     name = torch.cuda.get_device_name()
-    path = Path(out or f"memory-{_slug(name)}.jsonl")
-    todo = [c for c in memory_cases.CASES if not only or c == only]
+    path = Path(out or f"steps-{_slug(name)}.jsonl")
+    todo = [c for c in step_cases.CASES if not only or c == only]
     if not todo:
-        sys.exit(f"fgpu calibrate: no memory case {only!r}")
+        sys.exit(f"fgpu calibrate: no step case {only!r}")
     with open(path, "w") as f:
         for i, case in enumerate(todo, 1):
-            r = subprocess.run([sys.executable, "-m", "fakegpu.memory_cases", "--case", case], capture_output=True,
-                               text=True)
+            r = subprocess.run([sys.executable, "-m", "fakegpu.step_cases", "--case", case, "--kernels"],
+                               capture_output=True, text=True, timeout=600)
             lines = r.stdout.strip().splitlines()
             line = lines[-1] if r.returncode == 0 and lines else json.dumps(
                 {"case": case, "error": (r.stderr.strip().splitlines() or ["no output"])[-1]})
             f.write(line + "\n")
             f.flush()
             print(f"\r{i}/{len(todo)} {case}", end="", file=sys.stderr, flush=True)
-    print(f"\nfgpu calibrate: {len(todo)} memory cases on {name} written to {path}")
+    print(f"\nfgpu calibrate: {len(todo)} step cases on {name} written to {path}")
     return 0
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--measure", action="store_true")
-    p.add_argument("--memory", action="store_true")
+    p.add_argument("--steps", action="store_true")
     p.add_argument("--out")
     p.add_argument("--only")
     a = p.parse_args()
-    if a.memory:
-        return measure_memory(a.out, a.only)
+    if a.steps:
+        return measure_steps(a.out, a.only)
     return measure(a.out, a.only) if a.measure else cmd_calibrate(sys.argv[1:])
 
 

@@ -140,20 +140,37 @@ def _optimizer(c, dtype):
     return {"fwd_us": round(_events_us(opt.step, 10), 2)}
 
 
+def _tiny_mlp(layers):
+    """`layers` pairs of a tiny Linear and a GELU: a backward pass of 4 autograd nodes a pair."""
+    return torch.nn.Sequential(*[m for _ in range(layers) for m in (torch.nn.Linear(16, 16), torch.nn.GELU())]).cuda()
+
+
+def _tiny_adamw(count):
+    params = [torch.nn.Parameter(_randn(16)) for _ in range(count)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    return torch.optim.AdamW(params, lr=1e-4)
+
+
 def _host(c, dtype):
-    """Calls whose GPU work is tiny: the GPU time between the events is the host's."""
+    """Calls whose GPU work is tiny: the GPU time between the events is the host's. The chains of
+    layers and the optimizers of 1, 8 and 50 parameters tell what a backward pass and an optimizer
+    step cost once from what they cost per node and per parameter."""
     x, y = _randn(4), _randn(4)
     lin = torch.nn.Linear(16, 16).cuda()
     xi = _randn(8, 16, grad=True)
-    params = [torch.nn.Parameter(_randn(16)) for _ in range(50)]
-    for p in params:
-        p.grad = torch.randn_like(p)
-    adamw = torch.optim.AdamW(params, lr=1e-4)
+    x16 = _randn(8, 16)
     fns = {"add_tiny": lambda: x + y, "inplace_add_tiny": lambda: x.add_(y), "linear_module_tiny": lambda: lin(xi),
            "linear_fwd_bwd_tiny": lambda: lin(xi).sum().backward(), "gelu_tiny": lambda: F.gelu(x),
-           "layer_norm_tiny": lambda: F.layer_norm(xi, (16,)), "adamw_step_50_tiny_params": adamw.step}
-    reps = 200 if c["op"] in ("linear_fwd_bwd_tiny", "adamw_step_50_tiny_params") else 1000
-    return {"host_us": round(_events_us(fns[c["op"]], reps, warm=20), 2)}
+           "layer_norm_tiny": lambda: F.layer_norm(xi, (16,))}
+    op = c["op"]
+    if op.startswith("mlp_fwd_bwd_tiny_"):
+        mlp = _tiny_mlp(int(op.rsplit("_", 1)[1]))
+        fns[op] = lambda: mlp(x16).sum().backward()
+    if op.startswith("adamw_step_"):
+        fns[op] = _tiny_adamw(int(op.split("_")[2])).step
+    reps = 1000 if op in ("add_tiny", "inplace_add_tiny", "linear_module_tiny", "gelu_tiny", "layer_norm_tiny") else 200
+    return {"host_us": round(_events_us(fns[op], reps, warm=20), 2)}
 
 
 RUNNERS = {"gemm": _gemm, "elementwise": _elementwise, "reduction": _elementwise, "norm": _rows, "loss": _rows,
@@ -232,6 +249,7 @@ def cases():
         for op in ("adamw", "sgd_momentum"):
             out.append({"case": "optimizer", "op": op, "dtype": "fp32", "shape": shape})
     for op in ("add_tiny", "inplace_add_tiny", "linear_module_tiny", "linear_fwd_bwd_tiny", "gelu_tiny",
-               "layer_norm_tiny", "adamw_step_50_tiny_params"):
+               "layer_norm_tiny", "adamw_step_50_tiny_params", "adamw_step_1_tiny_params", "adamw_step_8_tiny_params",
+               "mlp_fwd_bwd_tiny_1", "mlp_fwd_bwd_tiny_2", "mlp_fwd_bwd_tiny_4", "mlp_fwd_bwd_tiny_8"):
         out.append({"case": "host", "op": op})
     return out

@@ -32,13 +32,18 @@ void check(const fakegpu_op_facts& op) {
 int64_t to_ns(double us) { return static_cast<int64_t>(us * 1e3); }
 
 // The kernels PyTorch's CUDA backend would launch for the hook's operators load into the
-// context when first used: PyTorch's own at the first operator, cuBLAS's at the first product.
+// context when first used: PyTorch's own at the first operator, its backward and optimizer
+// kernels at the first operator of a backward pass, cuBLAS's at the first product.
 void load_kernels(const fakegpu_op_facts& op) {
-  thread_local int pytorch_for = -1, cublas_for = -1;  // the device this thread loaded each for
+  thread_local int pytorch_for = -1, training_for = -1, cublas_for = -1;  // the device this thread loaded each for
   const int device = current_device();
   if (pytorch_for != device) {
     load_library(device, FAKEGPU_LIBRARY_PYTORCH);
     pytorch_for = device;
+  }
+  if ((op.flags & FAKEGPU_OP_IN_BACKWARD) && training_for != device) {
+    load_library(device, FAKEGPU_LIBRARY_PYTORCH_TRAINING);
+    training_for = device;
   }
   if (op.kind == FAKEGPU_OP_GEMM && cublas_for != device) {
     load_library(device, FAKEGPU_LIBRARY_CUBLAS);

@@ -33,6 +33,7 @@ bool lazy_loading() {
 memory::Library library_of(int library) {
   switch (library) {
     case FAKEGPU_LIBRARY_PYTORCH: return memory::Library::kPyTorch;
+    case FAKEGPU_LIBRARY_PYTORCH_TRAINING: return memory::Library::kPyTorchTraining;
     case FAKEGPU_LIBRARY_CUBLAS: return memory::Library::kCublas;
     case FAKEGPU_LIBRARY_NCCL: return memory::Library::kNccl;
     default: throw cudaErrorInvalidValue;

@@ -7,24 +7,27 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kKiB = uint64_t{1} << 10;
 
 // The context's fixed part: the driver's structures, the 8 MiB device malloc heap and the 1 MiB
-// printf FIFO. Read off public figures for CUDA 12/13 contexts (a bare PyTorch context of 426
-// MiB on a 142-SM Ada part with 1536 threads per SM, of which 213 MiB is stack), the rest of the
-// context being the stack reservation below.
-constexpr uint64_t kContextFixed = 200 * kMiB;
+// printf FIFO. Measured on an H100 and an H200 (132 SMs of 2048 threads; driver 580, CUDA 13.0,
+// PyTorch 2.11: verification/steps/): 527 MiB in use once PyTorch has made its context, before
+// any kernel ran, of which the stack reservation below is 264 MiB.
+constexpr uint64_t kContextFixed = 263 * kMiB;
 constexpr uint64_t kStackPerThread = 1 * kKiB;  // cudaLimitStackSize's default
 
-// Kernels loaded into the context after it is made. Lazily: what a training or inference step
-// of a typical model touches (PyTorch's elementwise, reduction, norm and optimizer kernels;
-// cuBLAS's GEMM kernels for the shapes it meets; NCCL's collective kernels). Eagerly: the whole
-// library's code for the GPU's architecture (PyTorch's: a context of 666 MB eagerly against 287
-// MB lazily, pytorch/pytorch#86509). Together with the context, lazily about 0.8 GB on an H100
-// after a training step, as measured there.
+// Kernels loaded into the context after it is made, measured on the same GPUs as the memory in
+// use after the steps of verification/steps/, less the context and PyTorch's pool. Lazily (CUDA's
+// default): PyTorch's forward kernels about 24 MiB (inference with cuBLAS 158 to 168 MiB in all);
+// its backward and optimizer kernels 68 more (a stack of norms trained without a product: 92);
+// cuBLAS's about 140 at its first product, however few shapes follow (training with products:
+// 224 to 240 in all). Eagerly (CUDA_MODULE_LOADING=EAGER), the whole library's code for the GPU:
+// PyTorch's 732 MiB more as its context is made, cuBLAS's about 480 at its first product. NCCL's
+// not measured: its collective kernels' share of its library's size.
 struct ModuleFigures {
   uint64_t lazy;
   uint64_t eager;
 };
-constexpr ModuleFigures kPyTorchModules{160 * kMiB, 380 * kMiB};
-constexpr ModuleFigures kCublasModules{80 * kMiB, 400 * kMiB};
+constexpr ModuleFigures kPyTorchModules{24 * kMiB, 732 * kMiB};
+constexpr ModuleFigures kPyTorchTrainingModules{68 * kMiB, 0};  // eagerly, loaded with the rest
+constexpr ModuleFigures kCublasModules{140 * kMiB, 480 * kMiB};
 constexpr ModuleFigures kNcclModules{40 * kMiB, 120 * kMiB};
 
 }  // namespace
@@ -34,9 +37,10 @@ uint64_t context_bytes(const GpuProfile& gpu) {
 }
 
 uint64_t module_bytes(Library library, bool lazy_loading) {
-  const ModuleFigures& f = library == Library::kPyTorch  ? kPyTorchModules
-                           : library == Library::kCublas ? kCublasModules
-                                                         : kNcclModules;
+  const ModuleFigures& f = library == Library::kPyTorch           ? kPyTorchModules
+                           : library == Library::kPyTorchTraining ? kPyTorchTrainingModules
+                           : library == Library::kCublas          ? kCublasModules
+                                                                  : kNcclModules;
   return lazy_loading ? f.lazy : f.eager;
 }
 

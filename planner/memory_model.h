@@ -18,8 +18,9 @@ namespace fakegpu::memory {
 uint64_t context_bytes(const GpuProfile& gpu);
 // Kernels the context loads later, as a program first uses them: with lazy loading (CUDA's
 // default, and what PyTorch sets) only the kernels a job runs, otherwise every kernel of the
-// library at once.
-enum class Library { kPyTorch, kCublas, kNccl };
+// library at once. PyTorch's backward and optimizer kernels load apart, when a backward pass first
+// runs (eagerly, with the rest of PyTorch's).
+enum class Library { kPyTorch, kPyTorchTraining, kCublas, kNccl };
 uint64_t module_bytes(Library library, bool lazy_loading);
 
 }  // namespace fakegpu::memory

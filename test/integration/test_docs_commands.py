@@ -52,6 +52,7 @@ COVERAGE = [
     (r"^python3 verification/bench/torch_ddp_bench\.py", "test", "torch_bench_runs"),
     (r"^python3 verification/bench/gpu_kernel_rates\.py", "test", "gpu_kernel_rates_runs"),
     (r"^python3 verification/bench/kernel_fidelity\.py", "test", "kernel_fidelity_runs"),
+    (r"^python3 verification/bench/step_fidelity\.py", "test", "step_fidelity_runs"),
     (r"^\./fgpu calibrate", "manual",
      "needs a real NVIDIA GPU; test_calibrate_refuses_without_a_real_gpu checks its refusals here"),
     (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --nodes 1 --gpus-per-node 1 --gpu h100 --nproc 1 "

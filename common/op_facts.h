@@ -30,7 +30,8 @@ enum fakegpu_op_kind {
   FAKEGPU_OP_BATCH_NORM_BACKWARD = 13, /* dims: batch x pixels, channels */
   FAKEGPU_OP_HOST_COPY = 14,       /* a copy between host and device memory: bytes over the host link */
   FAKEGPU_OP_NO_KERNEL = 15,       /* launches nothing on the GPU (host cost only) */
-  FAKEGPU_OP_KIND_COUNT = 16
+  FAKEGPU_OP_POOL = 16,            /* max pooling with indices; dims: 0 forward or 1 backward, input elements */
+  FAKEGPU_OP_KIND_COUNT = 17
 };
 
 /* The math a kernel computes with. */

@@ -228,6 +228,16 @@ Priced batch_norm(const Gpu& g, const fakegpu_op_facts& op, bool backward) {
   return p;
 }
 
+// Max pooling walks every window of the input, comparing and (backward) gathering through the
+// indices: bound by the SMs' work per input element, not by its bytes (an H200 took as long as
+// an H100), unless its bytes take longer.
+Priced max_pooling(const Gpu& g, const fakegpu_op_facts& op) {
+  const double rate = op.dims[0] ? g.rates.pool_backward_per_us : g.rates.pool_forward_per_us;
+  const double working = op.dims[1] / (rate * g.sms);
+  const double reading = memory_us(g, op.bytes, g.rates.memory_share);
+  return {g.rates.kernel_us + std::max(working, reading), 1, working > reading ? FAKEGPU_BOUND_COMPUTE : FAKEGPU_BOUND_MEMORY};
+}
+
 Priced gpu_time(const Gpu& g, const fakegpu_op_facts& op) {
   switch (op.kind) {
     case FAKEGPU_OP_GEMM: return matrix_product(g, op);
@@ -256,6 +266,7 @@ Priced gpu_time(const Gpu& g, const fakegpu_op_facts& op) {
     case FAKEGPU_OP_HOST_COPY:
       return {op.bytes / (pcie_copy_gbytes(g.profile) * 1e3), 1, FAKEGPU_BOUND_MEMORY};
     case FAKEGPU_OP_NO_KERNEL: return {0, 0, FAKEGPU_BOUND_LAUNCH};
+    case FAKEGPU_OP_POOL: return max_pooling(g, op);
     default: {
       const int kernels = static_cast<int>(std::max<int64_t>(op.dims[0], 1));
       return streaming(g, op.bytes, kernels);

@@ -40,6 +40,12 @@ constexpr GpuRates kHopper{
     // each; its backward about three times as long.
     2200,
     750,
+    // Max pooling 3x3, stride 2, of 64 x 64 x 112 x 112 fp32: forward 205 us (an H200: 202), so
+    // 1920 input elements per SM per microsecond; its backward, in a ResNet-18 step's profile, 577
+    // us (the table's forward and backward, 1040 us, less the forward and the gradient's
+    // accumulation, agrees): 680.
+    1920,
+    680,
 };
 
 // The host lines of the same file and its operators too small to keep the GPU busy: an add from

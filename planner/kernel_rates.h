@@ -45,6 +45,9 @@ struct GpuRates {
   // microsecond, forward (mean and variance) and backward (two sums over the gradient).
   double channel_reduce_per_us;
   double channel_reduce_backward_per_us;
+  // Max pooling: input elements an SM handles per microsecond, forward and backward.
+  double pool_forward_per_us;
+  double pool_backward_per_us;
 };
 
 // What eager PyTorch costs the host, per call, in microseconds: measured on one server (a 16-core

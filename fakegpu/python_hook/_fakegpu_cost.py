@@ -135,6 +135,8 @@ BATCH_NORMS = ("aten::native_batch_norm", "aten::_native_batch_norm_legit", "ate
                "aten::_batch_norm_no_update", "aten::_native_batch_norm_legit_no_training",
                "aten::_native_batch_norm_legit_functional")
 BATCH_NORM_BACKWARDS = ("aten::native_batch_norm_backward", "aten::batch_norm_backward")
+# Max pooling with indices (what nn.MaxPool2d runs when it trains or not), forward and backward.
+MAX_POOLS = ("aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward")
 # Gathers read only the rows they pick: their result's bytes, not their source's.
 GATHERS = ("aten::index_select", "aten::gather", "aten::embedding", "aten::take", "aten::index",
            "aten::nll_loss_forward", "aten::nll_loss2d_forward")
@@ -226,6 +228,10 @@ def op_facts(torch, name, args, result, flags=0):
         outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
         indices = [t for t in tensors if not t.is_floating_point() and all(t is not o for o in outputs)]
         f = B.facts(B.MEMORY, nbytes=2 * tensor_bytes(outputs) + tensor_bytes(indices))
+    elif base in MAX_POOLS:
+        backward = base.endswith("_backward")
+        x = args[1] if backward else args[0]
+        f = B.facts(B.POOL, nbytes=nbytes, dims=(int(backward), x.numel()), element_bytes=x.element_size())
     elif base.startswith("aten::_foreach_") or base.startswith("aten::_fused_"):
         f = _foreach(base, args, result, nbytes)
     elif base in REDUCTIONS:

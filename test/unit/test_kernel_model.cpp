@@ -151,6 +151,42 @@ TEST(KernelModel, BatchNormStatisticsAreReducedOneChannelPerBlock) {
   EXPECT_NEAR(training, 64.0 * 224 * 224 / gpu_rates(h100()).channel_reduce_per_us, 0.2 * training);
 }
 
+// An fp32 matrix times a vector streams the matrix: no 32-row tiles of work for one row (an H100
+// measured 23.6 us for [1, 4096] x [4096, 4096]); sixteen rows are a tiled product again.
+TEST(KernelModel, Fp32MatrixVectorProductsStreamTheMatrix) {
+  const fakegpu_op_facts vector = gemm(1, 4096, 4096, FAKEGPU_MATH_FP32, 4);
+  EXPECT_EQ(estimate(h100(), vector).bound, FAKEGPU_BOUND_MEMORY);
+  EXPECT_NEAR(gpu_us(vector), 23.6, 0.25 * 23.6);
+  EXPECT_EQ(estimate(h100(), gemm(16, 4096, 4096, FAKEGPU_MATH_FP32, 4)).bound, FAKEGPU_BOUND_COMPUTE);
+  // Memory-bound: a GPU with faster memory runs it faster.
+  EXPECT_LT(gpu_us(vector, *find_gpu_profile("h200")), 0.8 * gpu_us(vector));
+}
+
+fakegpu_op_facts max_pool(double n, double c, double h, double w, bool backward) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_POOL;
+  op.element_bytes = 4;
+  op.row_alignment = 16;
+  op.dims[0] = backward;
+  op.dims[1] = static_cast<int64_t>(n * c * h * w);
+  // Input, a quarter of it out, and the output's int64 indices (backward: the same, and a
+  // gradient of the input's size).
+  op.bytes = n * c * h * w * 4 * (backward ? 2 : 1) + n * c * h * w / 4 * (4 + 8);
+  return op;
+}
+
+// ResNet's max pooling (3x3, stride 2) of 64 x 64 x 112 x 112 fp32: 205 us forward on an H100 and
+// 202 on an H200; its backward about 577 us. Bound by the SMs, so faster memory gains nothing.
+TEST(KernelModel, MaxPoolingIsBoundByItsWindowsNotItsBytes) {
+  const fakegpu_op_facts forward = max_pool(64, 64, 112, 112, false), backward = max_pool(64, 64, 112, 112, true);
+  EXPECT_NEAR(gpu_us(forward), 205, 0.1 * 205);
+  EXPECT_NEAR(gpu_us(backward), 577, 0.1 * 577);
+  EXPECT_EQ(estimate(h100(), forward).bound, FAKEGPU_BOUND_COMPUTE);
+  EXPECT_DOUBLE_EQ(gpu_us(forward, *find_gpu_profile("h200")), gpu_us(forward));
+  // A GPU of fewer SMs takes longer.
+  EXPECT_GT(gpu_us(forward, *find_gpu_profile("a100")), gpu_us(forward));
+}
+
 TEST(KernelModel, TheHostPaysForEveryLaunchAndMoreWithAutograd) {
   const HostRates& h = default_host_rates();
   fakegpu_op_facts op = memory_op(1e6);

@@ -61,7 +61,8 @@ enum fakegpu_library {
   FAKEGPU_LIBRARY_PYTORCH = 0,
   FAKEGPU_LIBRARY_CUBLAS = 1,
   FAKEGPU_LIBRARY_NCCL = 2,
-  FAKEGPU_LIBRARY_PYTORCH_TRAINING = 3,  // PyTorch's backward and optimizer kernels
+  FAKEGPU_LIBRARY_PYTORCH_TRAINING = 3,  /* PyTorch's backward and optimizer kernels */
+  FAKEGPU_LIBRARY_COUNT = 4
 };
 
 /* The largest live blocks of PyTorch's allocator kept with an out-of-memory error. */

@@ -2,6 +2,8 @@
 // in use with its parts and when it came, PyTorch's own peaks beside it, and an out-of-memory
 // error with what held the GPU then.
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "fake_cuda_bridge.h"
 #include "job.h"
@@ -70,24 +72,22 @@ json rank_entry(int global_rank, const wire::RankMemory& m) {
 }  // namespace
 
 json Job::memory_report() const {
-  json ranks = json::array();
+  std::vector<std::pair<int, const wire::RankMemory*>> gpus;  // (global rank, its GPU), by rank
   for (const auto& [id, c] : clients_)
-    if (const wire::RankMemory* m = rank_gpu_memory(c)) ranks.push_back(rank_entry(c.global_rank, *m));
-  if (ranks.empty()) return nullptr;
-  std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
-    return a["global_rank"].get<int>() < b["global_rank"].get<int>();
-  });
+    if (const wire::RankMemory* m = rank_gpu_memory(c)) gpus.emplace_back(c.global_rank, m);
+  if (gpus.empty()) return nullptr;
+  std::stable_sort(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   // The rank closest to its GPU's capacity decides whether the job fits.
-  const json* fullest = &ranks[0];
-  for (const json& r : ranks)
-    if (r["peak"]["bytes"].get<double>() / r["capacity"].get<double>() >
-        (*fullest)["peak"]["bytes"].get<double>() / (*fullest)["capacity"].get<double>())
-      fullest = &r;
-  json out_of_memory = json::array();
-  for (const json& r : ranks)
-    if (r.contains("out_of_memory")) out_of_memory.push_back(r["global_rank"]);
+  auto fill = [](const wire::RankMemory* m) { return double(m->peak) / double(m->capacity); };
+  auto fullest = std::max_element(gpus.begin(), gpus.end(),
+                                  [&](const auto& a, const auto& b) { return fill(a.second) < fill(b.second); });
+  json ranks = json::array(), out_of_memory = json::array();
+  for (const auto& [rank, m] : gpus) {
+    ranks.push_back(rank_entry(rank, *m));
+    if (m->torch_oom_bytes) out_of_memory.push_back(rank);
+  }
   return {{"ranks", ranks},
-          {"fullest_rank", (*fullest)["global_rank"]},
+          {"fullest_rank", fullest->first},
           {"fits", out_of_memory.empty()},
           {"out_of_memory_ranks", out_of_memory}};
 }

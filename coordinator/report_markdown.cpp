@@ -108,17 +108,16 @@ std::string memory_section(const json& memory) {
     if (!k.contains("out_of_memory")) continue;
     const json& oom = k["out_of_memory"];
     const json& in_use = oom["in_use"];
+    auto part = [&](const char* name) { return in_use[name].get<double>(); };
     std::string largest;
     for (const auto& b : oom["largest_live_blocks"]) largest += (largest.empty() ? "" : ", ") + bytes_text(b.get<double>());
     md += fmt::format(
         "\n**Out of memory on rank {}** in step {}: PyTorch asked for {} with {} of {} in use (program {}, NCCL {}, "
         "context {}, libraries {}).{}\n",
         k["global_rank"].dump(), oom["step"].dump(), bytes_text(oom["requested_bytes"].get<double>()),
-        bytes_text(in_use["context"].get<double>() + in_use["program"].get<double>() + in_use["nccl"].get<double>() +
-                   in_use["libraries"].get<double>()),
-        bytes_text(k["capacity"].get<double>()), bytes_text(in_use["program"].get<double>()),
-        bytes_text(in_use["nccl"].get<double>()), bytes_text(in_use["context"].get<double>()),
-        bytes_text(in_use["libraries"].get<double>()),
+        bytes_text(part("context") + part("program") + part("nccl") + part("libraries")),
+        bytes_text(k["capacity"].get<double>()), bytes_text(part("program")), bytes_text(part("nccl")),
+        bytes_text(part("context")), bytes_text(part("libraries")),
         largest.empty() ? "" : " Its largest live blocks: " + largest + ".");
   }
   return md;

@@ -35,20 +35,18 @@ int64_t to_ns(double us) { return static_cast<int64_t>(us * 1e3); }
 // context when first used: PyTorch's own at the first operator, its backward and optimizer
 // kernels at the first operator of a backward pass, cuBLAS's at the first product.
 void load_kernels(const fakegpu_op_facts& op) {
-  thread_local int pytorch_for = -1, training_for = -1, cublas_for = -1;  // the device this thread loaded each for
+  // The device this thread last loaded each library for: the ledger's own once-only check takes
+  // a lock, which every operator need not.
+  thread_local int loaded_for[FAKEGPU_LIBRARY_COUNT] = {-1, -1, -1, -1};
   const int device = current_device();
-  if (pytorch_for != device) {
-    load_library(device, FAKEGPU_LIBRARY_PYTORCH);
-    pytorch_for = device;
-  }
-  if ((op.flags & FAKEGPU_OP_IN_BACKWARD) && training_for != device) {
-    load_library(device, FAKEGPU_LIBRARY_PYTORCH_TRAINING);
-    training_for = device;
-  }
-  if (op.kind == FAKEGPU_OP_GEMM && cublas_for != device) {
-    load_library(device, FAKEGPU_LIBRARY_CUBLAS);
-    cublas_for = device;
-  }
+  auto load = [device](int library) {
+    if (loaded_for[library] == device) return;
+    load_library(device, library);
+    loaded_for[library] = device;
+  };
+  load(FAKEGPU_LIBRARY_PYTORCH);
+  if (op.flags & FAKEGPU_OP_IN_BACKWARD) load(FAKEGPU_LIBRARY_PYTORCH_TRAINING);
+  if (op.kind == FAKEGPU_OP_GEMM) load(FAKEGPU_LIBRARY_CUBLAS);
 }
 
 // Queues the operator's kernels after its launch on the host; returns what it cost.

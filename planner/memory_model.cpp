@@ -25,10 +25,13 @@ struct ModuleFigures {
   uint64_t lazy;
   uint64_t eager;
 };
-constexpr ModuleFigures kPyTorchModules{24 * kMiB, 732 * kMiB};
-constexpr ModuleFigures kPyTorchTrainingModules{68 * kMiB, 0};  // eagerly, loaded with the rest
-constexpr ModuleFigures kCublasModules{140 * kMiB, 480 * kMiB};
-constexpr ModuleFigures kNcclModules{40 * kMiB, 120 * kMiB};
+// By Library, in its order.
+constexpr ModuleFigures kModules[] = {
+    {24 * kMiB, 732 * kMiB},  // PyTorch
+    {68 * kMiB, 0},           // PyTorch's backward and optimizer kernels: eagerly, loaded with the rest
+    {140 * kMiB, 480 * kMiB}, // cuBLAS
+    {40 * kMiB, 120 * kMiB},  // NCCL
+};
 
 }  // namespace
 
@@ -37,10 +40,7 @@ uint64_t context_bytes(const GpuProfile& gpu) {
 }
 
 uint64_t module_bytes(Library library, bool lazy_loading) {
-  const ModuleFigures& f = library == Library::kPyTorch           ? kPyTorchModules
-                           : library == Library::kPyTorchTraining ? kPyTorchTrainingModules
-                           : library == Library::kCublas          ? kCublasModules
-                                                                  : kNcclModules;
+  const ModuleFigures& f = kModules[static_cast<int>(library)];
   return lazy_loading ? f.lazy : f.eager;
 }
 

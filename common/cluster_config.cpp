@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "env.h"
+#include "gpu_rates.h"
 
 namespace fakegpu {
 namespace {
@@ -92,8 +93,9 @@ class Parser {
   // YAML's .inf and .nan read as doubles, but no bandwidth or latency can be either.
   double number(const YAML::Node& map, const char* name, const std::string& key) const {
     YAML::Node node = required(map, name, key);
-    double v = scalar<double>(node, key + "." + name, "a number");
-    if (!std::isfinite(v)) fail(node, key + "." + name, "expected a finite number, got '" + node.Scalar() + "'");
+    const std::string at = key.empty() ? name : key + "." + name;
+    double v = scalar<double>(node, at, "a number");
+    if (!std::isfinite(v)) fail(node, at, "expected a finite number, got '" + node.Scalar() + "'");
     return v;
   }
 
@@ -191,7 +193,9 @@ class Parser {
         only_keys(gpus[g], gkey, {"profile"});
         YAML::Node profile = required(gpus[g], "profile", gkey);
         auto name = scalar<std::string>(profile, gkey + ".profile", "a string");
-        const GpuProfile* p = gpu_types_.count(name) ? gpu_types_.at(name) : find_gpu_profile(name);
+        const GpuProfile* p = is_profile_file(name)   ? gpu_profile_file(profile, gkey + ".profile", name)
+                              : gpu_types_.count(name) ? gpu_types_.at(name)
+                                                       : find_gpu_profile(name);
         if (!p) {
           auto known = gpu_profile_names();
           for (const auto& [type, described] : gpu_types_) known.push_back(type);
@@ -203,6 +207,9 @@ class Parser {
       if (node.gpus.size() != node.ranks.size())
         fail(n, key, "node '" + node.id + "' lists " + std::to_string(node.ranks.size()) + " ranks but " +
                          std::to_string(node.gpus.size()) + " gpus; each rank needs exactly one GPU");
+      // A node whose GPUs were measured by fgpu calibrate runs at the speed of the host they were
+      // measured in, unless it says otherwise.
+      if (!n["host_speed"] && node.gpus.front()->host_speed > 0) node.host_speed = node.gpus.front()->host_speed;
       if (n["nics"] && n["topology_xml"])
         fail(n["nics"], key + ".nics", "the node's NICs come from its topology_xml; give one or the other");
       if (n["nics"]) parse_nics(n["nics"], key + ".nics", node);
@@ -221,9 +228,7 @@ class Parser {
     }
   }
 
-  // gpu_types: GPUs that are not among the profiles, described in the file. Figures left out
-  // (clocks, caches, math rates) come from `base`, by default the profile of the highest
-  // compute capability not above this GPU's; its math rates scale with the SM count.
+  // gpu_types: GPUs that are not among the profiles, described in the file.
   void parse_gpu_types(const YAML::Node& types) {
     if (!types.IsMap() || types.size() == 0) fail(types, "gpu_types", "expected a mapping of GPU names to descriptions");
     for (const auto& kv : types) {
@@ -231,51 +236,111 @@ class Parser {
       const std::string name = kv.first.Scalar(), key = "gpu_types." + name;
       if (find_gpu_profile(name)) fail(kv.first, key, "a built-in profile has this name; choose another");
       if (gpu_types_.count(name)) fail(kv.first, key, "GPU type given twice");
-      const YAML::Node& d = kv.second;
-      expect_map(d, key);
-      only_keys(d, key, {"base", "product_name", "memory_gib", "sm_count", "compute_capability", "nvlink_links",
-                         "nvlink_gbps", "pcie_gen", "pcie_width", "p2p", "fp64_tflops", "fp32_tflops", "tf32_tflops",
-                         "fp16_tflops", "fp8_tflops"});
-      const double memory_gib = number(d, "memory_gib", key);
-      if (!(memory_gib > 0)) fail(d["memory_gib"], key + ".memory_gib", "must be > 0 (GiB)");
-      const int sm_count = scalar<int>(required(d, "sm_count", key), key + ".sm_count", "an integer");
-      if (sm_count < 1) fail(d["sm_count"], key + ".sm_count", "must be >= 1");
-      const auto [major, minor] = compute_capability(required(d, "compute_capability", key), key + ".compute_capability");
+      expect_map(kv.second, key);
+      only_keys(kv.second, key, kGpuKeys);
+      gpu_types_[name] = describe_gpu(kv.second, key, name);
+    }
+  }
 
-      GpuProfile gpu = *base_profile(d, key, major * 10 + minor);
-      const double math_scale = static_cast<double>(sm_count) / gpu.sm_count;
-      for (double* rate : {&gpu.fp64_tflops, &gpu.fp32_tflops, &gpu.tf32_tflops, &gpu.half_tflops, &gpu.fp8_tflops})
-        *rate *= math_scale;
-      const std::string product = d["product_name"] ? scalar<std::string>(d["product_name"], key + ".product_name", "a string") : name;
-      gpu.name = name.c_str();  // copied by register_gpu_profile
-      gpu.product_name = product.c_str();
-      gpu.memory_mib = static_cast<int>(memory_gib * 1024);
-      gpu.sm_count = sm_count;
-      gpu.cc_major = major;
-      gpu.cc_minor = minor;
-      gpu.nvlink_links = d["nvlink_links"] ? bounded_int(d["nvlink_links"], key + ".nvlink_links", 0, 18) : 0;
-      gpu.nvlink_gbytes_per_link = 0;
-      if (gpu.nvlink_links > 0) {
-        const double gbps = number(d, "nvlink_gbps", key);
-        if (!(gbps > 0)) fail(d["nvlink_gbps"], key + ".nvlink_gbps", "must be > 0 (Gbit/s per link and direction)");
-        gpu.nvlink_gbytes_per_link = gbps / 8;
-      } else if (d["nvlink_gbps"]) {
-        fail(d["nvlink_gbps"], key + ".nvlink_gbps", "given without nvlink_links");
-      }
-      gpu.pcie_gen = d["pcie_gen"] ? bounded_int(d["pcie_gen"], key + ".pcie_gen", 1, 6) : gpu.pcie_gen;
-      gpu.pcie_width = d["pcie_width"] ? scalar<int>(d["pcie_width"], key + ".pcie_width", "an integer") : 16;
-      if (gpu.pcie_width != 1 && gpu.pcie_width != 2 && gpu.pcie_width != 4 && gpu.pcie_width != 8 && gpu.pcie_width != 16)
-        fail(d["pcie_width"], key + ".pcie_width", "must be 1, 2, 4, 8 or 16 (lanes)");
-      gpu.p2p = d["p2p"] ? scalar<bool>(d["p2p"], key + ".p2p", "true or false") : true;
-      const std::pair<const char*, double*> rates[] = {{"fp64_tflops", &gpu.fp64_tflops}, {"fp32_tflops", &gpu.fp32_tflops},
-                                                       {"tf32_tflops", &gpu.tf32_tflops}, {"fp16_tflops", &gpu.half_tflops},
-                                                       {"fp8_tflops", &gpu.fp8_tflops}};
-      for (const auto& [field, rate] : rates) {
-        if (!d[field]) continue;
-        *rate = number(d, field, key);
-        if (!(*rate > 0)) fail(d[field], key + "." + field, "must be > 0 (dense TFLOP/s)");
-      }
-      gpu_types_[name] = register_gpu_profile(gpu);
+ public:
+  // A GPU profile file (fgpu calibrate writes them): `version: 1`, the GPU's `name` and the keys of
+  // a gpu_types entry.
+  const GpuProfile* parse_gpu_profile_file(const YAML::Node& root) {
+    if (!root.IsDefined() || root.IsNull()) fail(root, "(document)", "the file is empty");
+    expect_map(root, "(document)");
+    std::vector<std::string> keys = kGpuKeys;
+    keys.insert(keys.begin(), {"version", "name"});
+    only_keys(root, "", keys);
+    YAML::Node version = required(root, "version", "");
+    if (scalar<int>(version, "version", "an integer") != 1)
+      fail(version, "version", "unsupported GPU profile version " + version.Scalar() + " (supported: 1)");
+    const auto name = scalar<std::string>(required(root, "name", ""), "name", "a string");
+    if (name.empty()) fail(root["name"], "name", "expected a GPU name");
+    if (find_gpu_profile(name)) fail(root["name"], "name", "a built-in profile has this name; choose another");
+    return describe_gpu(root, "", name);
+  }
+
+ private:
+  static inline const std::vector<std::string> kGpuKeys = {
+      "base", "product_name", "memory_gib", "sm_count", "compute_capability", "nvlink_links", "nvlink_gbps", "pcie_gen",
+      "pcie_width", "p2p", "fp64_tflops", "fp32_tflops", "tf32_tflops", "fp16_tflops", "fp8_tflops", "kernel_rates",
+      "host_speed"};
+
+  static std::string child(const std::string& key, const std::string& name) { return key.empty() ? name : key + "." + name; }
+
+  // One described GPU. Figures left out (clocks, caches, math rates) come from `base`, by default
+  // the profile of the highest compute capability not above this GPU's; its math rates scale with
+  // the SM count. Kernel rates left out are the base's family's.
+  const GpuProfile* describe_gpu(const YAML::Node& d, const std::string& key, const std::string& name) {
+    const double memory_gib = number(d, "memory_gib", key);
+    if (!(memory_gib > 0)) fail(d["memory_gib"], child(key, "memory_gib"), "must be > 0 (GiB)");
+    const int sm_count = scalar<int>(required(d, "sm_count", key), child(key, "sm_count"), "an integer");
+    if (sm_count < 1) fail(d["sm_count"], child(key, "sm_count"), "must be >= 1");
+    const auto [major, minor] = compute_capability(required(d, "compute_capability", key), child(key, "compute_capability"));
+
+    const GpuProfile& base = *base_profile(d, key, major * 10 + minor);
+    GpuProfile gpu = base;
+    const double math_scale = static_cast<double>(sm_count) / gpu.sm_count;
+    for (double* rate : {&gpu.fp64_tflops, &gpu.fp32_tflops, &gpu.tf32_tflops, &gpu.half_tflops, &gpu.fp8_tflops})
+      *rate *= math_scale;
+    const std::string product = d["product_name"] ? scalar<std::string>(d["product_name"], child(key, "product_name"), "a string") : name;
+    gpu.name = name.c_str();  // copied by register_gpu_profile
+    gpu.product_name = product.c_str();
+    gpu.base = base.name;
+    gpu.memory_mib = static_cast<int>(memory_gib * 1024);
+    gpu.sm_count = sm_count;
+    gpu.cc_major = major;
+    gpu.cc_minor = minor;
+    gpu.nvlink_links = d["nvlink_links"] ? bounded_int(d["nvlink_links"], child(key, "nvlink_links"), 0, 18) : 0;
+    gpu.nvlink_gbytes_per_link = 0;
+    if (gpu.nvlink_links > 0) {
+      const double gbps = number(d, "nvlink_gbps", key);
+      if (!(gbps > 0)) fail(d["nvlink_gbps"], child(key, "nvlink_gbps"), "must be > 0 (Gbit/s per link and direction)");
+      gpu.nvlink_gbytes_per_link = gbps / 8;
+    } else if (d["nvlink_gbps"]) {
+      fail(d["nvlink_gbps"], child(key, "nvlink_gbps"), "given without nvlink_links");
+    }
+    gpu.pcie_gen = d["pcie_gen"] ? bounded_int(d["pcie_gen"], child(key, "pcie_gen"), 1, 6) : gpu.pcie_gen;
+    gpu.pcie_width = d["pcie_width"] ? scalar<int>(d["pcie_width"], child(key, "pcie_width"), "an integer") : 16;
+    if (gpu.pcie_width != 1 && gpu.pcie_width != 2 && gpu.pcie_width != 4 && gpu.pcie_width != 8 && gpu.pcie_width != 16)
+      fail(d["pcie_width"], child(key, "pcie_width"), "must be 1, 2, 4, 8 or 16 (lanes)");
+    gpu.p2p = d["p2p"] ? scalar<bool>(d["p2p"], child(key, "p2p"), "true or false") : true;
+    const std::pair<const char*, double*> rates[] = {{"fp64_tflops", &gpu.fp64_tflops}, {"fp32_tflops", &gpu.fp32_tflops},
+                                                     {"tf32_tflops", &gpu.tf32_tflops}, {"fp16_tflops", &gpu.half_tflops},
+                                                     {"fp8_tflops", &gpu.fp8_tflops}};
+    for (const auto& [field, rate] : rates) {
+      if (!d[field]) continue;
+      *rate = number(d, field, key);
+      if (!(*rate > 0)) fail(d[field], child(key, field), "must be > 0 (dense TFLOP/s)");
+    }
+    GpuRates kernel_rates = gpu_rates(base);
+    if (d["kernel_rates"]) {
+      parse_kernel_rates(d["kernel_rates"], child(key, "kernel_rates"), kernel_rates);
+      gpu.rates = &kernel_rates;  // copied by register_gpu_profile
+    }
+    if (d["host_speed"]) {
+      gpu.host_speed = number(d, "host_speed", key);
+      if (!(gpu.host_speed > 0))
+        fail(d["host_speed"], child(key, "host_speed"), "must be > 0 (1: as fast as the server the host costs were measured on)");
+    }
+    return register_gpu_profile(gpu);
+  }
+
+  // kernel_rates: any of the kernel model's measured rates (common/gpu_rates.h), by name.
+  void parse_kernel_rates(const YAML::Node& map, const std::string& key, GpuRates& rates) const {
+    expect_map(map, key);
+    std::vector<std::string> names;
+    for (const auto& field : gpu_rate_fields()) names.push_back(field.name);
+    only_keys(map, key, names);
+    for (const auto& field : gpu_rate_fields()) {
+      if (!map[field.name]) continue;
+      const double value = number(map, field.name, key);
+      const bool may_be_zero = std::string(field.name) == "gemm_tile_overhead_k";
+      if (!(value > 0 || (may_be_zero && value == 0)) || value > field.max)
+        fail(map[field.name], key + "." + field.name,
+             std::string("must be ") + (may_be_zero ? ">= 0" : "> 0") + (field.max < 1e300 ? " and <= 1" : "") + " (" +
+                 field.unit + ")");
+      rates.*field.member = value;
     }
   }
 
@@ -302,10 +367,10 @@ class Parser {
   // The profile a described GPU takes its other figures from.
   const GpuProfile* base_profile(const YAML::Node& d, const std::string& key, int cc) const {
     if (d["base"]) {
-      auto base = scalar<std::string>(d["base"], key + ".base", "a GPU profile name");
+      auto base = scalar<std::string>(d["base"], child(key, "base"), "a GPU profile name");
       if (const GpuProfile* p = find_gpu_profile(base)) return p;
       auto known = gpu_profile_names();
-      fail(d["base"], key + ".base", "unknown GPU profile '" + base + "' (known: " + join(known) + ")" + did_you_mean(base, known));
+      fail(d["base"], child(key, "base"), "unknown GPU profile '" + base + "' (known: " + join(known) + ")" + did_you_mean(base, known));
     }
     const GpuProfile* best = nullptr;
     for (const auto& name : gpu_profile_names()) {
@@ -313,7 +378,7 @@ class Parser {
       const int p_cc = p->cc_major * 10 + p->cc_minor;
       if (p_cc <= cc && (!best || p_cc > best->cc_major * 10 + best->cc_minor)) best = p;
     }
-    if (!best) fail(d["compute_capability"], key + ".compute_capability", "no profile is as old as this; give base");
+    if (!best) fail(d["compute_capability"], child(key, "compute_capability"), "no profile is as old as this; give base");
     return best;
   }
 
@@ -338,6 +403,23 @@ class Parser {
       }
       node.nics.push_back(std::move(nic));
     }
+  }
+
+  // A GPU profile file named by its path (relative paths from the YAML file's directory), parsed
+  // once however many GPUs name it.
+  const GpuProfile* gpu_profile_file(const YAML::Node& at, const std::string& key, const std::string& written) {
+    std::filesystem::path path = written;
+    if (path.is_relative()) path = std::filesystem::path(source_).parent_path() / path;
+    const std::string resolved = path.lexically_normal().string();
+    const GpuProfile*& gpu = gpu_files_[resolved];
+    if (!gpu) {
+      try {
+        gpu = load_gpu_profile(resolved);
+      } catch (const ConfigError& e) {
+        fail(at, key, e.what());
+      }
+    }
+    return gpu;
   }
 
   // A relative path is taken from the YAML file's directory, so a config and its XML files
@@ -437,6 +519,7 @@ class Parser {
   std::string source_;
   std::map<std::string, std::shared_ptr<const NodeXml>> topologies_;  // by resolved path
   std::map<std::string, const GpuProfile*> gpu_types_;               // gpu_types, by name
+  std::map<std::string, const GpuProfile*> gpu_files_;               // GPU profile files, by resolved path
 };
 
 }  // namespace
@@ -453,15 +536,20 @@ int ClusterConfig::node_of_rank(int rank) const {
   return -1;
 }
 
-ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& source_name) {
-  YAML::Node root;
+namespace {
+// The document, or a ConfigError naming where its syntax breaks.
+YAML::Node load_yaml(const std::string& yaml_text, const std::string& source_name) {
   try {
-    root = YAML::Load(yaml_text);
+    return YAML::Load(yaml_text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(source_name + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                       ": (syntax): " + e.msg);
   }
-  return Parser(source_name).parse(root);
+}
+}  // namespace
+
+ClusterConfig parse_cluster_config(const std::string& yaml_text, const std::string& source_name) {
+  return Parser(source_name).parse(load_yaml(yaml_text, source_name));
 }
 
 std::string read_config_file(const std::string& path, const std::string& what) {
@@ -470,6 +558,17 @@ std::string read_config_file(const std::string& path, const std::string& what) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+bool is_profile_file(const std::string& name) {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".yaml") || ends_with(".yml");
+}
+
+const GpuProfile* load_gpu_profile(const std::string& path) {
+  return Parser(path).parse_gpu_profile_file(load_yaml(read_config_file(path, "GPU profile file"), path));
 }
 
 ClusterConfig load_cluster_config(const std::string& path) {

@@ -79,6 +79,11 @@ struct ClusterConfig {
 };
 
 ClusterConfig load_cluster_config(const std::string& path);
+// A GPU profile file (cluster-config.md: `version: 1`, `name`, the keys of a gpu_types entry and
+// the kernel_rates fgpu calibrate measured): the GPU it describes, registered for the process.
+const GpuProfile* load_gpu_profile(const std::string& path);
+// A GPU named by a path ending in .yaml or .yml is a GPU profile file, not a profile's name.
+bool is_profile_file(const std::string& name);
 // A config file's whole text; throws ConfigError naming the file and what it is (`what`).
 std::string read_config_file(const std::string& path, const std::string& what);
 // source_name is used in error messages in place of a file name.

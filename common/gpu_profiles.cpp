@@ -1,10 +1,13 @@
 #include "gpu_profiles.h"
 
+#include "gpu_rates.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -73,9 +76,17 @@ std::vector<std::string> gpu_profile_names() {
 
 namespace {
 struct OwnedProfile {
-  std::string name, product_name;
+  std::string name, product_name, base;
+  std::optional<GpuRates> rates;
   GpuProfile profile;
 };
+
+bool same_rates(const GpuRates* a, const GpuRates* b) {
+  if (!a || !b) return a == b;
+  for (const auto& field : gpu_rate_fields())
+    if (a->*field.member != b->*field.member) return false;
+  return true;
+}
 
 bool same_figures(const GpuProfile& a, const GpuProfile& b) {
   return a.memory_mib == b.memory_mib && a.sm_count == b.sm_count && a.cc_major == b.cc_major &&
@@ -86,7 +97,7 @@ bool same_figures(const GpuProfile& a, const GpuProfile& b) {
          a.smem_optin_kib == b.smem_optin_kib && a.max_threads_per_sm == b.max_threads_per_sm &&
          a.fp64_tflops == b.fp64_tflops && a.fp32_tflops == b.fp32_tflops && a.tf32_tflops == b.tf32_tflops &&
          a.half_tflops == b.half_tflops && a.fp8_tflops == b.fp8_tflops && a.pcie_width == b.pcie_width &&
-         a.p2p == b.p2p && a.arm_host == b.arm_host;
+         a.p2p == b.p2p && a.arm_host == b.arm_host && a.host_speed == b.host_speed && same_rates(a.rates, b.rates);
 }
 }  // namespace
 
@@ -94,12 +105,17 @@ const GpuProfile* register_gpu_profile(const GpuProfile& profile) {
   static std::mutex mutex;
   static std::deque<OwnedProfile> registered;  // a deque never moves what it holds
   std::lock_guard<std::mutex> lock(mutex);
+  const std::string base = profile.base ? profile.base : "";
   for (const auto& r : registered)
-    if (r.name == profile.name && r.product_name == profile.product_name && same_figures(r.profile, profile))
+    if (r.name == profile.name && r.product_name == profile.product_name && r.base == base &&
+        same_figures(r.profile, profile))
       return &r.profile;
-  OwnedProfile& owned = registered.emplace_back(OwnedProfile{profile.name, profile.product_name, profile});
+  OwnedProfile& owned = registered.emplace_back(OwnedProfile{profile.name, profile.product_name, base, {}, profile});
   owned.profile.name = owned.name.c_str();
   owned.profile.product_name = owned.product_name.c_str();
+  owned.profile.base = owned.base.empty() ? nullptr : owned.base.c_str();
+  if (profile.rates) owned.rates = *profile.rates;
+  owned.profile.rates = owned.rates ? &*owned.rates : nullptr;
   return &owned.profile;
 }
 

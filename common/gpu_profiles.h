@@ -6,6 +6,8 @@
 
 namespace fakegpu {
 
+struct GpuRates;
+
 struct GpuProfile {
   const char* name;          // canonical key used in cluster YAML
   const char* product_name;  // what cudaGetDeviceProperties reports
@@ -34,6 +36,12 @@ struct GpuProfile {
   int pcie_width = 16;  // lanes
   bool p2p = true;      // GPUs of a node can reach each other's memory over PCIe (consumer parts: no)
   bool arm_host = false;  // half of a Grace superchip: NCCL sees an Arm CPU beside it, not x86
+  // A GPU measured by `fgpu calibrate` (a GPU profile file): its kernel model rates, and how fast
+  // the host it was measured in ran eager PyTorch (0: not measured). Built-in profiles have neither.
+  const GpuRates* rates = nullptr;
+  double host_speed = 0;
+  // The built-in profile a described GPU's other figures came from (null for a built-in).
+  const char* base = nullptr;
 };
 
 // A copy's rate over the GPU's PCIe link, GB/s: about 3 GB/s per Gen1-equivalent x16 lane group
@@ -48,9 +56,9 @@ inline double memory_gbytes_per_s(const GpuProfile& p) { return 2.0 * p.memory_c
 const GpuProfile* find_gpu_profile(const std::string& name);
 std::vector<std::string> gpu_profile_names();
 
-// A GPU a cluster config describes itself (gpu_types): kept for the life of the process, so the
-// pointer stays valid after the config that named it is gone, and the same description given
-// again returns the same pointer. `profile`'s name and product_name are copied.
+// A GPU a cluster config describes itself (gpu_types, a GPU profile file): kept for the life of
+// the process, so the pointer stays valid after the config that named it is gone, and the same
+// description given again returns the same pointer. `profile`'s strings and rates are copied.
 const GpuProfile* register_gpu_profile(const GpuProfile& profile);
 
 }  // namespace fakegpu

@@ -388,6 +388,9 @@ enum CollectiveFlags : uint8_t {
   // The ranks exchange the data among themselves through their communicator's peer mailbox
   // (peer_exchange.h); the coordinator matches, checks and models the operation, and moves nothing.
   kPeerExchange = 2,
+  // A Send whose rank also receives on the communicator in the same NCCL group (a ring or
+  // pairwise exchange): each p2p channel's block then copies both ways, at half the rate each.
+  kSendsAndReceives = 4,
 };
 
 // The result for one rank; the receive buffer contents follow as bulk data.

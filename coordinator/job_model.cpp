@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "job.h"
 #include "nccl_info.h"
@@ -42,8 +43,9 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
   if (!model) return done;
   planner::Estimate e;
   try {
-    e = call.coll == CollType::kSend ? model->estimate_p2p(call.rank, call.root, bytes)
-                                     : model->estimate(call.coll, bytes, call.root);
+    e = call.coll == CollType::kSend
+            ? model->estimate_p2p(call.rank, call.root, bytes, call.flags & wire::kSendsAndReceives)
+            : model->estimate(call.coll, bytes, call.root);
   } catch (const planner::TuningError& err) {
     stats_.count_unpriced(call.coll, err.what());
     return done;
@@ -148,6 +150,13 @@ void Job::handle_comm_info(ClientId id, const wire::CommInfo& msg, uint64_t requ
 // run one after another, its Send/Recv side by side; communicators run side by side.
 void Job::handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t request_id) {
   std::map<uint64_t, std::pair<double, double>> per_comm;  // comm -> (collectives, longest p2p)
+  // (comm, rank) pairs that send and (comm, rank) pairs that receive: a rank doing both on a
+  // communicator copies both ways on its channels, as in the runtime's groups.
+  std::set<std::pair<uint64_t, int>> sending, receiving;
+  for (const wire::SimOp& op : msg.ops) {
+    if (op.coll == CollType::kSend) sending.insert({op.comm_id, op.rank});
+    if (op.coll == CollType::kRecv) receiving.insert({op.comm_id, op.rank});
+  }
   for (const wire::SimOp& op : msg.ops) {
     Comm* comm = member_comm(id, op.comm_id, op.rank, request_id, nullptr, /*allow_failed=*/true);
     if (!comm) return;
@@ -164,9 +173,11 @@ void Job::handle_simulate(ClientId id, const wire::Simulate& msg, uint64_t reque
     try {
       auto& [colls, longest_p2p] = per_comm[comm->id];
       if (op.coll == CollType::kSend)
-        longest_p2p = std::max(longest_p2p, model->estimate_p2p(op.rank, op.root, op.bytes).time_us);
-      else if (op.coll == CollType::kRecv)
-        longest_p2p = std::max(longest_p2p, model->estimate_p2p(op.root, op.rank, op.bytes).time_us);
+        longest_p2p = std::max(longest_p2p, model->estimate_p2p(op.rank, op.root, op.bytes,
+                                                                receiving.count({op.comm_id, op.rank}) > 0).time_us);
+      else if (op.coll == CollType::kRecv)  // priced as its sender's Send, the sender's other calls unknown here
+        longest_p2p = std::max(longest_p2p, model->estimate_p2p(op.root, op.rank, op.bytes,
+                                                                sending.count({op.comm_id, op.rank}) > 0).time_us);
       else
         colls += model->estimate(op.coll, op.bytes, std::max(0, op.root)).time_us;
     } catch (const planner::TuningError& e) {

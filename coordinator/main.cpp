@@ -1,6 +1,8 @@
 // fakegpu-coordinator: the daemon every rank connects to.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -12,7 +14,9 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "cluster_config.h"
 #include "env.h"
+#include "gpu_rates.h"
 #include "report_markdown.h"
 #include "server.h"
 #include "status_client.h"
@@ -39,6 +43,29 @@ void check_writable(const std::string& path) {
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     throw std::runtime_error(fmt::format("cannot write the report {}: directory {} {}", path, dir,
                                          errno == ENOENT ? "does not exist" : "is not writable"));
+}
+
+// A GPU's figures as the models read them, for fgpu (which server a calibrated GPU's profile
+// belongs in) and fgpu calibrate (the rates it starts from).
+nlohmann::json gpu_profile_json(const std::string& name) {
+  using namespace fakegpu;
+  const GpuProfile* gpu = is_profile_file(name) ? load_gpu_profile(name) : find_gpu_profile(name);
+  if (!gpu) throw std::runtime_error("--print-gpu " + name + ": unknown GPU profile (known: " +
+                                     fmt::format("{}", fmt::join(gpu_profile_names(), ", ")) + "; or a GPU profile file)");
+  nlohmann::json rates;
+  for (const auto& field : gpu_rate_fields()) rates[field.name] = gpu_rates(*gpu).*field.member;
+  return {{"name", gpu->name},
+          {"product_name", gpu->product_name},
+          {"base", gpu->base ? gpu->base : gpu->name},
+          {"memory_mib", gpu->memory_mib},
+          {"sm_count", gpu->sm_count},
+          {"compute_capability", fmt::format("{}.{}", gpu->cc_major, gpu->cc_minor)},
+          {"memory_gbytes_per_s", memory_gbytes_per_s(*gpu)},
+          {"tflops", {{"fp64", gpu->fp64_tflops}, {"fp32", gpu->fp32_tflops}, {"tf32", gpu->tf32_tflops},
+                      {"fp16", gpu->half_tflops}, {"fp8", gpu->fp8_tflops}}},
+          {"measured_rates", gpu->rates != nullptr},
+          {"kernel_rates", rates},
+          {"host_speed", gpu->host_speed > 0 ? nlohmann::json(gpu->host_speed) : nlohmann::json()}};
 }
 
 }  // namespace
@@ -74,6 +101,9 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-with-parent", exit_with_parent,
                "write the report and exit when the process that started this one is gone (a killed launcher)");
   app.add_flag("--print-layout", print_layout, "validate the cluster config, print its nodes and ranks as JSON and exit");
+  std::string print_gpu;
+  app.add_option("--print-gpu", print_gpu,
+                 "print a GPU profile (a built-in's name or a GPU profile file) with its kernel model rates as JSON and exit");
   app.add_flag("--env-table", env_table, "print the table of environment variables of docs/usage.md and exit");
   app.set_version_flag("--version", FAKEGPU_VERSION);
   bool status_json = false;
@@ -86,6 +116,10 @@ int main(int argc, char** argv) {
   try {
     if (env_table) {
       fmt::print("{}", env::markdown_table());
+      return 0;
+    }
+    if (!print_gpu.empty()) {
+      fmt::print("{}\n", gpu_profile_json(print_gpu).dump());
       return 0;
     }
     if (status->parsed()) {

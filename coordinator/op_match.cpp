@@ -18,18 +18,23 @@ std::string describe_call(const wire::Collective& c) {
   return s + ")";
 }
 
+namespace {
+// What every rank of an operation must give alike; kSendsAndReceives is one sender's own fact.
+constexpr uint8_t kAgreedFlags = wire::kNoPayload | wire::kPeerExchange;
+}  // namespace
+
 const char* collective_mismatch(const wire::Collective& a, const wire::Collective& b) {
   if (a.coll != b.coll) return "COLLECTIVE_TYPE_MISMATCH";
   if (a.dtype != b.dtype) return "COLLECTIVE_DTYPE_MISMATCH";
   if (a.count != b.count || a.op != b.op || a.root != b.root) return "SIZE_OR_SYNTAX_MISMATCH";
-  if (a.flags != b.flags) return "COLLECTIVE_STATE_MISMATCH";
+  if ((a.flags ^ b.flags) & kAgreedFlags) return "COLLECTIVE_STATE_MISMATCH";
   return nullptr;
 }
 
 const char* p2p_mismatch(const wire::Collective& send, const wire::Collective& recv) {
   if (send.dtype != recv.dtype) return "COLLECTIVE_DTYPE_MISMATCH";
   if (send.count != recv.count) return "SIZE_OR_SYNTAX_MISMATCH";
-  if (send.flags != recv.flags) return "COLLECTIVE_STATE_MISMATCH";
+  if ((send.flags ^ recv.flags) & kAgreedFlags) return "COLLECTIVE_STATE_MISMATCH";
   return nullptr;
 }
 

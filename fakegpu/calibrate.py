@@ -1,8 +1,10 @@
 """fgpu calibrate: times the operators of fakegpu/kernel_cases.py on this machine's real NVIDIA GPU
-and writes them as a table of JSON lines, the kind verification/kernels/ keeps and the kernel
-model's rates are read off (planner/kernel_rates.cpp). About two minutes on an H100. With
---steps it measures instead whole training and inference steps (fakegpu/step_cases.py: their time
-and GPU memory), each in a process of its own, for verification/steps/ and step_fidelity.py.
+and writes them as a table of JSON lines, the kind verification/kernels/ keeps, then reads the
+kernel model's rates for this GPU off it (fakegpu/rate_fit.py) into a GPU profile file that
+`fgpu --gpu FILE` and a cluster YAML's `profile: FILE` name. About two minutes on an H100 to
+measure, a few more to fit. `--fit TABLE` only fits, from a table measured before (any machine).
+With --steps it measures instead whole training and inference steps (fakegpu/step_cases.py: their
+time and GPU memory), each in a process of its own, for verification/steps/ and step_fidelity.py.
 
 The measuring runs in a Python that has PyTorch's CUDA build (build/torch-venv by default), on
 NVIDIA's own libraries: never under fgpu, whose GPUs are the model itself."""
@@ -32,6 +34,9 @@ def cmd_calibrate(argv) -> int:
                     "table for fakegpu's kernel model. Then: python3 verification/bench/kernel_fidelity.py "
                     "--table TABLE --gpu PROFILE sets the model beside it.")
     p.add_argument("--out", help="the table to write (default: kernels-<gpu>.jsonl in the current directory)")
+    p.add_argument("--profile", help="the GPU profile file to write (default: the table's name with .gpu.yaml)")
+    p.add_argument("--fit", metavar="TABLE", help="measure nothing: write the GPU profile for a table measured before")
+    p.add_argument("--base", help="with --fit: the built-in profile of the GPU measured (default: from the table)")
     p.add_argument("--python", default=default_python(),
                    help="a Python with PyTorch's CUDA build (default: build/torch-venv's, else this one)")
     p.add_argument("--device", type=int, default=0, help="the CUDA device to measure")
@@ -40,6 +45,8 @@ def cmd_calibrate(argv) -> int:
                    help="measure whole training and inference steps instead (fakegpu/step_cases.py: step time, "
                         "GPU memory, the kernels of one step); the table goes to steps-<gpu>.jsonl by default")
     a = p.parse_args(argv)
+    if a.fit:
+        return write_profile(a.fit, a.profile, a.python, a.base)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKEGPU_")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [v for v in [env.get("PYTHONPATH")] if v])
     env["CUDA_VISIBLE_DEVICES"] = str(a.device)
@@ -47,8 +54,32 @@ def cmd_calibrate(argv) -> int:
     if "fakegpu" in preload or "nccl_stub" in preload:
         env.pop("LD_PRELOAD")
     cmd = ([a.python, "-m", "fakegpu.calibrate", "--steps" if a.steps else "--measure", "--out", a.out or ""] +
-           (["--only", a.only] if a.only else []))
+           (["--only", a.only] if a.only else []) + (["--profile", a.profile] if a.profile else []))
     return subprocess.run(cmd, env=env).returncode
+
+
+def profile_path(table, given=None):
+    return Path(given) if given else Path(table).with_suffix("").with_suffix(".gpu.yaml")
+
+
+def write_profile(table, profile, python, base=None):
+    """The GPU profile for a measured table (fakegpu/rate_fit.py), with the model's error by
+    operator class before (the family's rates) and after."""
+    from . import rate_fit
+    from .paths import SetupError
+
+    path = profile_path(table, profile)
+    try:
+        before, after = rate_fit.fit(table, path, python, base,
+                                     log=lambda line: print(line, file=sys.stderr, flush=True))
+    except SetupError as e:
+        sys.exit(f"fgpu calibrate: {e}")
+    print(f"{'operators':22} {'family':>8} {'fitted':>8}   median |modeled / measured - 1|")
+    for group in sorted(before):
+        print(f"{group:22} {before[group]:8.1%} {after.get(group, 0):8.1%}")
+    print(f"fgpu calibrate: GPU profile written to {path}; name it with `fgpu --gpu {path}` or a cluster YAML's "
+          f"`profile: {path}`")
+    return 0
 
 
 def _slug(name):
@@ -74,7 +105,7 @@ def _require_real_gpu():
     return torch
 
 
-def measure(out, only):
+def measure(out, only, profile=None):
     torch = _require_real_gpu()
     from . import kernel_cases
 
@@ -96,7 +127,9 @@ def measure(out, only):
             print(f"\r{i}/{len(todo)} {case['case']}/{case['op']}", end="", file=sys.stderr, flush=True)
     print(f"\nfgpu calibrate: {len(todo) - failed} cases on {device['name']} written to {path}"
           + (f" ({failed} could not run; their lines say why)" if failed else ""))
-    return 0
+    if only:  # a part of the table says too little for a whole profile
+        return 0
+    return write_profile(path, profile, sys.executable)
 
 
 def measure_steps(out, only):
@@ -129,10 +162,11 @@ def main():
     p.add_argument("--steps", action="store_true")
     p.add_argument("--out")
     p.add_argument("--only")
+    p.add_argument("--profile")
     a = p.parse_args()
     if a.steps:
         return measure_steps(a.out, a.only)
-    return measure(a.out, a.only) if a.measure else cmd_calibrate(sys.argv[1:])
+    return measure(a.out, a.only, a.profile) if a.measure else cmd_calibrate(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __version__
 from .calibrate import cmd_calibrate
-from .clusters import DEFAULT_GPU, write_cluster_config
+from .clusters import DEFAULT_GPU, cluster_config_path, write_cluster_config
 from .configs import launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
 from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
@@ -45,7 +45,8 @@ def main_parser():
     p.add_argument("--dist-mode", default=env_default("FAKEGPU_DIST_MODE", "simulate"),
                    choices=("simulate", "proxy", "passthrough"), help="distributed mode [FAKEGPU_DIST_MODE]")
     p.add_argument("--cluster-config", default=env_default("FAKEGPU_CLUSTER_CONFIG"),
-                   help="cluster YAML [FAKEGPU_CLUSTER_CONFIG]; default: the job's ranks on servers of "
+                   help="cluster YAML, or a preset by name or family (dgx-h100-2node, aws-p5) "
+                        "[FAKEGPU_CLUSTER_CONFIG]; default: the job's ranks on servers of "
                         f"--gpu {DEFAULT_GPU} (DGX H100: 8 GPUs a node), as many as they fill")
     p.add_argument("--nodes", type=int, help="without --cluster-config: this many servers of --gpu")
     p.add_argument("--gpus-per-node", type=int, help="without --cluster-config: GPUs used on each server")
@@ -161,7 +162,7 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         raise SetupError("--nodes, --gpus-per-node and --gpu describe a cluster in place of --cluster-config; "
                          "(FAKEGPU_CLUSTER_CONFIG); give one or the other")
     transport = resolve_transport(args.coordinator_transport, args.coordinator_addr)
-    config = args.cluster_config or default_cluster(args, workdir)
+    config = str(cluster_config_path(args.cluster_config)) if args.cluster_config else default_cluster(args, workdir)
     owned = None
     address = args.coordinator_addr
     registration = None

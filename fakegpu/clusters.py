@@ -5,14 +5,16 @@
 from that family's one-node preset; only the node count, and the GPUs used per node, change.
 """
 
+import json
 import math
 import os
 import re
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import REPO_ROOT, SetupError
+from .paths import REPO_ROOT, SetupError, built
 
 PRESETS = REPO_ROOT / "configs" / "presets"
 
@@ -51,9 +53,35 @@ def family_names():
     return sorted(p.name[:-len("-1node.yaml")] for p in PRESETS.glob("*-1node.yaml"))
 
 
+def gpu_profile(name: str) -> dict:
+    """A GPU profile (a built-in's name or a GPU profile file) as the C++ parser reads it: name,
+    base, product name, peaks, kernel_rates, host_speed. SetupError with the parser's message."""
+    done = subprocess.run([str(built("fakegpu-coordinator")), "--print-gpu", name], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SetupError(done.stderr.strip() or done.stdout.strip())
+    return json.loads(done.stdout)
+
+
+def is_profile_file(gpu: str) -> bool:
+    return gpu.endswith((".yaml", ".yml"))
+
+
 def template(gpu: str) -> NodeTemplate:
-    """The server for a GPU name (h100) or preset family (dgx-h100); SetupError naming the known
-    ones otherwise."""
+    """The server for a GPU name (h100), preset family (dgx-h100) or GPU profile file (fgpu
+    calibrate's: the server of the GPU it is based on, with that file's GPUs); SetupError naming
+    the known ones otherwise."""
+    if is_profile_file(gpu):
+        if not Path(gpu).is_file():
+            raise SetupError(f"--gpu {gpu}: no such GPU profile file")
+        base = gpu_profile(gpu)["base"]
+        servers = [template(family) for family in FAMILY_OF_GPU.values()]
+        server = next((s for s in servers if s.profile == base), None)
+        if server is None:
+            raise SetupError(f"--gpu {gpu}: no preset server has its base GPU {base} (servers of "
+                             f"{', '.join(sorted(FAMILY_OF_GPU))}); give a cluster YAML naming the file instead")
+        server.profile = json.dumps(str(Path(gpu).resolve()))  # quoted: any path is one YAML scalar
+        server.about = server.about + f"# GPUs: {server.profile}\n"
+        return server
     key = gpu.strip().lower()
     family = FAMILY_OF_GPU.get(key, key)
     path = PRESETS / f"{family}-1node.yaml"
@@ -124,9 +152,14 @@ def write_cluster_config(gpu=None, world=None, nodes=None, gpus_per_node=None, d
 
 
 def preset_path(name: str):
-    """A bundled preset named without its directory and suffix (dgx-h100-2node), or None."""
-    path = PRESETS / f"{name}.yaml"
-    return path if "/" not in name and path.is_file() else None
+    """A bundled preset named without its directory and suffix (dgx-h100-2node), or by its family
+    alone (aws-p5: its one-node preset, which --nodes repeats), or None."""
+    if "/" in name:
+        return None
+    for path in (PRESETS / f"{name}.yaml", PRESETS / f"{name}-1node.yaml"):
+        if path.is_file():
+            return path
+    return None
 
 
 def cluster_config_path(given: str) -> Path:
@@ -135,5 +168,5 @@ def cluster_config_path(given: str) -> Path:
     if path is None:
         names = sorted(p.stem for p in PRESETS.glob("*.yaml"))
         raise SetupError(f"--cluster-config {given}: no such file, nor a preset of that name (presets: "
-                         f"{', '.join(names)})")
+                         f"{', '.join(names)}; or a family alone: {', '.join(family_names())})")
     return path

@@ -22,7 +22,7 @@ ALGORITHMS = ("Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain
 EXTRA_HELP = f"""
 fgpu model also takes:
   --cluster-config FILE|PRESET   several times, to compare clusters side by side; a preset by name
-                                 (e.g. dgx-h100-2node, from configs/presets/)
+                                 (e.g. dgx-h100-2node, from configs/presets/) or family (aws-p5: one node)
   --gpu NAME                     a cluster of that GPU's servers ({', '.join(sorted(FAMILY_OF_GPU))}, or a
                                  family such as dgx-h100), --nodes of them (default 1), using
                                  --gpus-per-node GPUs of each; without --cluster-config it is the cluster

@@ -43,8 +43,9 @@ std::vector<VirtualDevice> build(double* host_speed) {
       devices.push_back(make_device(config.nodes[node].gpus[l], node, static_cast<int>(l)));
   } else {
     const std::string name = env::get(env::kGpuProfile);
-    const GpuProfile* profile = find_gpu_profile(name);
+    const GpuProfile* profile = is_profile_file(name) ? load_gpu_profile(name) : find_gpu_profile(name);
     if (!profile) throw std::runtime_error("FAKEGPU_GPU_PROFILE=" + name + ": unknown GPU model");
+    if (profile->host_speed > 0) *host_speed = profile->host_speed;
     for (int l = 0; l < kDefaultDeviceCount; ++l) devices.push_back(make_device(profile, 0, l));
   }
   // FAKEGPU_DEVICE_COUNT, when set, overrides how many devices there are; extra ones repeat

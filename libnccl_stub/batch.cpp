@@ -63,12 +63,20 @@ void post_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, S
   // A lone small AllReduce, Broadcast or AllGather of ranks on one host: they exchange the data
   // among themselves.
   if (!staging && calls.size() == 1 && post_exchanged(calls.front(), posted->ready_us, track, posted)) return;
+  // Communicators this rank receives on in the group: their Sends share channel blocks with the
+  // receives (wire::kSendsAndReceives).
+  std::vector<const ncclComm*> receiving;
+  for (const CollectiveCall& c : calls)
+    if (c.desc.coll == wire::CollType::kRecv) receiving.push_back(c.comm);
   try {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];
       wire::Collective desc = c.desc;
       desc.ready_us = posted->ready_us;
       desc.track = track;
+      if (c.desc.coll == wire::CollType::kSend &&
+          std::find(receiving.begin(), receiving.end(), c.comm) != receiving.end())
+        desc.flags |= wire::kSendsAndReceives;
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
       size_t send_bytes = c.send_bytes, recv_bytes = c.recv_bytes;

@@ -89,7 +89,9 @@ class CommModel {
   std::vector<Flow> flow_plan(wire::CollType coll, int algo, int root = 0) const;
 
   // One Send/Recv pair, from comm rank `from` to comm rank `to`.
-  Estimate estimate_p2p(int from, int to, uint64_t bytes) const;
+  // `both_ways`: the sender also receives in the same group (a ring, a pairwise exchange), so
+  // each of its channels' blocks copies both ways, as nccl-tests' sendrecv runs.
+  Estimate estimate_p2p(int from, int to, uint64_t bytes, bool both_ways = false) const;
 
   int nranks() const { return static_cast<int>(gpus_.size()); }
   int nnodes() const { return static_cast<int>(node_ranks_.size()); }
@@ -166,7 +168,8 @@ class CommModel {
   double p2p_channel_gbs(bool both_ways, bool network) const;
   double channel_copy_gbs(bool both_ways) const;
   bool blocks_hold_channels() const;
-  P2pCopy p2p_copy(wire::CollType coll, uint64_t bytes, bool lone = false, bool remote = false) const;
+  P2pCopy p2p_copy(wire::CollType coll, uint64_t bytes, bool lone = false, bool remote = false,
+                   bool lone_both_ways = false) const;
   double efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;
   double cap_busbw(int func, int algo, int proto, int nc, bool for_time = false) const;

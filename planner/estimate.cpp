@@ -420,7 +420,7 @@ double CommModel::p2p_latency(bool inter_node) const {
 
 // One message between two ranks: NCCL's p2p kernels spread it over the channels of that peer,
 // so the path's slowest link sets the rate.
-Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
+Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes, bool both_ways) const {
   Estimate e;
   e.channels = 1;
   e.bytes = bytes;
@@ -440,7 +440,7 @@ Estimate CommModel::estimate_p2p(int from, int to, uint64_t bytes) const {
     }
     const bool remote = node_of_[from] != node_of_[to];
     e.latency_us = p2p_latency(remote);
-    const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true, remote);
+    const P2pCopy copy = p2p_copy(CollType::kSend, bytes, /*lone=*/true, remote, both_ways);
     e.data_us = std::max(bytes * std::max({pat->worst_nvlink, pat->worst_pcie, pat->worst_net}) / 1e3, copy.us);
     e.channels = copy.channels;
     e.time_us = e.latency_us + e.data_us;

@@ -43,10 +43,11 @@ struct Priced {
   int bound = FAKEGPU_BOUND_MEMORY;
 };
 
-// Work that streams its bytes once, in `kernels` kernels.
-Priced streaming(const Gpu& g, double bytes, int kernels = 1) {
+// Work that streams its bytes once, in `kernels` kernels, at `share` of the bandwidth (by default
+// what elementwise kernels reach).
+Priced streaming(const Gpu& g, double bytes, int kernels = 1, double share = 0) {
   const double fixed = kernels * g.rates.kernel_us;
-  const double moving = memory_us(g, bytes, g.rates.memory_share);
+  const double moving = memory_us(g, bytes, share > 0 ? share : g.rates.memory_share);
   return {fixed + moving, kernels, moving >= fixed ? FAKEGPU_BOUND_MEMORY : FAKEGPU_BOUND_LAUNCH};
 }
 
@@ -247,13 +248,17 @@ Priced gpu_time(const Gpu& g, const fakegpu_op_facts& op) {
     case FAKEGPU_OP_REDUCTION: return streaming(g, op.bytes);
     // Layer norm reads its rows twice (statistics, then the output), the second time partly
     // from cache: three passes of the tensor in all.
-    case FAKEGPU_OP_NORM: return streaming(g, std::max(op.bytes, 3 * tensor_bytes(op)));
+    // Row-wise kernels (norms, softmax) reduce within each row before they write: their own share.
+    case FAKEGPU_OP_NORM: return streaming(g, std::max(op.bytes, 3 * tensor_bytes(op)), 1, g.rates.row_memory_share);
     // The input gradient reads the output's gradient and the input and writes its gradient; the
     // weight's gradient reads the first two again, summed down the rows in a second kernel.
     case FAKEGPU_OP_NORM_BACKWARD:
-      return op.dims[2] ? streaming(g, 5 * tensor_bytes(op), 3) : streaming(g, 3 * tensor_bytes(op));
-    case FAKEGPU_OP_SOFTMAX: return streaming(g, 2 * tensor_bytes(op) * (1 + reread_share(op)));
-    case FAKEGPU_OP_SOFTMAX_BACKWARD: return streaming(g, 3 * tensor_bytes(op) * (1 + reread_share(op) / 2));
+      return op.dims[2] ? streaming(g, 5 * tensor_bytes(op), 3, g.rates.row_memory_share)
+                        : streaming(g, 3 * tensor_bytes(op), 1, g.rates.row_memory_share);
+    case FAKEGPU_OP_SOFTMAX:
+      return streaming(g, 2 * tensor_bytes(op) * (1 + reread_share(op)), 1, g.rates.row_memory_share);
+    case FAKEGPU_OP_SOFTMAX_BACKWARD:
+      return streaming(g, 3 * tensor_bytes(op) * (1 + reread_share(op) / 2), 1, g.rates.row_memory_share);
     case FAKEGPU_OP_FOREACH: return foreach_kernels(g, op);
     // Sorts the token ids, sums each id's gradients, writes them into a zeroed table: about eight
     // kernels, the table written once and the gradients read twice.

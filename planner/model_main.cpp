@@ -148,7 +148,9 @@ int main(int argc, char** argv) {
   double step = 2;
   int nodes = 0, per_node = 0, ranks = 0, root = 0;
   bool json_out = false, flows_out = false;
-  app.add_option("--cluster-config", config_path, "cluster YAML")->required();
+  app.add_option("--cluster-config", config_path,
+                 "cluster YAML, or a preset by name or family (dgx-h100-2node, aws-p5); fgpu model takes --gpu NAME in "
+                 "its place");
   app.add_option("--collective", coll_name, "all_reduce, all_gather, broadcast, reduce, reduce_scatter, alltoall, "
                                             "sendrecv, gather, scatter, or all")->capture_default_str();
   app.add_option("-b,--min-bytes", min_text, "smallest size (K, M, G suffixes)")->capture_default_str();
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (config_path.empty()) throw std::invalid_argument("no cluster: give --cluster-config FILE (or, to fgpu model, --gpu NAME)");
     if (step <= 1) throw std::invalid_argument("--step-factor must be > 1");
     dtype = datatype_named(dtype);
     std::vector<std::string> colls;

@@ -132,7 +132,8 @@ double CommModel::p2p_channel_gbs(bool both_ways, bool network) const {
 // a channel's whole rate; a lone Send (`lone`, across the network when `remote`) has its
 // message's channels to itself. Patterns are timed at the rank with the most peers on other
 // nodes.
-CommModel::P2pCopy CommModel::p2p_copy(wire::CollType coll, uint64_t bytes, bool lone, bool remote) const {
+CommModel::P2pCopy CommModel::p2p_copy(wire::CollType coll, uint64_t bytes, bool lone, bool remote,
+                                       bool lone_both_ways) const {
   using wire::CollType;
   const int n = nranks();
   const bool one_message = lone || coll == CollType::kSend;
@@ -140,7 +141,7 @@ CommModel::P2pCopy CommModel::p2p_copy(wire::CollType coll, uint64_t bytes, bool
   const int peers = one_message ? 1 : n - 1;
   // The ring of sends leaves every node once; other patterns reach all of a rank's remote peers.
   const int remote_peers = lone ? remote : one_message ? nnodes() > 1 : p2p_remote_peers_;
-  const bool both_ways = !lone && (coll == CollType::kSend || coll == CollType::kAlltoAll);
+  const bool both_ways = lone ? lone_both_ways : coll == CollType::kSend || coll == CollType::kAlltoAll;
   const bool copies = one_message || coll == CollType::kAlltoAll || coll == CollType::kGather ||
                       coll == CollType::kScatter;  // a Recv's time is its Send's
   const int op_channels = p2p_op_channels(share);

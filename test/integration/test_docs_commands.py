@@ -53,6 +53,8 @@ COVERAGE = [
     (r"^python3 verification/bench/gpu_kernel_rates\.py", "test", "gpu_kernel_rates_runs"),
     (r"^python3 verification/bench/kernel_fidelity\.py", "test", "kernel_fidelity_runs"),
     (r"^python3 verification/bench/step_fidelity\.py", "test", "step_fidelity_runs"),
+    (r"^\./fgpu calibrate --fit ", "test", "rate_fit_runs"),
+    (r"^\./fgpu --gpu \S+\.gpu\.yaml ", "test", "test_fgpu_builds_the_base_gpus_servers_of_the_file"),
     (r"^\./fgpu calibrate", "manual",
      "needs a real NVIDIA GPU; test_calibrate_refuses_without_a_real_gpu checks its refusals here"),
     (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --nodes 1 --gpus-per-node 1 --gpu h100 --nproc 1 "

@@ -4,6 +4,7 @@ model's side-by-side comparison and SVG plot."""
 import json
 import os
 import shutil
+import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
@@ -138,6 +139,18 @@ class ModelOnClusters(unittest.TestCase):
         bad = fgpu("model", "--cluster-config", "dgx-h100-9node")
         self.assertEqual(bad.returncode, 2)
         self.assertIn("no such file, nor a preset of that name (presets: aws-p4de-1node,", bad.stderr)
+        self.assertIn("or a family alone: aws-p4de, aws-p5,", bad.stderr)
+
+    def test_a_preset_family_names_its_one_node_preset_wherever_a_cluster_is_named(self):
+        family = model_json("--cluster-config", "aws-p5", "--nodes", "2")
+        preset = model_json("--cluster-config", "aws-p5-2node")
+        self.assertEqual(family["results"], preset["results"])
+        self.assertEqual(family["ranks"], 16)
+        r = fgpu("--cluster-config", "aws-p5", "--nproc", "8", sys.executable, "-c", "pass")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("aws-p5-1node", r.stdout + r.stderr)
+        help_text = fgpu("model", "--help").stdout
+        self.assertNotIn("REQUIRED", help_text)
 
     def test_plot_has_a_line_per_cluster_or_algorithm(self):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-plot-"))

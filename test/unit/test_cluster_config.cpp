@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "cluster_config.h"
+#include "gpu_rates.h"
 
 using namespace fakegpu;
 
@@ -156,7 +160,19 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"gpu_type_unknown_key", with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, pcie_gne: 4}"),
                     "did you mean 'pcie_gen'"},
         InvalidCase{"gpu_type_unknown_base", with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, base: l40}"),
-                    "gpu_types.rtx.base: unknown GPU profile 'l40'"}),
+                    "gpu_types.rtx.base: unknown GPU profile 'l40'"},
+        InvalidCase{"gpu_type_unknown_rate",
+                    with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, kernel_rates: {memroy_share: 0.5}}"),
+                    "gpu_types.rtx.kernel_rates.memroy_share: unknown key (allowed: kernel_us, memory_share"},
+        InvalidCase{"gpu_type_share_above_one",
+                    with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, kernel_rates: {gemm_tile_share: 1.5}}"),
+                    "gpu_types.rtx.kernel_rates.gemm_tile_share: must be > 0 and <= 1 (a share of the SM's peak)"},
+        InvalidCase{"gpu_type_zero_host_speed",
+                    with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, host_speed: 0}"),
+                    "gpu_types.rtx.host_speed: must be > 0"},
+        InvalidCase{"gpu_profile_file_missing",
+                    seed_with("gpus: [{profile: h100}, {profile: h100}]", "gpus: [{profile: h100}, {profile: /nonexistent/box.yaml}]"),
+                    "nodes[1].gpus[1].profile: /nonexistent/box.yaml: cannot open the GPU profile file"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ClusterConfig, NcclConfKeepsEachSettingWithItsPlace) {
@@ -215,4 +231,85 @@ TEST(ClusterConfig, GpuTypesDescribeGpusThatAreNotProfiles) {
   EXPECT_DOUBLE_EQ(a6000->half_tflops, 150);
   EXPECT_EQ(a6000->memory_clock_mhz, find_gpu_profile("a100")->memory_clock_mhz);
   EXPECT_TRUE(a6000->p2p);
+}
+
+namespace {
+
+// A GPU profile file, as fgpu calibrate writes them, in a fresh directory.
+std::string write_profile(const std::string& file, const std::string& text) {
+  const std::string dir = testing::TempDir() + "/fakegpu-gpu-profiles";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/" + file) << text;
+  return dir + "/" + file;
+}
+
+const char* kMeasuredH200 = R"(version: 1
+name: h200-box
+base: h200
+product_name: NVIDIA H200
+memory_gib: 139.8
+sm_count: 132
+compute_capability: '9.0'
+host_speed: 1.25
+kernel_rates: {memory_share: 0.8, row_memory_share: 0.6}
+)";
+
+}  // namespace
+
+// A cluster YAML names a measured GPU by its file (relative to the YAML's directory): its figures
+// are its base's but for what it measured, its rates the family's but for the ones it gives, and
+// its node runs at the measured host's speed unless the node says otherwise.
+TEST(ClusterConfig, GpuProfileFilesNameMeasuredGpus) {
+  const std::string path = write_profile("h200-box.yaml", kMeasuredH200);
+  const std::string cluster = testing::TempDir() + "/fakegpu-gpu-profiles/cluster.yaml";
+  ClusterConfig c = parse_cluster_config(
+      seed_with("gpus: [{profile: h100}, {profile: h100}]", "gpus: [{profile: h200-box.yaml}, {profile: h200-box.yaml}]"),
+      cluster);
+  const GpuProfile* box = c.nodes[1].gpus[0];
+  const GpuProfile* h200 = find_gpu_profile("h200");
+  EXPECT_EQ(c.nodes[1].gpus[1], box);  // one file, one GPU
+  EXPECT_STREQ(box->name, "h200-box");
+  EXPECT_STREQ(box->base, "h200");
+  EXPECT_EQ(box->memory_mib, static_cast<int>(139.8 * 1024));
+  EXPECT_EQ(box->memory_clock_mhz, h200->memory_clock_mhz);
+  ASSERT_NE(box->rates, nullptr);
+  EXPECT_DOUBLE_EQ(gpu_rates(*box).memory_share, 0.8);
+  EXPECT_DOUBLE_EQ(gpu_rates(*box).row_memory_share, 0.6);
+  EXPECT_DOUBLE_EQ(gpu_rates(*box).gemm_tile_share, gpu_rates(*h200).gemm_tile_share);
+  EXPECT_EQ(h200->rates, nullptr);
+  EXPECT_DOUBLE_EQ(c.nodes[1].host_speed, 1.25);
+  EXPECT_DOUBLE_EQ(c.nodes[0].host_speed, 1.0);
+
+  ClusterConfig own = parse_cluster_config(
+      seed_with("- {id: node1, host: 127.0.0.1, ranks: [2, 3], gpus: [{profile: h100}, {profile: h100}]}",
+                "- {id: node1, host_speed: 0.5, ranks: [2, 3], gpus: [{profile: " + path + "}, {profile: " + path + "}]}"),
+      cluster);
+  EXPECT_DOUBLE_EQ(own.nodes[1].host_speed, 0.5);
+  EXPECT_EQ(own.nodes[1].gpus[0], box);  // the same description is the same GPU
+
+  // The runtime without a cluster YAML reads the file itself (FAKEGPU_GPU_PROFILE).
+  EXPECT_EQ(load_gpu_profile(path), box);
+  EXPECT_TRUE(is_profile_file(path));
+  EXPECT_FALSE(is_profile_file("h200"));
+}
+
+TEST(ClusterConfig, GpuProfileFileErrorsNameTheFileAndKey) {
+  auto error = [](const std::string& text) {
+    try {
+      load_gpu_profile(write_profile("bad.yaml", text));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted:\n" << text;
+    return std::string();
+  };
+  std::string text = kMeasuredH200;
+  EXPECT_NE(error(std::string(text).replace(text.find("version: 1"), 10, "version: 2")).find("bad.yaml:1:10: version: unsupported GPU profile version 2"),
+            std::string::npos);
+  EXPECT_NE(error(std::string(text).replace(text.find("name: h200-box"), 14, "name: h100")).find("name: a built-in profile has this name"),
+            std::string::npos);
+  EXPECT_NE(error(std::string(text).replace(text.find("sm_count"), 8, "sm_cuont")).find("bad.yaml:6:1: sm_cuont: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error(std::string(text).replace(text.find("0.6}"), 3, "1.6")).find("kernel_rates.row_memory_share: must be > 0 and <= 1"),
+            std::string::npos);
 }

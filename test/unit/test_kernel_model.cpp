@@ -217,6 +217,29 @@ TEST(KernelModel, SharesCarryToOtherGpusByTheirPeaks) {
   EXPECT_GT(compute_ratio, 0.8 * h100().half_tflops / a100.half_tflops);
 }
 
+// A GPU measured by fgpu calibrate brings its own rates: each moves the kernels it governs and
+// nothing else (row-wise kernels have a share of their own, apart from elementwise ones).
+TEST(KernelModel, AMeasuredGpusOwnRatesAreTheOnesUsed) {
+  GpuRates measured = gpu_rates(h100());
+  measured.memory_share /= 2;
+  measured.row_memory_share /= 4;
+  GpuProfile box = h100();
+  box.name = "h100-box";
+  box.rates = &measured;
+  const GpuProfile& registered = *register_gpu_profile(box);
+  const double fixed = measured.kernel_us;
+  EXPECT_NEAR((gpu_us(memory_op(4e9), registered) - fixed) / (gpu_us(memory_op(4e9)) - fixed), 2.0, 1e-9);
+  fakegpu_op_facts norm{};
+  norm.kind = FAKEGPU_OP_NORM;
+  norm.element_bytes = 2;
+  norm.row_alignment = 16;
+  norm.dims[0] = 65536;
+  norm.dims[1] = 8192;
+  norm.bytes = 2.0 * 2 * 65536 * 8192;
+  EXPECT_NEAR((gpu_us(norm, registered) - fixed) / (gpu_us(norm) - fixed), 4.0, 1e-9);
+  EXPECT_DOUBLE_EQ(gpu_us(gemm(8192, 8192, 8192), registered), gpu_us(gemm(8192, 8192, 8192)));
+}
+
 TEST(KernelModel, OperatorsThatLaunchNothingCostTheHostOnly) {
   fakegpu_op_facts op{};
   op.kind = FAKEGPU_OP_NO_KERNEL;

@@ -15,49 +15,14 @@ takes about a minute; exits 1 when a line could not run.
 """
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 TABLE = ROOT / "verification" / "kernels" / "h100-sxm.jsonl"
 TARGET = 0.15
-METRICS = ("fwd_us", "fwd_bwd_us", "host_us")
-
-
-def run_cases(table, out):
-    """Under fgpu: times each line of the table, writing the lines with the model's figures."""
-    sys.path.insert(0, str(ROOT))
-    from fakegpu import kernel_cases, kernel_table
-
-    with open(out, "w") as f:
-        for number, case in kernel_table.read_table(table):
-            if case.get("case") == "device":
-                continue
-            try:
-                timed = kernel_cases.run_case(case)
-            except Exception as e:  # one case that cannot run is reported, the rest still run
-                timed = dict(case, error=f"{type(e).__name__}: {e}")
-            timed["line"] = number
-            f.write(json.dumps(timed) + "\n")
-            f.flush()
-
-
-def model_table(table, gpu):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "modeled.jsonl"
-        env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes", PYTHONPATH=str(ROOT))
-        cmd = [str(ROOT / "fgpu"), "--nodes", "1", "--gpus-per-node", "1", "--gpu", gpu, "--nproc", "1",
-               "--report", str(Path(tmp) / "report.json"), str(PYTHON), __file__, "--run", str(table), "--out", str(out)]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.exit(f"kernel_fidelity: fgpu failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-        return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
 
 
 def main():
@@ -65,37 +30,31 @@ def main():
     ap.add_argument("--table", default=str(TABLE), help="measured timings (JSON lines)")
     ap.add_argument("--gpu", default="h100", help="the GPU profile the table was measured on")
     ap.add_argument("--lines", action="store_true", help="print every line, not only the summary")
-    ap.add_argument("--run", help=argparse.SUPPRESS)
-    ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.run:
-        return run_cases(args.run, args.out)
     if not PYTHON.exists():
         print(f"kernel_fidelity: skipped: no PyTorch at {PYTHON.relative_to(ROOT)} (./scripts/setup installs it)")
         return 77
 
     sys.path.insert(0, str(ROOT))
     from fakegpu import kernel_table
+    from fakegpu.paths import SetupError
 
     measured = {n: case for n, case in kernel_table.read_table(args.table)}
     device = next((c for c in measured.values() if c.get("case") == "device"), {})
     print(f"{args.table}: {device.get('name', 'unknown GPU')}, torch {device.get('torch', '?')}; modeled as --gpu {args.gpu}")
-    by_class, failed = {}, []
-    for modeled in model_table(args.table, args.gpu):
-        real = measured[modeled["line"]]
-        if "error" in modeled:
-            failed.append(f"line {modeled['line']} {real['case']}/{real.get('op')}: {modeled['error']}")
-            continue
-        for metric in METRICS:
-            if real.get(metric) is None or modeled.get(metric) is None:
-                continue
-            err = kernel_table.error(modeled[metric], real[metric])
-            group = f"{real['case']}/{'fwd+bwd' if metric == 'fwd_bwd_us' else 'fwd'}"
-            by_class.setdefault(group, []).append(abs(err))
-            if args.lines:
-                print(f"  {real['case']:11} {real.get('op', ''):24} {real.get('dtype', ''):5} "
-                      f"{str(real.get('shape', '')):28} {real.get('layout', ''):4} {metric:10} "
-                      f"measured {real[metric]:9.2f}  modeled {modeled[metric]:9.2f}  {err:+7.1%}")
+    try:
+        modeled_lines = kernel_table.model_table(args.table, args.gpu, PYTHON)
+    except SetupError as e:
+        sys.exit(f"kernel_fidelity: {e}")
+    rows, failed = kernel_table.compare(measured, modeled_lines)
+    by_class = {}
+    for row in rows:
+        real, metric = row.measured, row.metric
+        by_class.setdefault(row.group, []).append(abs(row.error))
+        if args.lines:
+            print(f"  {real['case']:11} {real.get('op', ''):24} {real.get('dtype', ''):5} "
+                  f"{str(real.get('shape', '')):28} {real.get('layout', ''):4} {metric:10} "
+                  f"measured {real[metric]:9.2f}  modeled {row.modeled:9.2f}  {row.error:+7.1%}")
     everything = sorted(e for errs in by_class.values() for e in errs)
     print(f"{'class':22} {'lines':>5} {'median':>8} {'worst':>8}")
     for group in sorted(by_class):

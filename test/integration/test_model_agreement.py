@@ -1,0 +1,95 @@
+"""One answer per question: the time the runtime's timeline gives an operation (the job report's
+`operations` rows) and the time `fgpu model` prints for it on the same cluster agree within 1%,
+for each collective and for a grouped send/recv ring (each rank sending right and receiving from
+the left, as nccl-tests' sendrecv runs), on one node and on two."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from pynccl import DTYPES, rank_main, rank_preload
+from rank_jobs import Coordinator, fgpu, run_rank_processes
+
+I32 = DTYPES["int32"][1]
+MIB = 1 << 20
+SIZE = 4 * MIB  # bytes of each operation, nccl-tests' way (the whole buffer; the gathered total)
+
+ONE_NODE = """version: 1
+cluster: {name: agree-1node}
+nodes:
+  - {id: n0, ranks: [0, 1, 2, 3], gpus: [{profile: h100}, {profile: h100}, {profile: h100}, {profile: h100}]}
+fabric:
+  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
+"""
+TWO_NODES = """version: 1
+cluster: {name: agree-2node}
+nodes:
+  - {id: n0, ranks: [0, 1], gpus: [{profile: h100}, {profile: h100}]}
+  - {id: n1, ranks: [2, 3], gpus: [{profile: h100}, {profile: h100}]}
+fabric:
+  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
+  inter_node: {type: infiniband, bandwidth_gbps: 800, latency_us: 5}
+"""
+
+# The report's name for each operation, and fgpu model's.
+OPERATIONS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "Broadcast": "broadcast", "Send": "sendrecv"}
+
+
+def body(nccl, comm, rank, world):
+    count = SIZE // 4
+    buf, _ = nccl.device_array(I32, [rank] * count)
+    nccl.all_reduce(buf, buf, count, "int32", "sum", comm)
+    nccl.broadcast(buf, buf, count, "int32", 0, comm)
+    part, _ = nccl.device_array(I32, [rank] * (count // world))
+    nccl.all_gather(part, buf, count // world, "int32", comm)
+    send, _ = nccl.device_array(I32, [rank] * count)
+    recv, view = nccl.device_array(I32, [0] * count)
+    nccl.group_start()
+    nccl.send(send, count, "int32", (rank + 1) % world, comm)
+    nccl.recv(recv, count, "int32", (rank - 1) % world, comm)
+    nccl.group_end()
+    return view[0]
+
+
+class RuntimeAndModelAgree(unittest.TestCase):
+    def check(self, cluster_text):
+        tmp = Path(tempfile.mkdtemp(prefix="fakegpu-agree-"))
+        self.addCleanup(shutil.rmtree, tmp)
+        config = tmp / "cluster.yaml"
+        config.write_text(cluster_text)
+        with Coordinator(str(config), "unix", report=tmp / "report.json") as coord:
+            results = run_rank_processes(sys.executable, [__file__, "--rank", tmp], coord, 4,
+                                         extra_env={"LD_PRELOAD": rank_preload()})
+        for rank, p in enumerate(results):
+            self.assertEqual(p.returncode, 0, f"rank {rank}: {p.stderr}")
+        report = json.loads((tmp / "report.json").read_text())
+        rows = {row["collective"]: row for row in report["operations"] if row["collective"] in OPERATIONS}
+        self.assertEqual(set(rows), set(OPERATIONS), report["operations"])
+        for name, collective in OPERATIONS.items():
+            with self.subTest(collective=collective):
+                self.assertEqual(rows[name]["bytes"], SIZE)
+                r = fgpu("model", "--cluster-config", config, "--collective", collective, "-b", SIZE, "-e", SIZE,
+                         "--datatype", "int32", "--json")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                modeled = json.loads(r.stdout)["results"][0]["time_us"]
+                self.assertAlmostEqual(rows[name]["modeled_time_us"], modeled, delta=0.01 * modeled,
+                                       msg=f"{name}: the runtime's {rows[name]['modeled_time_us']:.2f} us against "
+                                           f"fgpu model's {modeled:.2f} us")
+
+    def test_one_node(self):
+        self.check(ONE_NODE)
+
+    def test_two_nodes(self):
+        self.check(TWO_NODES)
+
+
+if __name__ == "__main__":
+    if "--rank" in sys.argv:
+        rank_main(body)
+        sys.exit(0)
+    unittest.main(verbosity=2)

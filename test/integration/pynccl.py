@@ -104,6 +104,14 @@ class Nccl:
         self.check(self.lib.ncclBroadcast(send, recv, ctypes.c_size_t(count), DTYPES[dtype][0], root, comm, None),
                    "ncclBroadcast")
 
+    def reduce_scatter(self, send, recv, recv_count, dtype, op, comm):
+        self.check(self.lib.ncclReduceScatter(send, recv, ctypes.c_size_t(recv_count), DTYPES[dtype][0], OPS[op], comm,
+                                              None), "ncclReduceScatter")
+
+    def reduce(self, send, recv, count, dtype, op, root, comm):
+        self.check(self.lib.ncclReduce(send, recv, ctypes.c_size_t(count), DTYPES[dtype][0], OPS[op], root, comm, None),
+                   "ncclReduce")
+
     def async_error(self, comm) -> int:
         """The communicator's ncclResult_t as ncclCommGetAsyncError reports it (0: healthy)."""
         result = ctypes.c_int()

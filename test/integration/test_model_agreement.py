@@ -1,7 +1,8 @@
 """One answer per question: the time the runtime's timeline gives an operation (the job report's
 `operations` rows) and the time `fgpu model` prints for it on the same cluster agree within 1%,
 for each collective and for a grouped send/recv ring (each rank sending right and receiving from
-the left, as nccl-tests' sendrecv runs), on one node and on two."""
+the left, as nccl-tests' sendrecv runs), on one node, on two and on sixteen; and for an
+all-reduce small enough that the ranks exchange it among themselves (peer_exchange.h)."""
 
 import json
 import os
@@ -36,8 +37,16 @@ fabric:
   inter_node: {type: infiniband, bandwidth_gbps: 800, latency_us: 5}
 """
 
+# Sixteen servers of one GPU each.
+SIXTEEN_NODES = ("version: 1\ncluster: {name: agree-16node}\nnodes:\n" +
+                 "".join(f"  - {{id: n{i}, ranks: [{i}], gpus: [{{profile: h100}}]}}\n" for i in range(16)) +
+                 "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n"
+                 "  inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}\n")
+
 # The report's name for each operation, and fgpu model's.
-OPERATIONS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "Broadcast": "broadcast", "Send": "sendrecv"}
+OPERATIONS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "Broadcast": "broadcast", "Send": "sendrecv",
+              "ReduceScatter": "reduce_scatter", "Reduce": "reduce"}
+SMALL = 4 << 10  # an all-reduce the ranks of one host exchange among themselves (4 KiB a rank at most)
 
 
 def body(nccl, comm, rank, world):
@@ -47,6 +56,11 @@ def body(nccl, comm, rank, world):
     nccl.broadcast(buf, buf, count, "int32", 0, comm)
     part, _ = nccl.device_array(I32, [rank] * (count // world))
     nccl.all_gather(part, buf, count // world, "int32", comm)
+    nccl.reduce_scatter(buf, part, count // world, "int32", "sum", comm)
+    nccl.reduce(buf, buf, count, "int32", "sum", 0, comm)
+    small, _ = nccl.device_array(I32, [rank] * (SMALL // 4))
+    for _ in range(2):  # the first through the coordinator, which tells the ranks its time; then among them
+        nccl.all_reduce(small, small, SMALL // 4, "int32", "sum", comm)
     send, _ = nccl.device_array(I32, [rank] * count)
     recv, view = nccl.device_array(I32, [0] * count)
     nccl.group_start()
@@ -57,35 +71,41 @@ def body(nccl, comm, rank, world):
 
 
 class RuntimeAndModelAgree(unittest.TestCase):
-    def check(self, cluster_text):
+    def check(self, cluster_text, world=4):
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-agree-"))
         self.addCleanup(shutil.rmtree, tmp)
         config = tmp / "cluster.yaml"
         config.write_text(cluster_text)
         with Coordinator(str(config), "unix", report=tmp / "report.json") as coord:
-            results = run_rank_processes(sys.executable, [__file__, "--rank", tmp], coord, 4,
-                                         extra_env={"LD_PRELOAD": rank_preload()})
+            results = run_rank_processes(sys.executable, [__file__, "--rank", tmp], coord, world,
+                                         extra_env={"LD_PRELOAD": rank_preload()}, timeout=300)
         for rank, p in enumerate(results):
             self.assertEqual(p.returncode, 0, f"rank {rank}: {p.stderr}")
         report = json.loads((tmp / "report.json").read_text())
-        rows = {row["collective"]: row for row in report["operations"] if row["collective"] in OPERATIONS}
-        self.assertEqual(set(rows), set(OPERATIONS), report["operations"])
-        for name, collective in OPERATIONS.items():
-            with self.subTest(collective=collective):
-                self.assertEqual(rows[name]["bytes"], SIZE)
-                r = fgpu("model", "--cluster-config", config, "--collective", collective, "-b", SIZE, "-e", SIZE,
+        self.assertGreater(report["data_plane"]["peer_exchange_ops"], 0, "the small all-reduce took the peer path")
+        rows = {(row["collective"], row["bytes"]): row for row in report["operations"]}
+        expected = [(name, collective, SIZE) for name, collective in OPERATIONS.items()]
+        expected.append(("AllReduce", "all_reduce", SMALL))
+        for name, collective, size in expected:
+            with self.subTest(collective=collective, size=size):
+                self.assertIn((name, size), rows, report["operations"])
+                row = rows[(name, size)]
+                r = fgpu("model", "--cluster-config", config, "--collective", collective, "-b", size, "-e", size,
                          "--datatype", "int32", "--json")
                 self.assertEqual(r.returncode, 0, r.stderr)
                 modeled = json.loads(r.stdout)["results"][0]["time_us"]
-                self.assertAlmostEqual(rows[name]["modeled_time_us"], modeled, delta=0.01 * modeled,
-                                       msg=f"{name}: the runtime's {rows[name]['modeled_time_us']:.2f} us against "
-                                           f"fgpu model's {modeled:.2f} us")
+                self.assertAlmostEqual(row["modeled_time_us"], modeled, delta=0.01 * modeled,
+                                       msg=f"{name} of {size} B: the runtime's {row['modeled_time_us']:.2f} us "
+                                           f"against fgpu model's {modeled:.2f} us")
 
     def test_one_node(self):
         self.check(ONE_NODE)
 
     def test_two_nodes(self):
         self.check(TWO_NODES)
+
+    def test_sixteen_nodes(self):
+        self.check(SIXTEEN_NODES, world=16)
 
 
 if __name__ == "__main__":

@@ -114,7 +114,7 @@ def governed(rows, rule):
     return [row for row in rows if row.metric == rule.metric and kernels_bound(row) and rule.selects(row.measured)]
 
 
-def host_bound(rows):
+def host_cases(rows):
     """The host cases' figures: calls whose GPU work is tiny, chains of small layers' forward and
     backward passes, optimizer steps (kernel_cases.py). Other figures too short to be their
     kernels' are left out: a single operator timed back to back in a loop says less about a step's
@@ -145,7 +145,7 @@ def refit(rates, family, host_speed, rows, metric="fwd_us"):
         if rule.rate.endswith("_share"):
             value = min(value, SHARE_LIMIT)
         new[rule.rate], used[rule.rate] = round(value, 4), len(found)
-    found = [row.modeled / row.measured[row.metric] for row in host_bound(rows)]
+    found = [row.modeled / row.measured[row.metric] for row in host_cases(rows)]
     if found:
         host_speed = round(host_speed * statistics.median(found), 3)
     return new, host_speed, used
@@ -166,7 +166,7 @@ def keep_what_helped(old, new, old_rows, new_rows, metric="fwd_us"):
             for rate in changed:
                 rates[rate] = old[0][rate]
             undone += changed
-    if host_speed != old[1] and median_error(host_bound(new_rows)) >= median_error(host_bound(old_rows)):
+    if host_speed != old[1] and median_error(host_cases(new_rows)) >= median_error(host_cases(old_rows)):
         host_speed = old[1]
         undone.append("host_speed")
     return (rates, host_speed), undone
@@ -216,7 +216,7 @@ def summary(rows):
     out = {group: statistics.median(errs) for group, errs in groups.items()}
     out["all"] = median_error(rows)
     out[KERNELS] = median_error([row for row in rows if kernels_bound(row)])
-    out["all: host cases"] = median_error(host_bound(rows))
+    out["all: host cases"] = median_error(host_cases(rows))
     return out
 
 
@@ -249,6 +249,8 @@ def fit(table, out, python, base_name=None, name=None, log=print):
     for step, metric in enumerate(PASSES):
         proposed_rates, proposed_host, used = refit(current[0], family, current[1], rows, metric)
         proposed = (proposed_rates, proposed_host)
+        if proposed == current:
+            continue  # no figures for this pass's rules
         proposed_rows = model(*proposed)
         kept, undone = keep_what_helped(current, proposed, rows, proposed_rows, metric)
         log(f"rate_fit: pass {step + 1} of {len(PASSES)} ({metric}): median error of the kernels' figures "

@@ -313,8 +313,9 @@ class Parser {
       *rate = number(d, field, key);
       if (!(*rate > 0)) fail(d[field], child(key, field), "must be > 0 (dense TFLOP/s)");
     }
-    GpuRates kernel_rates = gpu_rates(base);
+    GpuRates kernel_rates;  // the base's, with what the description gives
     if (d["kernel_rates"]) {
+      kernel_rates = gpu_rates(base);
       parse_kernel_rates(d["kernel_rates"], child(key, "kernel_rates"), kernel_rates);
       gpu.rates = &kernel_rates;  // copied by register_gpu_profile
     }
@@ -335,11 +336,12 @@ class Parser {
     for (const auto& field : gpu_rate_fields()) {
       if (!map[field.name]) continue;
       const double value = number(map, field.name, key);
-      const bool may_be_zero = std::string(field.name) == "gemm_tile_overhead_k";
-      if (!(value > 0 || (may_be_zero && value == 0)) || value > field.max)
-        fail(map[field.name], key + "." + field.name,
-             std::string("must be ") + (may_be_zero ? ">= 0" : "> 0") + (field.max < 1e300 ? " and <= 1" : "") + " (" +
-                 field.unit + ")");
+      if (!(value > 0 || (field.may_be_zero && value == 0)) || value > field.max) {
+        std::ostringstream rule;
+        rule << "must be " << (field.may_be_zero ? ">= 0" : "> 0");
+        if (std::isfinite(field.max)) rule << " and <= " << field.max;
+        fail(map[field.name], key + "." + field.name, rule.str() + " (" + field.unit + ")");
+      }
       rates.*field.member = value;
     }
   }

@@ -66,7 +66,7 @@ const std::vector<GpuRateField>& gpu_rate_fields() {
       {"row_memory_share", &GpuRates::row_memory_share, 1, "a share of the memory bandwidth"},
       {"l2_speedup", &GpuRates::l2_speedup, kNoLimit, "times"},
       {"gemm_tile_share", &GpuRates::gemm_tile_share, 1, "a share of the SM's peak"},
-      {"gemm_tile_overhead_k", &GpuRates::gemm_tile_overhead_k, kNoLimit, "steps of K"},
+      {"gemm_tile_overhead_k", &GpuRates::gemm_tile_overhead_k, kNoLimit, "steps of K", /*may_be_zero=*/true},
       {"gemm_cuda_core_share", &GpuRates::gemm_cuda_core_share, 1, "a share of the SM's peak"},
       {"skinny_memory_share", &GpuRates::skinny_memory_share, 1, "a share of the memory bandwidth"},
       {"conv_tile_share", &GpuRates::conv_tile_share, 1, "a share of the SM's peak"},

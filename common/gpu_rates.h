@@ -57,13 +57,14 @@ struct GpuRates {
   double pool_backward_per_us;
 };
 
-// One field of GpuRates by the name a GPU profile file gives it, and the largest value it may take
-// (shares: 1).
+// One field of GpuRates by the name a GPU profile file gives it: the largest value it may take
+// (shares: 1) and whether 0 is one (it must be > 0 otherwise).
 struct GpuRateField {
   const char* name;
   double GpuRates::*member;
   double max;
   const char* unit;  // for messages: "a share of the peak", "microseconds", ...
+  bool may_be_zero = false;
 };
 const std::vector<GpuRateField>& gpu_rate_fields();
 

@@ -38,6 +38,17 @@ bool moves_data(const CollectiveCall& c) {
   return std::max(c.send_bytes, c.recv_bytes) <= kSmallPayloadBytes;
 }
 
+// The communicators a batch receives on, each once: their Sends share channel blocks with the
+// receives (wire::kSendsAndReceives). Kept per thread, so a batch allocates nothing once warm.
+const std::vector<const ncclComm*>& receiving_comms(const std::vector<CollectiveCall>& calls) {
+  thread_local std::vector<const ncclComm*> comms;
+  comms.clear();
+  for (const CollectiveCall& c : calls)
+    if (c.desc.coll == wire::CollType::kRecv && std::find(comms.begin(), comms.end(), c.comm) == comms.end())
+      comms.push_back(c.comm);
+  return comms;
+}
+
 }  // namespace
 
 bool payload_free() { return payload() == Payload::kNone; }
@@ -63,11 +74,7 @@ void post_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, S
   // A lone small AllReduce, Broadcast or AllGather of ranks on one host: they exchange the data
   // among themselves.
   if (!staging && calls.size() == 1 && post_exchanged(calls.front(), posted->ready_us, track, posted)) return;
-  // Communicators this rank receives on in the group: their Sends share channel blocks with the
-  // receives (wire::kSendsAndReceives).
-  std::vector<const ncclComm*> receiving;
-  for (const CollectiveCall& c : calls)
-    if (c.desc.coll == wire::CollType::kRecv) receiving.push_back(c.comm);
+  const std::vector<const ncclComm*>& receiving = receiving_comms(calls);
   try {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];

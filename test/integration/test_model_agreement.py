@@ -5,43 +5,21 @@ the left, as nccl-tests' sendrecv runs), on one node, on two and on sixteen; and
 all-reduce small enough that the ranks exchange it among themselves (peer_exchange.h)."""
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 from pathlib import Path
 
 from pynccl import DTYPES, rank_main, rank_preload
-from rank_jobs import Coordinator, fgpu, run_rank_processes
+from rank_jobs import REPO, Coordinator, fgpu, run_rank_processes
+
+sys.path.insert(0, str(REPO))
+from fakegpu.clusters import write_cluster_config  # noqa: E402
 
 I32 = DTYPES["int32"][1]
 MIB = 1 << 20
 SIZE = 4 * MIB  # bytes of each operation, nccl-tests' way (the whole buffer; the gathered total)
-
-ONE_NODE = """version: 1
-cluster: {name: agree-1node}
-nodes:
-  - {id: n0, ranks: [0, 1, 2, 3], gpus: [{profile: h100}, {profile: h100}, {profile: h100}, {profile: h100}]}
-fabric:
-  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
-"""
-TWO_NODES = """version: 1
-cluster: {name: agree-2node}
-nodes:
-  - {id: n0, ranks: [0, 1], gpus: [{profile: h100}, {profile: h100}]}
-  - {id: n1, ranks: [2, 3], gpus: [{profile: h100}, {profile: h100}]}
-fabric:
-  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}
-  inter_node: {type: infiniband, bandwidth_gbps: 800, latency_us: 5}
-"""
-
-# Sixteen servers of one GPU each.
-SIXTEEN_NODES = ("version: 1\ncluster: {name: agree-16node}\nnodes:\n" +
-                 "".join(f"  - {{id: n{i}, ranks: [{i}], gpus: [{{profile: h100}}]}}\n" for i in range(16)) +
-                 "fabric:\n  intra_node: {type: nvswitch, bandwidth_gbps: 3600, latency_us: 1}\n"
-                 "  inter_node: {type: infiniband, bandwidth_gbps: 400, latency_us: 5}\n")
 
 # The report's name for each operation, and fgpu model's.
 OPERATIONS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "Broadcast": "broadcast", "Send": "sendrecv",
@@ -71,12 +49,13 @@ def body(nccl, comm, rank, world):
 
 
 class RuntimeAndModelAgree(unittest.TestCase):
-    def check(self, cluster_text, world=4):
+    def check(self, nodes, gpus_per_node):
+        """The job on `nodes` DGX H100 servers using `gpus_per_node` GPUs of each (fgpu's clusters)."""
         tmp = Path(tempfile.mkdtemp(prefix="fakegpu-agree-"))
         self.addCleanup(shutil.rmtree, tmp)
-        config = tmp / "cluster.yaml"
-        config.write_text(cluster_text)
-        with Coordinator(str(config), "unix", report=tmp / "report.json") as coord:
+        config = write_cluster_config("h100", None, nodes, gpus_per_node, directory=tmp)
+        world = nodes * gpus_per_node
+        with Coordinator(config, "unix", report=tmp / "report.json") as coord:
             results = run_rank_processes(sys.executable, [__file__, "--rank", tmp], coord, world,
                                          extra_env={"LD_PRELOAD": rank_preload()}, timeout=300)
         for rank, p in enumerate(results):
@@ -99,13 +78,13 @@ class RuntimeAndModelAgree(unittest.TestCase):
                                            f"against fgpu model's {modeled:.2f} us")
 
     def test_one_node(self):
-        self.check(ONE_NODE)
+        self.check(1, 4)
 
     def test_two_nodes(self):
-        self.check(TWO_NODES)
+        self.check(2, 2)
 
     def test_sixteen_nodes(self):
-        self.check(SIXTEEN_NODES, world=16)
+        self.check(16, 1)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_TORCH_BRIDGE_VERSION 3u
+#define FAKEGPU_TORCH_BRIDGE_VERSION 4u  /* 4: fakegpu_op_cost's workspace */
 
 /* Host work outside any one operator (host_event). */
 enum fakegpu_host_event {

@@ -55,6 +55,9 @@ struct GpuRates {
   // Max pooling: input elements an SM handles per microsecond, forward and backward.
   double pool_forward_per_us;
   double pool_backward_per_us;
+  // A convolution whose input channels fill less than one 16-byte load (an RGB stem): its
+  // forward kernel gathers the input element by element, this many per SM and microsecond.
+  double conv_gather_per_us;
 };
 
 // One field of GpuRates by the name a GPU profile file gives it: the largest value it may take

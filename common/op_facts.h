@@ -71,6 +71,11 @@ typedef struct fakegpu_op_cost {
   double host_us;   /* the host's modeled time to launch them */
   int32_t kernels;  /* kernels it launches */
   int32_t bound;    /* fakegpu_op_bound of its GPU time */
+  /* Scratch memory a library takes from the framework's allocator while it runs, and frees:
+   * `workspace_calls` calls one after another (cuDNN's passes), each taking `workspace_bytes`. */
+  double workspace_bytes;
+  int32_t workspace_calls;
+  int32_t reserved;
 } fakegpu_op_cost;
 
 /* One operator's totals over a rank's run, by name, for the report's table of operators. Each

@@ -38,6 +38,11 @@ def _is_half(line):
     return line.get("dtype") in ("bf16", "fp16")
 
 
+def _narrow_conv(line):
+    """A convolution whose input channels fill less than a 16-byte load ([n, c, h, w, k, r, s])."""
+    return line["case"] == "conv" and _shape(line)[1] * (2 if _is_half(line) else 4) < 16
+
+
 def _gemm_rows_and_columns(line):
     shape = _shape(line)
     return (shape[1], shape[2]) if line.get("op") == "bmm" else (shape[0], shape[1])
@@ -66,10 +71,13 @@ RULES = [
          lambda l: l["case"] == "gemm" and l["dtype"] == "fp32" and min(_gemm_rows_and_columns(l)) >= 256, "gemm"),
     Rule("skinny_memory_share", "fwd_us",
          lambda l: l["case"] == "gemm" and _is_half(l) and min(_gemm_rows_and_columns(l)) < 32, "gemm"),
-    # [n, c, h, w, k, r, s]: 3x3 and larger filters in NHWC are the main loops; 1x1 ones their reads.
+    # [n, c, h, w, k, r, s]: 3x3 and larger filters in NHWC are the main loops; 1x1 ones their reads;
+    # a stem of a few channels its gather.
     Rule("conv_tile_share", "fwd_us",
-         lambda l: l["case"] == "conv" and _is_half(l) and l.get("layout") == "nhwc" and _shape(l)[5] > 1, "conv"),
+         lambda l: l["case"] == "conv" and _is_half(l) and l.get("layout") == "nhwc" and _shape(l)[5] > 1
+         and not _narrow_conv(l), "conv"),
     Rule("conv_memory_share", "fwd_us", lambda l: l["case"] == "conv" and _shape(l)[5] == 1, "conv"),
+    Rule("conv_gather_per_us", "fwd_us", lambda l: _narrow_conv(l) and l.get("layout") == "nhwc", "conv"),
     Rule("attention_share_d64", "fwd_us", lambda l: l["case"] == "attention" and _is_half(l) and _shape(l)[3] <= 64,
          "attention"),
     Rule("attention_share_d128", "fwd_us", lambda l: l["case"] == "attention" and _is_half(l) and _shape(l)[3] >= 128,

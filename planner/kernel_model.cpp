@@ -41,6 +41,8 @@ struct Priced {
   double us = 0;
   int kernels = 1;
   int bound = FAKEGPU_BOUND_MEMORY;
+  double workspace_bytes = 0;  // what each of its library calls takes from the allocator
+  int workspace_calls = 0;
 };
 
 // Work that streams its bytes once, in `kernels` kernels, at `share` of the bandwidth (by default
@@ -64,7 +66,10 @@ struct GemmTime {
 };
 GemmTime gemm_main_loops(const Gpu& g, int math, double batch, double m, double n, double k, double share,
                          double overhead_k) {
-  static constexpr Tile kTensorTiles[] = {{128, 256}, {256, 128}, {128, 128}, {64, 128}, {128, 64}, {64, 64}};
+  // The narrow tiles serve products with a handful of columns (or rows), such as the input
+  // gradient of a convolution on 3 channels.
+  static constexpr Tile kTensorTiles[] = {{128, 256}, {256, 128}, {128, 128}, {64, 128}, {128, 64}, {64, 64},
+                                          {128, 16}, {16, 128}};
   static constexpr Tile kCudaCoreTiles[] = {{128, 128}, {64, 128}, {128, 64}, {64, 64}, {32, 64}};
   const bool tc = tensor_cores(math);
   const double sm_flop_per_us = peak_tflops(g.profile, math) * 1e6 / g.sms;
@@ -142,15 +147,34 @@ Priced convolution(const Gpu& g, const fakegpu_op_facts& op) {
     total.kernels += p.kernels;
     if (p.bound != FAKEGPU_BOUND_COMPUTE) total.bound = p.bound;
   };
-  if (passes == 0) add(gemm(g, op.math, groups, batch * out_pixels, out_channels, padded_in * taps, bytes, share, 0, memory_share));
+  if (passes == 0) {
+    Priced forward =
+        gemm(g, op.math, groups, batch * out_pixels, out_channels, padded_in * taps, bytes, share, 0, memory_share);
+    // Channels too few to fill a 16-byte load are gathered one element at a time (grouped and
+    // depthwise convolutions run kernels of their own).
+    if (groups == 1 && in_channels * std::max(op.element_bytes, 1) < 16) {
+      const double gathering = batch * out_pixels * in_channels * taps / (g.rates.conv_gather_per_us * g.sms);
+      if (g.rates.kernel_us + gathering > forward.us)
+        forward = {g.rates.kernel_us + gathering, forward.kernels, FAKEGPU_BOUND_COMPUTE};
+    }
+    add(forward);
+  }
   if (passes & 1) add(gemm(g, op.math, groups, batch * in_pixels, in_channels, out_channels * taps, bytes, share, 0, memory_share));
   if (passes & 2) add(gemm(g, op.math, groups, out_channels, padded_in * taps, batch * out_pixels, bytes, share, 0, memory_share));
-  // NCHW tensors of tensor-core types go through NHWC and back: each activation read and written
-  // once more, in two more kernels. A 1x1 convolution of stride 1 is a plain product in NCHW.
+  // Tensor-core kernels take NHWC: for NCHW tensors cuDNN transposes each pass's two operands
+  // into its workspace and its result back out (forward x, w -> y; input gradient dy, w -> dx;
+  // weight gradient x, dy -> dw), three kernels a pass, each reading and writing its tensor once.
+  // Every pass thus moves the input, weight and output once, and holds them in its workspace.
+  // A 1x1 convolution of stride 1 is a plain product in NCHW.
   const bool pointwise = taps == 1 && in_pixels == out_pixels;
   if (tc && !(op.flags & FAKEGPU_OP_CHANNELS_LAST) && !pointwise) {
-    total.us += 2 * g.rates.kernel_us + memory_us(g, 2 * op.bytes, g.rates.layout_transform_share);
-    total.kernels += 2;
+    const double element = std::max(op.element_bytes, 1);
+    const double moved = element * (batch * d[1] * in_pixels + d[3] * in_channels * taps + batch * d[3] * out_pixels);
+    const int pass_count = passes == 0 ? 1 : (passes & 1) + (passes >> 1 & 1);
+    total.us += pass_count * (3 * g.rates.kernel_us + memory_us(g, 2 * moved, g.rates.layout_transform_share));
+    total.kernels += 3 * pass_count;
+    total.workspace_bytes = moved;
+    total.workspace_calls = pass_count;
   }
   return total;
 }
@@ -320,6 +344,8 @@ fakegpu_op_cost estimate(const GpuProfile& profile, const fakegpu_op_facts& op, 
   cost.gpu_us = p.us;
   cost.kernels = p.kernels;
   cost.bound = p.bound;
+  cost.workspace_bytes = p.workspace_bytes;
+  cost.workspace_calls = p.workspace_calls;
   cost.host_us = host_time(op, default_host_rates()) / host_speed;
   return cost;
 }

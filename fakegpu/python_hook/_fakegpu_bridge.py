@@ -5,7 +5,7 @@ written here."""
 
 import ctypes
 
-VERSION = 3
+VERSION = 4
 
 # fakegpu_op_kind
 (MEMORY, GEMM, CONV, ATTENTION, ATTENTION_BACKWARD, REDUCTION, NORM, NORM_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD,
@@ -29,7 +29,8 @@ class OpFacts(ctypes.Structure):
 
 class OpCost(ctypes.Structure):
     _fields_ = [("gpu_us", ctypes.c_double), ("host_us", ctypes.c_double), ("kernels", ctypes.c_int32),
-                ("bound", ctypes.c_int32)]
+                ("bound", ctypes.c_int32), ("workspace_bytes", ctypes.c_double), ("workspace_calls", ctypes.c_int32),
+                ("reserved", ctypes.c_int32)]
 
 
 _STATUS = ctypes.c_int

@@ -6,6 +6,11 @@ report says about it.
   CUBLAS_WORKSPACE_CONFIG's ":SIZE_KiB:COUNT" pairs summed, else 32 MiB on compute capability 9.x,
   10.x and 12.x and 8 MiB + 128 KiB elsewhere. The hook's products never reach cuBLAS, so it makes
   the same allocation at the same moment: memory_allocated and memory_reserved match a GPU's.
+- cuDNN workspaces. PyTorch's cuDNN convolutions take each pass's workspace from its caching
+  allocator and free it when the pass is done; cuDNN's size for the engine it picks is the
+  kernel model's (planner/kernel_model.cpp: the NCHW tensors it copies into NHWC). cuDNN is off
+  here, so the hook takes and frees the same sizes once the operator's results are allocated:
+  the allocator's segments, and so memory_reserved, grow as on a GPU.
 - PyTorch's own peaks (max_memory_allocated and max_memory_reserved) go to the runtime at exit,
   for the report beside what the runtime counted.
 - Out of memory: PyTorch raises torch.OutOfMemoryError with its own message (the runtime refuses
@@ -19,6 +24,7 @@ import sys
 import threading
 
 import _fakegpu_bridge
+import _fakegpu_cost
 
 _torch = None
 _bridge = None
@@ -52,6 +58,16 @@ def before_product(stream):
     device = _torch.cuda.current_device()
     size = workspace_bytes(os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""), _torch.cuda.get_device_capability(device))
     _workspaces[key] = _torch.empty(size, dtype=_torch.uint8, device=device) if size else None
+
+
+def library_workspaces(result, nbytes, calls):
+    """A library's scratch memory for an operator whose results are `result`: `calls` times,
+    `nbytes` taken from the allocator on the results' device and freed."""
+    device = next((t.device for t in _fakegpu_cost.tree_leaves(result) if isinstance(t, _torch.Tensor) and t.is_cuda), None)
+    if device is None:
+        return
+    for _ in range(calls):
+        _torch.empty(nbytes, dtype=_torch.uint8, device=device)  # freed at once, kept in the cache
 
 
 def report_peaks():

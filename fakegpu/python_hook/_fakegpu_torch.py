@@ -263,7 +263,9 @@ def _kernel(op, shapes_only):
         facts = _fakegpu_cost.op_facts(torch, name, args, result)
         if facts.kind == _fakegpu_bridge.GEMM and not _fakegpu_capture.capturing(stream):
             _fakegpu_memory.before_product(stream)
-        _price(stream, name, facts)
+        cost = _price(stream, name, facts)
+        if cost.workspace_calls:
+            _fakegpu_memory.library_workspaces(result, int(cost.workspace_bytes), cost.workspace_calls)
         if facts.row_alignment < 16 and not _hinted:
             _hint_misaligned(name, args, result, facts.math, facts.row_alignment)
         return result

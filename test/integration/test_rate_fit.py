@@ -47,6 +47,16 @@ class Refit(unittest.TestCase):
         self.assertEqual({k for k in rates if rates[k] != self.family[k]}, {"memory_share"})
         self.assertEqual(host_speed, 1.0)
 
+    def test_a_stem_of_three_channels_moves_the_gather_rate_not_the_tiles(self):
+        stem = {"case": "conv", "op": "conv2d", "dtype": "bf16", "shape": [64, 3, 224, 224, 64, 7, 2], "layout": "nhwc",
+                "fwd_us": 500}
+        wide = dict(stem, shape=[64, 64, 56, 56, 64, 3, 1], fwd_us=100)
+        rates, _, used = rate_fit.refit(self.family, self.family, 1.0,
+                                        [row(stem, "fwd_us", 400), row(wide, "fwd_us", 100)])
+        self.assertEqual(used, {"conv_gather_per_us": 1, "conv_tile_share": 1})
+        self.assertAlmostEqual(rates["conv_gather_per_us"], round(self.family["conv_gather_per_us"] * 0.8, 4))
+        self.assertEqual(rates["conv_tile_share"], self.family["conv_tile_share"])
+
     def test_figures_too_short_to_be_the_kernels_set_no_rate(self):
         rows = [row(elementwise(rate_fit.GPU_BOUND_US["fwd_us"] / 2), "fwd_us", 10.0)]
         rates, host_speed, used = rate_fit.refit(self.family, self.family, 1.0, rows)

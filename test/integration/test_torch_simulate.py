@@ -447,6 +447,17 @@ class Memory(TorchTest):
         self.assertEqual(entry["peak"]["parts"]["program"], own["max_reserved"])
         self.assertLess(own["host_max_rss"], 4 << 30, "nothing written, so the host does not pay for the weights")
 
+    def test_an_nchw_convolution_takes_cudnns_workspace_from_the_allocator(self):
+        out = self.tmp / "figures"
+        out.mkdir()
+        self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "memory.py", "--case", "conv", "--out", out)
+        own = json.loads((out / "rank0.json").read_text())
+        nchw, nhwc = own["nchw"], own["nhwc"]
+        # cuDNN copies x and w into NHWC and writes y there before transposing it back: the
+        # three in its workspace, beside y itself, while the pass runs. NHWC tensors need none.
+        self.assertEqual(nchw["peak_rise"], nchw["output"] + nchw["input"] + own["weight"] + nchw["output"])
+        self.assertEqual(nhwc["peak_rise"], nhwc["output"])
+
     def test_an_out_of_memory_rank_ends_the_job_with_the_explanation(self):
         report = self.tmp / "r.json"
         start = time.monotonic()

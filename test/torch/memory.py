@@ -5,7 +5,9 @@
 in an all-reduce.
 --case meta: one rank builds a 21 B-parameter model (43 GB in bf16, more than this machine's memory)
 on the meta device, moves it with to_empty and runs a forward pass: run it in shapes mode
-(FAKEGPU_TORCH_COMPUTE=shapes), where nothing is written; it also writes the host's peak RSS."""
+(FAKEGPU_TORCH_COMPUTE=shapes), where nothing is written; it also writes the host's peak RSS.
+--case conv: one rank's bf16 convolution forward in NCHW and in channels_last, and for each what
+the allocator's peak rose by over what was allocated before it (cuDNN's workspace on a GPU)."""
 
 import argparse
 import json
@@ -26,11 +28,13 @@ def model(device):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--case", choices=("ddp", "fsdp", "oom", "meta"), required=True)
+    p.add_argument("--case", choices=("ddp", "fsdp", "oom", "meta", "conv"), required=True)
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     if a.case == "meta":
         return meta_model(a.out)
+    if a.case == "conv":
+        return convolutions(a.out)
     local = int(os.environ["LOCAL_RANK"])
     device = torch.device("cuda", local)
     torch.cuda.set_device(device)
@@ -77,6 +81,23 @@ def meta_model(out):
     figures = {"params": sum(p.numel() for p in net.parameters()), "max_reserved": torch.cuda.max_memory_reserved(),
                "max_allocated": torch.cuda.max_memory_allocated(), "in_use": total - free,
                "host_max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    (out / "rank0.json").write_text(json.dumps(figures))
+
+
+def convolutions(out):
+    conv = nn.Conv2d(64, 64, 3, padding=1, bias=False).to("cuda", torch.bfloat16)
+    figures = {"weight": conv.weight.numel() * 2}
+    for layout in (torch.contiguous_format, torch.channels_last):
+        x = torch.randn(8, 64, 56, 56, device="cuda", dtype=torch.bfloat16).to(memory_format=layout)
+        conv = conv.to(memory_format=layout)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        with torch.no_grad():
+            y = conv(x)
+        name = "nchw" if layout == torch.contiguous_format else "nhwc"
+        figures[name] = {"input": x.numel() * 2, "output": y.numel() * 2,
+                         "peak_rise": torch.cuda.max_memory_allocated() - before}
     (out / "rank0.json").write_text(json.dumps(figures))
 
 

@@ -119,8 +119,49 @@ fakegpu_op_facts conv3x3(bool channels_last, int passes = 0) {
 TEST(KernelModel, ConvolutionsPayForNchwAndBothGradients) {
   const fakegpu_op_cost nchw = estimate(h100(), conv3x3(false)), nhwc = estimate(h100(), conv3x3(true));
   EXPECT_GT(nchw.gpu_us, nhwc.gpu_us);
-  EXPECT_EQ(nchw.kernels, nhwc.kernels + 2);  // the two transposes
+  EXPECT_EQ(nchw.kernels, nhwc.kernels + 3);  // x and w into NHWC, y back
   EXPECT_GT(gpu_us(conv3x3(true, 3)), 1.8 * gpu_us(conv3x3(true, 1)));
+}
+
+fakegpu_op_facts stem(bool grouped = false) {
+  fakegpu_op_facts op{};
+  op.kind = FAKEGPU_OP_CONV;
+  op.math = FAKEGPU_MATH_HALF;
+  op.flags = FAKEGPU_OP_CHANNELS_LAST;
+  op.element_bytes = 2;
+  op.row_alignment = 16;
+  // 64 x 3 x 224 x 224 into 64 channels of 112 x 112, 7 x 7 taps (grouped: 63 channels, 21 from
+  // each input channel).
+  const int64_t out = grouped ? 63 : 64, groups = grouped ? 3 : 1;
+  const int64_t dims[] = {64, 3, 224 * 224, out, 49, 112 * 112, groups, 0};
+  for (int i = 0; i < 8; ++i) op.dims[i] = dims[i];
+  op.flops = 2.0 * 64 * out * 12544 * (3 / groups) * 49;
+  op.bytes = 2.0 * (64 * 3 * 50176 + out * (3 / groups) * 49 + 64 * out * 12544);
+  return op;
+}
+
+TEST(KernelModel, AStemOfThreeChannelsIsBoundByGatheringItsInput) {
+  // Its 6-byte pixels fill no 16-byte load: each of the 118 M input elements its windows read is
+  // gathered on its own, at the GPU's rate per SM.
+  const double gathered = 64.0 * 12544 * 3 * 49;
+  const GpuRates& r = gpu_rates(h100());
+  EXPECT_NEAR(gpu_us(stem()), r.kernel_us + gathered / (r.conv_gather_per_us * h100().sm_count), 1e-6);
+  // Grouped convolutions run kernels of their own: priced as products.
+  EXPECT_LT(gpu_us(stem(true)), gpu_us(stem()) / 2);
+}
+
+TEST(KernelModel, NchwConvolutionsHoldTheirTransposedTensorsInCudnnWorkspaces) {
+  // Each pass holds its NHWC copies of x (64x128x28x28), w (128x128x3x3) and y in bf16.
+  const double tensors = 2.0 * (64 * 128 * 784 + 128 * 128 * 9 + 64 * 128 * 784);
+  const fakegpu_op_cost forward = estimate(h100(), conv3x3(false)), backward = estimate(h100(), conv3x3(false, 3));
+  EXPECT_DOUBLE_EQ(forward.workspace_bytes, tensors);
+  EXPECT_EQ(forward.workspace_calls, 1);
+  EXPECT_DOUBLE_EQ(backward.workspace_bytes, tensors);
+  EXPECT_EQ(backward.workspace_calls, 2);  // the input's gradient, then the weight's
+  EXPECT_EQ(estimate(h100(), conv3x3(false, 2)).workspace_calls, 1);
+  // NHWC tensors need no copies.
+  EXPECT_EQ(estimate(h100(), conv3x3(true, 3)).workspace_calls, 0);
+  EXPECT_EQ(estimate(h100(), conv3x3(true, 3)).workspace_bytes, 0);
 }
 
 TEST(KernelModel, MultiTensorKernelsLaunchByTensorsAndChunks) {

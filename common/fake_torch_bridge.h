@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_TORCH_BRIDGE_VERSION 4u  /* 4: fakegpu_op_cost's workspace */
+#define FAKEGPU_TORCH_BRIDGE_VERSION 5u  /* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush */
 
 /* Host work outside any one operator (host_event). */
 enum fakegpu_host_event {
@@ -54,6 +54,19 @@ typedef struct fakegpu_torch_bridge_table {
    * sizes of its allocator's largest live blocks then (up to FAKEGPU_MEMORY_LARGEST_BLOCKS of
    * `count`). */
   int (*torch_out_of_memory)(int device, uint64_t bytes, const uint64_t* largest, int count);
+
+  /* ---- added in version 5 ---- */
+  /* As cudaStreamIsCapturing: *capturing gets 1 while the stream captures a graph, else 0. */
+  int (*stream_capturing)(void* stream, int* capturing);
+  /* As cudaLaunchHostFunc: fn(user) runs on the stream in its order (under capture, as a node of
+   * the graph, at every replay). */
+  int (*launch_host_func)(void* stream, void (*fn)(void* user), void* user);
+  /* *linked gets 1 when fakegpu's NCCL library is loaded, which sends the runtime's figures to
+   * the coordinator; 0 otherwise (then flush_to_coordinator sends nothing). */
+  int (*coordinator_linked)(int* linked);
+  /* Sends what the runtime logged so far (activity, operator totals, memory) to the coordinator
+   * through fakegpu's NCCL library, connecting first if the process has not. */
+  int (*flush_to_coordinator)(void);
 } fakegpu_torch_bridge_table;
 
 const fakegpu_torch_bridge_table* fakegpu_torch_bridge(unsigned version);

@@ -88,13 +88,13 @@ def _slug(name):
 
 def _require_real_gpu():
     """PyTorch on a real NVIDIA GPU, or an exit naming what is missing."""
-    import ctypes
-
     try:
         import torch
     except ImportError:
         sys.exit(f"fgpu calibrate: {sys.executable} has no PyTorch; give --python a Python with its CUDA build")
-    if hasattr(ctypes.CDLL(None), "fakegpu_torch_bridge"):
+    # fgpu's sitecustomize hands fakegpu's runtime to the hook's binding before torch loads.
+    hook_bridge = sys.modules.get("_fakegpu_bridge")
+    if hook_bridge is not None and hook_bridge.find() is not None:
         sys.exit("fgpu calibrate: this process runs on fakegpu's CUDA runtime, whose GPUs are the model; run "
                  "`fgpu calibrate` outside fgpu, on a machine with a real NVIDIA GPU")
     if torch.version.cuda is None:

@@ -18,7 +18,7 @@ STOP_SECONDS = 5.0   # how long a stopped process may take to exit after SIGTERM
 PR_SET_PDEATHSIG = 1
 # Found here: the child between fork and exec must not look symbols up (another thread of the
 # parent may have held the loader's lock at the fork).
-_prctl = ctypes.CDLL(None, use_errno=True).prctl
+_prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
 
 
 def _die_with_fgpu():

@@ -7,6 +7,8 @@
 // their launches is host-bound, as on a GPU.
 #include "fake_torch_bridge.h"
 
+#include <dlfcn.h>
+
 #include "bridge.h"
 #include "context_memory.h"
 #include "devices.h"
@@ -106,9 +108,40 @@ int torch_out_of_memory(int device, uint64_t bytes, const uint64_t* largest, int
   });
 }
 
+int stream_capturing(void* stream, int* capturing) {
+  if (!capturing) return cudaErrorInvalidValue;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t error = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status);
+  *capturing = error == cudaSuccess && status == cudaStreamCaptureStatusActive;
+  return error;
+}
+
+int launch_host_func(void* stream, void (*fn)(void*), void* user) {
+  return cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), fn, user);
+}
+
+// fakegpu's NCCL library holds the connection to the coordinator; the runtime does not link it
+// (a program may load NVIDIA's), so it is found among the process's libraries when asked for.
+using FlushActivity = void (*)();
+FlushActivity nccl_flush() {
+  return reinterpret_cast<FlushActivity>(dlsym(RTLD_DEFAULT, "fakegpu_nccl_flush_activity"));
+}
+
+int coordinator_linked(int* linked) {
+  if (!linked) return cudaErrorInvalidValue;
+  *linked = nccl_flush() != nullptr;
+  return cudaSuccess;
+}
+
+int flush_to_coordinator() {
+  if (FlushActivity flush = nccl_flush()) flush();  // it reports its own failures and never throws
+  return cudaSuccess;
+}
+
 constexpr fakegpu_torch_bridge_table kTable = {
     FAKEGPU_TORCH_BRIDGE_VERSION, sizeof(fakegpu_torch_bridge_table), drain, record_op, host_event, matmul_share,
-    mark_step, torch_memory, torch_out_of_memory,
+    mark_step, torch_memory, torch_out_of_memory, stream_capturing, launch_host_func, coordinator_linked,
+    flush_to_coordinator,
 };
 
 }  // namespace

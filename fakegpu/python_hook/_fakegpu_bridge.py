@@ -1,11 +1,12 @@
 """The runtime's table for this hook (common/fake_torch_bridge.h and common/op_facts.h), mirrored
-with ctypes: the one name looked up in fakegpu's CUDA runtime is fakegpu_torch_bridge, and every
-call goes through the typed table it returns, refused unless its version and size are the ones
-written here."""
+with ctypes: the one binding between the hook and fakegpu's C libraries. The table is asked of the
+runtime sitecustomize loaded (its handle, never a search of the process's symbols), and every call
+goes through the typed table it returns, refused unless its version and size are the ones written
+here. test/integration/test_bridge_mirror.py checks this mirror against the headers."""
 
 import ctypes
 
-VERSION = 4
+VERSION = 5
 
 # fakegpu_op_kind
 (MEMORY, GEMM, CONV, ATTENTION, ATTENTION_BACKWARD, REDUCTION, NORM, NORM_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD,
@@ -34,6 +35,7 @@ class OpCost(ctypes.Structure):
 
 
 _STATUS = ctypes.c_int
+HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # a host function's signature, as cudaHostFn_t
 
 
 class _Table(ctypes.Structure):
@@ -46,7 +48,11 @@ class _Table(ctypes.Structure):
                 ("mark_step", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, ctypes.c_int)),
                 ("torch_memory", ctypes.CFUNCTYPE(_STATUS, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)),
                 ("torch_out_of_memory", ctypes.CFUNCTYPE(_STATUS, ctypes.c_int, ctypes.c_uint64,
-                                                         ctypes.POINTER(ctypes.c_uint64), ctypes.c_int))]
+                                                         ctypes.POINTER(ctypes.c_uint64), ctypes.c_int)),
+                ("stream_capturing", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))),
+                ("launch_host_func", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, HOST_FN, ctypes.c_void_p)),
+                ("coordinator_linked", ctypes.CFUNCTYPE(_STATUS, ctypes.POINTER(ctypes.c_int))),
+                ("flush_to_coordinator", ctypes.CFUNCTYPE(_STATUS))]
 
 
 def facts(kind, math=MEMORY_BOUND, flops=0.0, nbytes=0.0, dims=(), flags=0, element_bytes=0, row_alignment=16):
@@ -100,28 +106,49 @@ class Bridge:
         blocks = (ctypes.c_uint64 * max(1, len(largest)))(*largest)
         self._check(self._t.torch_out_of_memory(device, nbytes, blocks, len(largest)), "an out-of-memory error")
 
+    def stream_capturing(self, stream):
+        """Whether the stream is capturing a CUDA graph."""
+        capturing = ctypes.c_int(0)
+        self._check(self._t.stream_capturing(stream, ctypes.byref(capturing)), "a stream's capture status")
+        return bool(capturing.value)
 
-def coordinator_flush():
-    """fakegpu's NCCL library's call that sends what the runtime logged so far (activity, operator
-    totals, memory) to the coordinator, connecting first if the process has not; None when fakegpu's
-    NCCL library is not loaded."""
-    lib = ctypes.CDLL(None)
-    if not hasattr(lib, "fakegpu_nccl_flush_activity"):
-        return None
-    flush = lib.fakegpu_nccl_flush_activity
-    flush.argtypes, flush.restype = [], None
-    return flush
+    def launch_host_func(self, stream, callback):
+        """Queues callback (a HOST_FN the caller keeps alive) on the stream; returns the cudaError_t."""
+        return self._t.launch_host_func(stream, callback, None)
+
+    def coordinator_linked(self):
+        """Whether fakegpu's NCCL library, which sends the runtime's figures to the coordinator, is loaded."""
+        linked = ctypes.c_int(0)
+        self._check(self._t.coordinator_linked(ctypes.byref(linked)), "whether the coordinator is reachable")
+        return bool(linked.value)
+
+    def flush_to_coordinator(self):
+        """Sends what the runtime logged so far (activity, operator totals, memory) to the
+        coordinator, connecting first if the process has not."""
+        self._check(self._t.flush_to_coordinator(), "a flush to the coordinator")
+
+
+_runtime = None  # the ctypes handle of fakegpu's CUDA runtime, as sitecustomize loaded it
+_bridge = None
+
+
+def use_runtime(handle):
+    """Called by sitecustomize with the handle of the fakegpu CUDA runtime it loaded."""
+    global _runtime, _bridge
+    _runtime, _bridge = handle, None
 
 
 def find():
     """The bridge of the fakegpu runtime loaded in this process; None when there is none. A runtime
     of another version is an error: the hook and the runtime come from one build."""
-    lib = ctypes.CDLL(None)
-    if not hasattr(lib, "fakegpu_torch_bridge"):
-        return None
-    lib.fakegpu_torch_bridge.restype = ctypes.POINTER(_Table)
-    lib.fakegpu_torch_bridge.argtypes = [ctypes.c_uint]
-    table = lib.fakegpu_torch_bridge(VERSION)
+    global _bridge
+    if _bridge is not None or _runtime is None:
+        return _bridge
+    if not hasattr(_runtime, "fakegpu_torch_bridge"):
+        return None  # NVIDIA's runtime
+    _runtime.fakegpu_torch_bridge.restype = ctypes.POINTER(_Table)
+    _runtime.fakegpu_torch_bridge.argtypes = [ctypes.c_uint]
+    table = _runtime.fakegpu_torch_bridge(VERSION)
     if not table:
         raise RuntimeError(f"fakegpu: the loaded CUDA runtime does not offer version {VERSION} of the PyTorch "
                            "hook's table: the hook and the runtime come from different builds")
@@ -129,4 +156,5 @@ def find():
         raise RuntimeError(f"fakegpu: the CUDA runtime's table for the PyTorch hook has version "
                            f"{table.contents.version} and {table.contents.size} bytes; this hook expects version "
                            f"{VERSION} and {ctypes.sizeof(_Table)} bytes")
-    return Bridge(table.contents)
+    _bridge = Bridge(table.contents)
+    return _bridge

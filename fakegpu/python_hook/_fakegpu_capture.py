@@ -6,29 +6,23 @@ kernels, the memory from the graph's pool) and puts its CPU work on the stream a
 function, which becomes a node of the graph: every replay computes it again, in stream order,
 on whatever the graph's input buffers then hold. Its modeled time is a node of the graph too."""
 
-import ctypes
 import sys
 import traceback
 
-_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_CAPTURE_STATUS_ACTIVE = 1  # cudaStreamCaptureStatusActive
+import _fakegpu_bridge
 
-_runtime = None
+_bridge = None
 _work = []  # host functions of captured operators: graphs may replay them for the process's life
 _failures = []  # replays that failed, raised in the program by the next operator it calls
 
 
-def install(runtime):
-    global _runtime
-    _runtime = runtime
-    runtime.cudaStreamIsCapturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    runtime.cudaLaunchHostFunc.argtypes = [ctypes.c_void_p, _HOST_FN, ctypes.c_void_p]
+def install(bridge):
+    global _bridge
+    _bridge = bridge
 
 
 def capturing(stream):
-    status = ctypes.c_int(0)
-    _runtime.cudaStreamIsCapturing(stream, ctypes.byref(status))
-    return status.value == _CAPTURE_STATUS_ACTIVE
+    return _bridge.stream_capturing(stream)
 
 
 def raise_failed_replay():
@@ -49,8 +43,8 @@ def defer(stream, name, compute):
             print(message, file=sys.stderr, flush=True)
             _failures.append(message)
 
-    callback = _HOST_FN(host_fn)
+    callback = _fakegpu_bridge.HOST_FN(host_fn)
     _work.append(callback)
-    error = _runtime.cudaLaunchHostFunc(stream, callback, None)
+    error = _bridge.launch_host_func(stream, callback)
     if error:
         raise RuntimeError(f"fakegpu: {name}: cudaLaunchHostFunc under stream capture failed (error {error})")

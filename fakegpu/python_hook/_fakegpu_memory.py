@@ -91,8 +91,6 @@ def _out_of_memory(device, requested, device_total, device_free):
         blocks.sort(reverse=True)
         _bridge.torch_out_of_memory(device, requested, blocks[:_fakegpu_bridge.LARGEST_BLOCKS])
         report_peaks()
-        flush = _fakegpu_bridge.coordinator_flush()
-        if flush is not None:
-            flush()
+        _bridge.flush_to_coordinator()  # sends nothing without fakegpu's NCCL library
     except Exception as e:  # the user's error matters more than the report's
         sys.stderr.write(f"fakegpu: could not record the out-of-memory error for the report: {e}\n")

@@ -26,8 +26,7 @@ def install(torch):
 
 def _install(torch):
     bridge = _fakegpu_bridge.find()
-    flush = _fakegpu_bridge.coordinator_flush()
-    if bridge is None or flush is None:
+    if bridge is None or not bridge.coordinator_linked():
         return  # not fakegpu's runtime and NCCL: nothing to mark steps on
     ranges = threading.local()  # per thread, as NVTX nests them: for each open range, whether it is a step
     saw_step_range = False
@@ -69,6 +68,6 @@ def _install(torch):
     def flush_at_exit():
         if torch.cuda.is_initialized():  # otherwise the GPU did nothing, and there is nothing to send
             _fakegpu_memory.report_peaks()
-            flush()
+            bridge.flush_to_coordinator()
 
     atexit.register(flush_at_exit)

@@ -331,7 +331,7 @@ def install():
                            "(run the job under fgpu, or set FAKEGPU_TORCH_COMPUTE=0)")
     _fakegpu_host.install(torch, _bridge)
     _fakegpu_memory.install(torch, _bridge)
-    _fakegpu_capture.install(ctypes.CDLL(None))
+    _fakegpu_capture.install(_bridge)
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     has_cpu_kernel = torch._C._dispatch_has_computed_kernel_for_dispatch_key  # composite kernels count
     lib = torch.library.Library("aten", "IMPL")

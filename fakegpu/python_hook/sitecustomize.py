@@ -45,14 +45,18 @@ def _preload():
                          "runtimes (pip install torch==2.14.1 gives the CUDA 13 build)\n")
         return False
     # The runtime first: the driver and cuBLAS find it among the process's symbols.
+    handles = []
     for name in (f"libcudart.so.{major}", "libcuda.so.1", "libnvidia-ml.so.1", f"libcublasLt.so.{major}",
                  f"libcublas.so.{major}"):
         path = os.path.join(build, name)
         try:
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            handles.append(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL))
         except OSError as e:
             sys.stderr.write(f"fakegpu: cannot load {path} ({e}); build fakegpu first\n")
             return False
+    import _fakegpu_bridge
+
+    _fakegpu_bridge.use_runtime(handles[0])
     return True
 
 

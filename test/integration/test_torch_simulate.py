@@ -542,6 +542,15 @@ class BadInput(TorchTest):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("fakegpu: aten::mm.dtype has no CPU kernel, so fakegpu cannot compute it", r.stderr)
 
+    def test_calibrate_refuses_to_measure_fakegpus_own_gpus(self):
+        # Under fgpu the GPU is the model: measuring it would write the model back as a profile.
+        script = self.tmp / "calibrate.py"
+        script.write_text(f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom fakegpu import calibrate\n"
+                          "calibrate._require_real_gpu()\n")
+        r = fgpu_torch("--nproc", "1", PYTHON, script)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("fgpu calibrate: this process runs on fakegpu's CUDA runtime", r.stderr)
+
     def test_symmetric_memory_is_refused_with_a_line_naming_the_driver_call(self):
         # PyTorch asks NVML for the GPU's fabric first: without an NVML it jumped to a null pointer.
         # Allocating works (the driver's virtual memory); sharing it between ranks is refused.

@@ -57,6 +57,12 @@ constexpr GpuRates kHopper{
     // (an H200: 404 and 454), however many FLOPs each type pads the channels to; 118 M input
     // elements gathered at about 2050 per SM per microsecond (2190 and 1940).
     2050,
+    // Batch norm in bf16 (PyTorch's own kernels), forward and backward, read off the table's 8 bf16
+    // shapes by `fgpu calibrate --fit` (their 8 forward figures, and the 6 forward-and-backward
+    // ones of 400 us and more): 1391 and 549. A ResNet-18's bf16 inference step profiles alike:
+    // 13 statistics kernels in 609 us, about 1400 elements of a channel per microsecond.
+    1390,
+    550,
 };
 
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
@@ -86,6 +92,9 @@ const std::vector<GpuRateField>& gpu_rate_fields() {
       {"pool_forward_per_us", &GpuRates::pool_forward_per_us, kNoLimit, "elements per SM and microsecond"},
       {"pool_backward_per_us", &GpuRates::pool_backward_per_us, kNoLimit, "elements per SM and microsecond"},
       {"conv_gather_per_us", &GpuRates::conv_gather_per_us, kNoLimit, "elements per SM and microsecond"},
+      {"native_channel_reduce_per_us", &GpuRates::native_channel_reduce_per_us, kNoLimit, "elements per microsecond"},
+      {"native_channel_reduce_backward_per_us", &GpuRates::native_channel_reduce_backward_per_us, kNoLimit,
+       "elements per microsecond"},
   };
   return fields;
 }

@@ -58,6 +58,10 @@ struct GpuRates {
   // A convolution whose input channels fill less than one 16-byte load (an RGB stem): its
   // forward kernel gathers the input element by element, this many per SM and microsecond.
   double conv_gather_per_us;
+  // Batch norm of bf16 tensors, which cuDNN does not take: PyTorch's own kernels, one block per
+  // channel, forward and backward (as channel_reduce_per_us).
+  double native_channel_reduce_per_us;
+  double native_channel_reduce_backward_per_us;
 };
 
 // One field of GpuRates by the name a GPU profile file gives it: the largest value it may take

@@ -26,8 +26,9 @@ enum fakegpu_op_kind {
   FAKEGPU_OP_SOFTMAX_BACKWARD = 9, /* dims: rows, width */
   FAKEGPU_OP_FOREACH = 10,         /* a multi-tensor-apply kernel; dims: tensors per list, lists, elements in all */
   FAKEGPU_OP_EMBEDDING_BACKWARD = 11, /* dims: tokens, width, rows of the table */
-  FAKEGPU_OP_BATCH_NORM = 12,      /* dims: batch x pixels, channels, whether it computes batch statistics */
-  FAKEGPU_OP_BATCH_NORM_BACKWARD = 13, /* dims: batch x pixels, channels */
+  FAKEGPU_OP_BATCH_NORM = 12,      /* dims: batch x pixels, channels, whether it computes batch statistics,
+                                      whether PyTorch's own kernels run it (not cuDNN's: bf16 tensors) */
+  FAKEGPU_OP_BATCH_NORM_BACKWARD = 13, /* dims: batch x pixels, channels, (unused), PyTorch's own kernels */
   FAKEGPU_OP_HOST_COPY = 14,       /* a copy between host and device memory: bytes over the host link */
   FAKEGPU_OP_NO_KERNEL = 15,       /* launches nothing on the GPU (host cost only) */
   FAKEGPU_OP_POOL = 16,            /* max pooling with indices; dims: 0 forward or 1 backward, input elements */

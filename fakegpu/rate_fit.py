@@ -87,8 +87,14 @@ RULES = [
     Rule("attention_fp32_share_d128", "fwd_us",
          lambda l: l["case"] == "attention" and l["dtype"] == "fp32" and _shape(l)[3] >= 128, "attention"),
     Rule("attention_backward_share", "fwd_bwd_us", lambda l: l["case"] == "attention" and _is_half(l), "attention"),
-    Rule("channel_reduce_per_us", "fwd_us", lambda l: l["op"] == "batch_norm", "batch_norm"),
-    Rule("channel_reduce_backward_per_us", "fwd_bwd_us", lambda l: l["op"] == "batch_norm", "batch_norm"),
+    # Batch norm runs on cuDNN's kernels, except in bf16 (PyTorch's own).
+    Rule("channel_reduce_per_us", "fwd_us", lambda l: l["op"] == "batch_norm" and l["dtype"] != "bf16", "batch_norm"),
+    Rule("channel_reduce_backward_per_us", "fwd_bwd_us", lambda l: l["op"] == "batch_norm" and l["dtype"] != "bf16",
+         "batch_norm"),
+    Rule("native_channel_reduce_per_us", "fwd_us", lambda l: l["op"] == "batch_norm" and l["dtype"] == "bf16",
+         "native_batch_norm"),
+    Rule("native_channel_reduce_backward_per_us", "fwd_bwd_us",
+         lambda l: l["op"] == "batch_norm" and l["dtype"] == "bf16", "native_batch_norm"),
     Rule("pool_forward_per_us", "fwd_us", lambda l: l["case"] == "pool", "pool"),
     Rule("pool_backward_per_us", "fwd_bwd_us", lambda l: l["case"] == "pool", "pool"),
 ]
@@ -102,7 +108,8 @@ GROUP_FIGURES = {
     "gemm": lambda l: l["case"] == "gemm",
     "conv": lambda l: l["case"] == "conv",
     "attention": lambda l: l["case"] == "attention",
-    "batch_norm": lambda l: l["op"] == "batch_norm",
+    "batch_norm": lambda l: l["op"] == "batch_norm" and l["dtype"] != "bf16",
+    "native_batch_norm": lambda l: l["op"] == "batch_norm" and l["dtype"] == "bf16",
     "pool": lambda l: l["case"] == "pool",
 }
 

@@ -237,13 +237,16 @@ Priced foreach_kernels(const Gpu& g, const fakegpu_op_facts& op) {
 }
 
 // Batch norm: per channel, one block reduces the batch's pixels (its statistics, or the two sums
-// of the backward), then an elementwise pass.
+// of the backward), then an elementwise pass. cuDNN's kernels and PyTorch's own (for bf16) reduce
+// at rates of their own.
 Priced batch_norm(const Gpu& g, const fakegpu_op_facts& op, bool backward) {
   const double pixels = op.dims[0], channels = std::max<int64_t>(op.dims[1], 1);
   const bool statistics = backward || op.dims[2];
   Priced p = streaming(g, op.bytes, statistics ? 2 : 1);
   if (!statistics) return p;
-  const double rate = backward ? g.rates.channel_reduce_backward_per_us : g.rates.channel_reduce_per_us;
+  const GpuRates& r = g.rates;
+  const double rate = op.dims[3] ? (backward ? r.native_channel_reduce_backward_per_us : r.native_channel_reduce_per_us)
+                                 : (backward ? r.channel_reduce_backward_per_us : r.channel_reduce_per_us);
   const double reducing = ceil_div(channels, g.sms) * pixels / rate;
   const double reading = memory_us(g, tensor_bytes(op) * (backward ? 2 : 1), g.rates.memory_share);
   if (reducing > reading) {

@@ -123,6 +123,17 @@ def _conv(torch, name, args, result, nbytes):
                    flags=B.CHANNELS_LAST if channels_last else 0, element_bytes=inp.element_size())
 
 
+def _pytorch_batch_norm(torch, x, weight):
+    """Whether PyTorch runs the batch norm with its own kernels rather than cuDNN's: without an
+    affine weight, for bf16 tensors, half ones without fp32 weights, and doubles, as its CUDA
+    backend chooses."""
+    if not isinstance(weight, torch.Tensor):
+        return True
+    types = (x.dtype, weight.dtype)
+    return (torch.bfloat16 in types or torch.float64 in types
+            or (x.dtype == torch.float16 and weight.dtype != torch.float32))
+
+
 def _rows(t, width):
     return (t.numel() // width if width else 0), width
 
@@ -215,7 +226,9 @@ def op_facts(torch, name, args, result, flags=0):
         training = not ("no_update" in base or "no_training" in base or (base == "aten::native_batch_norm" and not args[5])
                         or (base == "aten::_native_batch_norm_legit" and len(args) > 5 and not args[5]))
         kind = B.BATCH_NORM_BACKWARD if base in BATCH_NORM_BACKWARDS else B.BATCH_NORM
-        f = B.facts(kind, nbytes=nbytes, dims=(x.numel() // max(channels, 1), channels, int(training)),
+        weight = args[2] if base in BATCH_NORM_BACKWARDS else args[1]
+        f = B.facts(kind, nbytes=nbytes, dims=(x.numel() // max(channels, 1), channels, int(training),
+                                               int(_pytorch_batch_norm(torch, x, weight))),
                     element_bytes=x.element_size())
     elif base == "aten::embedding_dense_backward":
         grad, indices = args[0], args[1]

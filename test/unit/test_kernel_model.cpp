@@ -190,6 +190,12 @@ TEST(KernelModel, BatchNormStatisticsAreReducedOneChannelPerBlock) {
   op.dims[2] = 0;  // inference: running statistics, one elementwise pass
   EXPECT_GT(training, 10 * gpu_us(op));
   EXPECT_NEAR(training, 64.0 * 224 * 224 / gpu_rates(h100()).channel_reduce_per_us, 0.2 * training);
+  // In bf16 PyTorch's own kernels reduce, at their own rate.
+  op.dims[2] = 1;
+  op.dims[3] = 1;
+  op.element_bytes = 2;
+  op.bytes /= 2;
+  EXPECT_NEAR(gpu_us(op), 64.0 * 224 * 224 / gpu_rates(h100()).native_channel_reduce_per_us, 0.2 * gpu_us(op));
 }
 
 // An fp32 matrix times a vector streams the matrix: no 32-row tiles of work for one row (an H100

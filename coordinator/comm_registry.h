@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "comm.h"
+#include "comm_state.h"
 
 namespace fakegpu::coord {
 

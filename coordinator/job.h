@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cluster_config.h"
-#include "comm.h"
+#include "comm_state.h"
 #include "comm_registry.h"
 #include "comm_model.h"
 #include "data_plane.h"

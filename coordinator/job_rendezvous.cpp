@@ -156,7 +156,7 @@ void Job::complete_split(Comm& parent, uint64_t split_index, const Rendezvous& p
     }
   }
   for (const auto& a : pending.arrivals())
-    if (a->color < 0) reply(a->client, a->request_id, wire::CommSplitDone{0, 0, -1, -1});
+    if (a->color < 0) reply(a->client, a->request_id, wire::CommSplitDone{0, 0, -1, -1, {}});
 }
 
 void Job::fail_regrouping(Comm& comm, int rank, const std::string& why) {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "comm.h"
+#include "comm_state.h"
 #include "coll_shape.h"
 #include "reduce.h"
 

@@ -1,6 +1,7 @@
 // Fake CUDA runtime: the process's devices and their properties. Devices come from the
-// cluster YAML or a GPU profile (devices.h); memory is in memory_api.cpp, streams and events
-// in stream_api.cpp (graphs too), kernels in kernel_api.cpp.
+// cluster YAML or a GPU profile (devices.h); memory is in memory_api.cpp; streams, events and
+// graphs in stream_api.cpp, event_api.cpp and graph_api.cpp (over stream_registry.h); kernels in
+// kernel_api.cpp.
 #include <atomic>
 #include <cstdio>
 #include <cstring>

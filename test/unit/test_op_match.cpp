@@ -2,7 +2,7 @@
 // bookkeeping as ranks join it.
 #include <gtest/gtest.h>
 
-#include "comm.h"
+#include "comm_state.h"
 #include "op_match.h"
 #include "reduce.h"
 

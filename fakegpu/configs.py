@@ -4,6 +4,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from . import torchrun
+
 
 def write_single_node_config(world: int, name: str = "", directory=None) -> str:
     """Writes a one-node cluster of `world` H100s on NVSwitch to a new file in directory (by
@@ -26,10 +28,18 @@ def launcher_world_size(command):
     mpirun/mpiexec -np N (or -n N), srun -n N, torchrun --nproc_per_node N [--nnodes M]."""
     if not command:
         return None
+
+    def number(text):
+        return int(text) if isinstance(text, str) and text.isdigit() and int(text) > 0 else None
+
+    torchrun_parts = torchrun.split(command)  # torchrun's options, up to its script
+    if torchrun_parts is not None:
+        given = torchrun_parts[1]
+        per_node = number(given.get("--nproc_per_node") or given.get("--nproc-per-node"))
+        nodes = number(given.get("--nnodes")) or 1
+        return per_node * nodes if per_node else None
     args = list(command)
     name = Path(args[0]).name
-    if name.startswith("python") and args[1:3] == ["-m", "torch.distributed.run"]:
-        name, args = "torchrun", args[2:]
 
     def value(*flags):
         for i, a in enumerate(args):
@@ -40,13 +50,6 @@ def launcher_world_size(command):
                     return a.split("=", 1)[1]
         return None
 
-    def number(text):
-        return int(text) if text and text.isdigit() and int(text) > 0 else None
-
     if name in MPI_LAUNCHERS:
         return number(value("-np", "-n", "--np", "--ntasks"))
-    if name == "torchrun":
-        per_node = number(value("--nproc_per_node", "--nproc-per-node"))
-        nodes = number(value("--nnodes")) or 1
-        return per_node * nodes if per_node else None
     return None

@@ -124,6 +124,12 @@ Priced matrix_product(const Gpu& g, const fakegpu_op_facts& op) {
               g.rates.memory_share);
 }
 
+// The library calls a convolution operator makes: its forward, or each gradient it computes.
+int conv_pass_count(const fakegpu_op_facts& op) {
+  const int64_t passes = op.dims[7];
+  return passes == 0 ? 1 : static_cast<int>((passes & 1) + (passes >> 1 & 1));
+}
+
 // A convolution as implicit matrix products, one per group: the forward over every output pixel,
 // the input's gradient (its transpose) over every input pixel, the weight's gradient over the
 // filter with the pixels as its long inner dimension. Tensor cores take channels in 16-byte
@@ -170,7 +176,7 @@ Priced convolution(const Gpu& g, const fakegpu_op_facts& op) {
   if (tc && !(op.flags & FAKEGPU_OP_CHANNELS_LAST) && !pointwise) {
     const double element = std::max(op.element_bytes, 1);
     const double moved = element * (batch * d[1] * in_pixels + d[3] * in_channels * taps + batch * d[3] * out_pixels);
-    const int pass_count = passes == 0 ? 1 : (passes & 1) + (passes >> 1 & 1);
+    const int pass_count = conv_pass_count(op);
     total.us += pass_count * (3 * g.rates.kernel_us + memory_us(g, 2 * moved, g.rates.layout_transform_share));
     total.kernels += 3 * pass_count;
     total.workspace_bytes = moved;
@@ -313,11 +319,7 @@ double host_time(const fakegpu_op_facts& op, const HostRates& h) {
   switch (op.kind) {
     case FAKEGPU_OP_GEMM: us += h.gemm_extra_us; break;
     case FAKEGPU_OP_REDUCTION: us += h.reduction_extra_us; break;
-    case FAKEGPU_OP_CONV: {
-      const int passes = op.dims[7] == 0 ? 1 : (op.dims[7] & 1) + (op.dims[7] >> 1 & 1);
-      us += h.conv_extra_us * passes;
-      break;
-    }
+    case FAKEGPU_OP_CONV: us += h.conv_extra_us * conv_pass_count(op); break;
     // Python's work before the kernel: scaled_dot_product_attention's backend choice, layer norm's
     // checks, BatchNorm2d's running statistics.
     case FAKEGPU_OP_ATTENTION: us += backward ? 0 : h.attention_extra_us; break;

@@ -7,15 +7,15 @@ import sys
 import unittest
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-VENV_PYTHON = Path(os.environ.get("FAKEGPU_TORCH_VENV") or REPO / "build" / "torch-venv") / "bin" / "python"
+from rank_jobs import REPO
+from torch_jobs import PYTHON, TORCH_VENV
 
 try:
     import torch
 except ImportError:
-    if VENV_PYTHON.exists() and Path(sys.executable) != VENV_PYTHON:
-        os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), __file__, *sys.argv[1:]])
-    print(f"skipped: needs PyTorch ({VENV_PYTHON} has none; ./scripts/setup-torch installs it)")
+    if PYTHON.exists() and Path(sys.executable) != PYTHON:
+        os.execv(str(PYTHON), [str(PYTHON), __file__, *sys.argv[1:]])
+    print(f"skipped: needs PyTorch ({TORCH_VENV} has none; ./scripts/setup-torch installs it)")
     sys.exit(77)
 
 sys.path.insert(0, str(REPO / "fakegpu" / "python_hook"))

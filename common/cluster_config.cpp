@@ -111,7 +111,7 @@ class Parser {
 
     YAML::Node cluster = required(root, "cluster", "");
     expect_map(cluster, "cluster");
-    only_keys(cluster, "cluster", {"name", "default_backend", "nccl_conf"});
+    only_keys(cluster, "cluster", {"name", "default_backend", "nccl_conf", "nccl_version"});
     cfg.name = scalar<std::string>(required(cluster, "name", "cluster"), "cluster.name", "a string");
     if (cluster["default_backend"]) {
       cfg.default_backend = scalar<std::string>(cluster["default_backend"], "cluster.default_backend", "a string");
@@ -119,6 +119,11 @@ class Parser {
         fail(cluster["default_backend"], "cluster.default_backend", "unsupported backend '" + cfg.default_backend + "' (supported: nccl)");
     }
     if (cluster["nccl_conf"]) parse_nccl_conf(cluster["nccl_conf"], cfg);
+    if (cluster["nccl_version"]) {
+      const YAML::Node v = cluster["nccl_version"];
+      const std::string text = scalar<std::string>(v, "cluster.nccl_version", "an NCCL version such as 2.21 or 2.21.5");
+      cfg.nccl_version = {"nccl_version", text, where(v)};
+    }
 
     if (root["gpu_types"]) parse_gpu_types(root["gpu_types"]);
     parse_nodes(required(root, "nodes", ""), cfg);

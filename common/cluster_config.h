@@ -67,6 +67,9 @@ struct ClusterConfig {
   std::string name;
   std::string default_backend = "nccl";
   std::vector<NcclSetting> nccl_conf;
+  // cluster.nccl_version: the NCCL release the cluster's jobs run, whose rules the cost model
+  // follows (the planner checks it); name "nccl_version", empty value when not given.
+  NcclSetting nccl_version;
   std::vector<NodeConfig> nodes;
   LinkConfig intra_node;
   LinkConfig inter_node;

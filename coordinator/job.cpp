@@ -56,7 +56,7 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
       deadlock_timeout_(std::min<std::chrono::milliseconds>(env::get(env::kDeadlockTimeout), rendezvous_timeout_)) {
   // The coordinator models with the NCCL_* overrides of the environment it was started in,
   // which fgpu passes on from the job's, over those the cluster gives every job (nccl_conf).
-  tuning_ = planner::tuning_from_env(cluster_.nccl_conf);
+  tuning_ = planner::tuning_from_env(cluster_);
 }
 
 std::string Job::too_big(uint64_t bytes, const std::string& what) const {

@@ -88,6 +88,8 @@ nlohmann::json Job::report() const {
   json conf = json::object();
   for (const auto& s : cluster_.nccl_conf) conf[s.name] = s.value;
   j["cluster"]["nccl_conf"] = conf;
+  // The NCCL release whose rules the times follow (FAKEGPU_NCCL_VERSION, cluster.nccl_version).
+  j["cluster"]["nccl_version_modeled"] = planner::nccl_version_name(tuning_.nccl_version);
 
   stats_.write(j);
   j["totals"]["modeled_makespan_us"] = timeline_.makespan_us();

@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     }
     if (cluster_path.empty()) throw std::runtime_error("no cluster config: pass --cluster-config or set FAKEGPU_CLUSTER_CONFIG");
     ClusterConfig cluster = load_cluster_config(cluster_path);
-    planner::tuning_from_env(cluster.nccl_conf);  // its NCCL_ALGO and NCCL_PROTO, as the environment's
+    planner::tuning_from_env(cluster);  // its NCCL_ALGO and NCCL_PROTO, as the environment's, and its NCCL release
     if (print_layout) {
       nlohmann::json nodes = nlohmann::json::array();
       for (const auto& n : cluster.nodes) nodes.push_back({{"id", n.id}, {"host", n.host}, {"ranks", n.ranks}});

@@ -140,6 +140,8 @@ std::string report_markdown(const json& r) {
                     co["protocol_version"].get<int>(), co["transport"].get<std::string>(),
                     co["address"].get<std::string>(), co["started_at"].get<std::string>(),
                     co["ended_at"].get<std::string>());
+  if (r["cluster"].contains("nccl_version_modeled"))
+    md += fmt::format("Times follow NCCL {}'s rules.\n\n", r["cluster"]["nccl_version_modeled"].get<std::string>());
   if (const json& conf = r["cluster"].value("nccl_conf", json::object()); !conf.empty()) {
     std::string settings;
     for (const auto& [name, value] : conf.items()) settings += (settings.empty() ? "" : ", ") + name + "=" + value.get<std::string>();

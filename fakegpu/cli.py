@@ -63,6 +63,9 @@ def main_parser():
     p.add_argument("--report", default=env_default("FAKEGPU_CLUSTER_REPORT_PATH"),
                    help=f"JSON cluster report path [FAKEGPU_CLUSTER_REPORT_PATH]; default: {DEFAULT_REPORT}, or "
                         f"{Path(DEFAULT_REPORT).stem}.PID.json while a running job writes that one")
+    p.add_argument("--nccl-version", help="model this NCCL release's rules, 2.18 to 2.30 (e.g. 2.21 or 2.21.5) "
+                                          "[FAKEGPU_NCCL_VERSION]; default: the cluster's cluster.nccl_version, "
+                                          "else the newest")
     p.add_argument("--nproc", type=int, help="start N copies of COMMAND as ranks 0..N-1 (sets RANK, WORLD_SIZE, "
                                              "LOCAL_RANK); without it COMMAND is run once, e.g. torchrun or mpirun")
     p.add_argument("--version", action="version", version=f"fgpu {__version__}")
@@ -169,10 +172,14 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
     report = earlier_report = None
     if address and answers(transport, address):
         check_is_coordinator(transport, address)
+        if args.nccl_version:
+            raise SetupError(f"--nccl-version {args.nccl_version}: the coordinator at {address} is already running "
+                             "with its own; start it with FAKEGPU_NCCL_VERSION set instead")
     else:
         report = choose_report(args.report)
         earlier_report = file_stamp(report)
-        owned = Coordinator(config, transport, address, report).start()
+        coordinator_env = dict(os.environ, FAKEGPU_NCCL_VERSION=args.nccl_version) if args.nccl_version else None
+        owned = Coordinator(config, transport, address, report, env=coordinator_env).start()
         address = owned.address
         registration = register_job(owned, args.command, report)
     env = rank_environment(os.environ, transport, address, str(Path(config).resolve()), args.device_count, args.mode)

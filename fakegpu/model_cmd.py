@@ -26,12 +26,15 @@ fgpu model also takes:
   --gpu NAME                     a cluster of that GPU's servers ({', '.join(sorted(FAMILY_OF_GPU))}, or a
                                  family such as dgx-h100), --nodes of them (default 1), using
                                  --gpus-per-node GPUs of each; without --cluster-config it is the cluster
+  --nccl-version X.Y             model NCCL X.Y's rules (2.18 to 2.30; default the newest, or the cluster's
+                                 cluster.nccl_version); several times, to compare releases side by side
   --each-algo                    one line per algorithm NCCL could run, forced in turn
   --plot FILE                    write an SVG of bus bandwidth against size, a line per cluster or algorithm
   --measured FILE                an nccl-tests output from a real cluster (several times for several files):
                                  the model beside each of its sizes, the run's shape (ranks on each host)
                                  reshaping the one cluster; with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING in
-                                 the run, also NCCL's choice of algorithm and the model's time for it
+                                 the run, also NCCL's choice of algorithm and the model's time for it; the
+                                 model follows the NCCL release the output names unless --nccl-version is given
 """
 
 
@@ -47,6 +50,7 @@ def parser():
     p.add_argument("--json", action="store_true")
     p.add_argument("--algo")
     p.add_argument("--measured", action="append", default=[])
+    p.add_argument("--nccl-version", action="append", default=[])
     return p
 
 
@@ -72,23 +76,29 @@ def run_model(args):
 def sweeps(a, files, reshape, rest):
     """[(label, fakegpu-model's JSON)], one per line of the comparison."""
     out = []
+    versions = a.nccl_version or [None]
     for path in files:
-        base = ["--cluster-config", path] + reshape + rest + (["--algo", a.algo] if a.algo else []) + ["--json"]
-        doc = run_model(base)  # NCCL's own choice; any error in the flags shows here
-        if not a.each_algo:
-            out.append((f"{doc['cluster']} ({doc['ranks']} GPUs)" if len(files) > 1 else doc["cluster"], doc))
-            continue
-        for algo in ALGORITHMS:
-            try:
-                doc = run_model(base + ["--algo", algo])
-            except SetupError as e:
-                if "no algorithm/protocol available" in str(e):
-                    continue  # the cluster or collective has no such algorithm
-                raise
-            # A forced algorithm the cluster cannot run falls back to another: keep only its own rows.
-            doc["results"] = [r for r in doc["results"] if r["algorithm"] == algo]
-            if doc["results"]:
-                out.append((f"{doc['cluster']}: {algo}" if len(files) > 1 else algo, doc))
+        for version in versions:
+            base = (["--cluster-config", path] + reshape + rest + (["--algo", a.algo] if a.algo else []) +
+                    (["--nccl-version", version] if version else []) + ["--json"])
+            doc = run_model(base)  # NCCL's own choice; any error in the flags shows here
+            label = doc["cluster"] + (f" ({doc['ranks']} GPUs)" if len(files) > 1 else "")
+            if len(versions) > 1:
+                label = f"NCCL {doc['nccl_version']}" + (f", {label}" if len(files) > 1 else "")
+            if not a.each_algo:
+                out.append((label, doc))
+                continue
+            for algo in ALGORITHMS:
+                try:
+                    doc = run_model(base + ["--algo", algo])
+                except SetupError as e:
+                    if "no algorithm/protocol available" in str(e):
+                        continue  # the cluster or collective has no such algorithm
+                    raise
+                # A forced algorithm the cluster cannot run falls back to another: keep only its own rows.
+                doc["results"] = [r for r in doc["results"] if r["algorithm"] == algo]
+                if doc["results"]:
+                    out.append((f"{label}: {algo}" if len(files) > 1 or len(versions) > 1 else algo, doc))
     return out
 
 
@@ -141,9 +151,12 @@ def cmd_model(argv) -> int:
         return cmd_measured(a, rest, run_model)
     with tempfile.TemporaryDirectory(prefix="fakegpu-model-") as workdir:
         files, reshape = cluster_files(a, workdir)
-        if len(files) == 1 and not a.each_algo and not a.plot:  # fakegpu-model's own table, as nccl-tests prints
+        if len(files) == 1 and len(a.nccl_version) <= 1 and not a.each_algo and not a.plot:
+            # fakegpu-model's own table, as nccl-tests prints
             return subprocess.call([str(built("fakegpu-model")), "--cluster-config", files[0]] + reshape + rest +
-                                   (["--algo", a.algo] if a.algo else []) + (["--json"] if a.json else []))
+                                   (["--algo", a.algo] if a.algo else []) +
+                                   (["--nccl-version", a.nccl_version[0]] if a.nccl_version else []) +
+                                   (["--json"] if a.json else []))
         lines = sweeps(a, files, reshape, rest)
     if not lines:
         raise SetupError("no algorithm could run this collective on this cluster")

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .clusters import cluster_config_path, write_cluster_config
-from .nccl_tests_output import COLLECTIVES, parse
+from .nccl_tests_output import COLLECTIVES, nearest_modeled, parse
 from .paths import SetupError
 from .svg_plot import line_chart
 
@@ -88,7 +88,8 @@ def compare_run(model, path, run, forced):
     errors = [abs(x["error"]) for x in rows]
     worst = max(rows, key=lambda x: abs(x["error"]))
     known = [x for x in rows if "nccl_algorithm" in x]
-    return {"file": path, "collective": run.collective,
+    return {"file": path, "collective": run.collective, "run_nccl_version": run.nccl_version,
+            "nccl_version_modeled": doc["nccl_version"],
             "cluster": f"{doc['cluster']} ({doc['nodes']} x {doc['ranks'] // doc['nodes']} GPUs)",
             "ranks": len(run.hosts) or None,
             "hosts": len(run.ranks_per_host()) or None, "rows": rows,
@@ -105,7 +106,9 @@ def pct(x):
 def print_comparison(result):
     shape = f", {result['ranks']} ranks on {result['hosts']} hosts" if result["ranks"] else ""
     logged = result["nccl_choices_logged"] > 0
-    print(f"# {result['file']}: {result['collective']}{shape}, against {result['cluster']}")
+    ran = f"the run's NCCL {result['run_nccl_version']}" if result["run_nccl_version"] else "the run names none"
+    print(f"# {result['file']}: {result['collective']}{shape}, against {result['cluster']}, with NCCL "
+          f"{result['nccl_version_modeled']}'s rules ({ran})")
     header = (f"#{'size (B)':>12} {'measured us':>12} {'in-place us':>12} {'model us':>10} {'error':>8}  "
               f"{'model algo':<16}")
     print((header + (f" {'NCCL algo':<16} {'model us, NCCL algo':>19} {'error':>8}" if logged else "")).rstrip())
@@ -145,11 +148,24 @@ def measured_flags(a, rest):
     if unknown:
         raise SetupError(f"--measured takes sizes, roots and the cluster's shape from the run: {unknown[0]} "
                          f"does not apply")
+    if len(a.nccl_version) > 1:
+        raise SetupError("--measured compares one model with the run: give --nccl-version once (or leave it out "
+                         "to model the NCCL the run names)")
     if a.each_algo or len(a.cluster_config) + bool(a.gpu) > 1:
         raise SetupError("--measured compares one cluster with the run: give one --cluster-config or --gpu, "
                          "without --each-algo")
     forced = (["--algo", a.algo] if a.algo else []) + (["--proto", flags.proto] if flags.proto else [])
     return flags.collective, forced
+
+
+def modeled_version(a, run):
+    """fakegpu-model's --nccl-version for a run: the flag's, else the NCCL the run names (the
+    nearest release modeled, which fakegpu-model says it used), else the default."""
+    if a.nccl_version:
+        return ["--nccl-version", a.nccl_version[0]]
+    if run.nccl_version:
+        return ["--nccl-version", nearest_modeled(run.nccl_version)]
+    return []
 
 
 def measured_cluster(a, shape, workdir):
@@ -182,7 +198,8 @@ def cmd_measured(a, rest, run_model) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="fakegpu-model-") as workdir:
         for path, run in runs:
-            base = measured_cluster(a, run_shape(path, run, a.nodes, a.gpus_per_node), workdir)
+            base = (measured_cluster(a, run_shape(path, run, a.nodes, a.gpus_per_node), workdir) +
+                    modeled_version(a, run))
             results.append(compare_run(one_size(run_model, base, path), path, run, forced))
     if a.json:
         print(json.dumps(results, indent=2))

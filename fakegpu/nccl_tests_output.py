@@ -28,6 +28,10 @@ RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)
 # "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}" from NCCL 2.26, which
 # counts a gather's or a reduce-scatter's bytes per rank; before, numbers and a time, the bytes
 # of the whole buffer, and before 2.23 no collective's name.
+# The NCCL a run used: nccl-tests' header ("# nccl-tests version 2.17.6 nccl-headers=22501
+# nccl-library=22501") or NCCL's own INFO line ("NCCL INFO NCCL version 2.18.5+cuda12.2").
+LIBRARY_CODE = re.compile(r"nccl-library=(\d{5})\b")
+NCCL_VERSION_LINE = re.compile(r"NCCL INFO NCCL version (\d+\.\d+\.\d+)")
 TUNING_LINE = re.compile(r"NCCL INFO (?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)( channel)?")
 INT = re.compile(r"-?\d+$")
 
@@ -47,6 +51,7 @@ class Run:
     rows: list = field(default_factory=list)
     # (collective or None, bytes as NCCL logs them, whether those are per rank) -> (algorithm, protocol)
     choices: dict = field(default_factory=dict)
+    nccl_version: str | None = None  # "2.18.5", where the output names it
 
     def ranks_per_host(self) -> dict:
         counts = {}
@@ -102,14 +107,44 @@ def algorithm_and_protocol(algo: str, proto: str):
     return (a, p) if a and p else None
 
 
+def library_version(line: str):
+    """The NCCL version a line names ("2.25.1"), or None."""
+    code = LIBRARY_CODE.search(line)
+    if code:
+        n = int(code.group(1))
+        return f"{n // 10000}.{n // 100 % 100}.{n % 100}"
+    named = NCCL_VERSION_LINE.search(line)
+    return named.group(1) if named else None
+
+
+# The releases fakegpu-model knows the rules of (planner/nccl_release.h).
+OLDEST_MODELED, NEWEST_MODELED = (2, 18, 0), (2, 30, 7)
+
+
+def nearest_modeled(version: str) -> str:
+    """A run's NCCL version, or the nearest release modeled where it is older or newer."""
+    parts = tuple(int(x) for x in version.split("."))
+    if parts < OLDEST_MODELED:
+        parts = OLDEST_MODELED
+    elif parts[:2] > NEWEST_MODELED[:2]:
+        parts = NEWEST_MODELED
+    return ".".join(str(x) for x in parts)
+
+
 def parse(text: str):
     """Every run in the text, in order. Lines before a run's `# nThread` header (the launcher's
     command line, "Collective test starting: X_perf") name its collective."""
-    runs, pending_name, current = [], None, None
+    runs, pending_name, current, version = [], None, None, None
     for raw in text.splitlines():
         line = strip_prefix(raw)
+        named_version = library_version(line)
+        if named_version:  # names the NCCL of the runs from here on, and of the run under way
+            version = named_version
+            if current is not None and current.nccl_version is None:
+                current.nccl_version = version
+            continue
         if RUN_START.search(line):
-            current = Run(pending_name)
+            current = Run(pending_name, nccl_version=version)
             runs.append(current)
             pending_name = None
             continue

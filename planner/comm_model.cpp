@@ -49,7 +49,7 @@ TreeNode dtree(int n, int r, int which) {
 }  // namespace
 
 CommModel::CommModel(const Topology& topo, std::vector<int> gpus, const TuningEnv& env)
-    : topo_(topo), gpus_(std::move(gpus)), env_(env) {
+    : topo_(topo), gpus_(std::move(gpus)), env_(env), rules_(nccl_rules(env.nccl_version)) {
   place(topo);
   search_graphs();
   build_rings();
@@ -118,7 +118,7 @@ void CommModel::search_graphs() {
   // Channels one node's NICs can carry at a speed: each needs the NIC and the PCIe path of a
   // GPU of the communicator on that NIC's rail.
   auto nic_channels = [&](double speed) {
-    int fewest = kMaxChannels;
+    int fewest = rules_.max_channels;
     for (auto& ranks : node_ranks_) {
       std::map<int, int> pcie_slots;  // NIC -> channels its rail GPUs can feed
       for (int r : ranks) {
@@ -141,8 +141,8 @@ void CommModel::search_graphs() {
     return n;
   };
 
-  SpeedList speeds = search_speeds(min_cc_, inter);
-  int max_ring = kMaxChannels / 2;
+  SpeedList speeds = rules_.search_speeds(min_cc_, inter);
+  int max_ring = rules_.max_channels / 2;
   if (env_.max_channels > 0) max_ring = std::min(max_ring, env_.max_channels);
   Graph ring;
   int i = 0;
@@ -191,29 +191,29 @@ void CommModel::search_graphs() {
   // GPUs beside the NICs across nodes; a channel takes its speed from every GPU's NVLink and
   // twice from its head's. Its network speed then rises to twice that, as far as the NIC paths
   // allow. Needs NVSwitch and Hopper or later.
-  bool nvls_ok = nvswitch_ && min_cc_ >= 90 && env_.nvls_enable != 0 && ppn_ > 1;
+  bool nvls_ok = nvswitch_ && min_cc_ >= 90 && env_.nvls_enable != 0 && ppn_ >= rules_.nvls_min_gpus;
   if (nvls_ok) {
     Graph nvls;
-    nvls.channels = std::min(32, ppn_);
+    nvls.channels = std::min(rules_.nvls_arity, ppn_);
     if (inter)
       for (int nd = 0; nd < nnodes(); ++nd)
         nvls.channels = std::min<int>(nvls.channels, std::max<size_t>(1, nic_heads(nd).size()));
-    SpeedList intra = search_speeds(min_cc_, false);
+    SpeedList intra = rules_.search_speeds(min_cc_, false);
     for (int k = 0; k < intra.count && nvls.bw_intra == 0; ++k)
       if (intra.speeds[k] * (nvls.channels + 1) <= total + 1e-9) nvls.bw_intra = intra.speeds[k];
-    SpeedList raise = search_speeds(min_cc_, inter);
+    SpeedList raise = rules_.search_speeds(min_cc_, inter);
     const double inter_cap = std::min(2 * nvls.bw_intra, inter ? max_bw : 1e9);
     for (int k = 0; k < raise.count && nvls.bw_inter == 0; ++k)
       if (raise.speeds[k] <= inter_cap + 1e-9) nvls.bw_inter = raise.speeds[k];
     graphs_[kNvls] = nvls;
     graphs_[kNvlsTree] = nvls;
-    nvls_channels_ = within_ctas(min_cc_ >= 100 ? (inter ? 32 : 24) : 16);
+    nvls_channels_ = within_ctas(rules_.nvls_channels(min_cc_, inter));
   }
 
   // CollNet on a network that reduces in its switches: one channel per NIC of a node (its
   // head GPU sends the node's share up), at what that NIC and the head's PCIe take.
   if (inter && topo_.sharp) {
-    int heads = kMaxChannels;
+    int heads = rules_.max_channels;
     double per_head = 1e9;
     for (auto& ranks : node_ranks_) {
       std::set<int> nics;
@@ -238,10 +238,10 @@ void CommModel::search_graphs() {
 
   // NCCL's connect.cc: at most NCCL_MAX_NCHANNELS and NCCL_MAX_CTAS, then copied up to at least
   // NCCL_MIN_NCHANNELS and NCCL_MIN_CTAS.
-  channels_ = std::min(kMaxChannels, ring.channels * 2);
+  channels_ = std::min(rules_.max_channels, ring.channels * 2);
   if (env_.max_channels > 0) channels_ = std::min(channels_, env_.max_channels);
   channels_ = within_ctas(channels_);
-  channels_ = std::max({channels_, std::min(env_.min_channels, kMaxChannels), 1});
+  channels_ = std::max({channels_, std::min(env_.min_channels, rules_.max_channels), 1});
 }
 
 // `channels` within NCCL_MAX_CTAS and NCCL_MIN_CTAS (the minimum lowered to the maximum where it
@@ -249,7 +249,7 @@ void CommModel::search_graphs() {
 int CommModel::within_ctas(int channels) const {
   const int min_ctas = env_.max_ctas > 0 ? std::min(env_.min_ctas, env_.max_ctas) : env_.min_ctas;
   if (env_.max_ctas > 0) channels = std::min(channels, env_.max_ctas);
-  return std::min(kMaxChannels, std::max(channels, min_ctas));
+  return std::min(rules_.max_channels, std::max(channels, min_ctas));
 }
 
 // The channel of the searched graph that channel c copies. NCCL runs twice the graph's
@@ -327,6 +327,7 @@ int CommModel::ring_net_steps(int f, bool for_time) const {
   const int nodes = nnodes();
   if (nodes == 1) return 0;
   const bool all_reduce = f == kAllReduce;
+  if (!for_time && rules_.ring_steps_per_node) return all_reduce ? 2 * nodes : nodes - 1;  // NCCL before 2.23
   if (!for_time || ppn_ == 1) return all_reduce ? 2 * (nodes - 1) : nodes - 1;
   if (!all_reduce) return nodes;
   return ppn_ == 2 ? 2 * nodes - 1 : 2 * nodes;  // two GPUs a node: one of the two links is the network
@@ -338,8 +339,9 @@ int CommModel::ring_net_steps(int f, bool for_time) const {
 // adds its net plugin's reported latency). `for_time`: a ring's network steps are those of
 // the chain its last GPU waits on (ring_net_steps), a tree's levels those its deepest node
 // crosses (tree_depth).
-double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
-                          double plugin_us, bool for_time) const {
+double CommModel::latency(int f, int a, int p, const double (*base_lat)[kNumProtos],
+                          const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us, double plugin_us,
+                          bool for_time) const {
   const int n = nranks(), nodes = nnodes();
   const int intra_hw = intra_class();
   const int hw = nodes == 1 ? intra_hw : kHwNet;
@@ -347,7 +349,7 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
   // A tree's levels across the network: NCCL's formula counts floor(log2(nodes)); its tree is
   // one level deeper between powers of two, and the time counts what its deepest node crosses.
   const int net_levels = for_time ? tree_depth() : log2i(nodes);
-  double lat = kBaseLat[a][p];
+  double lat = base_lat[a][p];
   double intra_lat = hw_lat[intra_hw][a][p];
   double inter_lat = std::max(ppn_ == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p], net_floor_us) +
                      plugin_us * (p == kSimple ? 2 : 1);
@@ -364,13 +366,15 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
     if (f == kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + net_levels * inter_lat);
   } else if (a == kCollNetDirect) {
     const int ppn = n / nodes;
-    lat += 2 * (std::min(1, ppn - 1) * intra_lat + (ppn - 1) * 0.4) + inter_lat;  // 0.4 us per arity step
+    const double arity_us = for_time ? 0.4 : rules_.collnet_arity_lat;  // per arity step
+    lat += 2 * (std::min(1, ppn - 1) * intra_lat + (ppn - 1) * arity_us) + inter_lat;
   } else if (a == kCollNetChain) {
     lat += 2 * (n / nodes - 1) * intra_lat + inter_lat;
   } else if (a == kNvls) {
-    lat = intra_lat + (nodes > 1 ? inter_lat : 0);
+    lat += intra_lat + (nodes > 1 ? inter_lat : 0);  // a base of 0 since 2.19 (23 us before)
   } else if (a == kNvlsTree) {
-    lat += intra_lat + 2 * net_levels * inter_lat;
+    const int levels = !for_time && rules_.nvls_tree_linear ? nodes - 1 : net_levels;
+    lat += intra_lat + 2 * levels * inter_lat;
   } else if (a == kPat) {
     lat = 8 + log2i(nodes) * (inter_lat / 3.5) + n * 2.8;
   }
@@ -385,14 +389,27 @@ double CommModel::latency(int f, int a, int p, const double (*hw_lat)[kNumAlgos]
 // NCCL's formula also takes there is its search's bookkeeping, held to the top of its speed
 // list (90 GB/s on Blackwell), which only the tuner's choice should see.
 double CommModel::nvls_channel_bw(int f, int a, const Graph& g, bool for_time) const {
-  if (g.channels < 2) return 0;
   const int nodes = nnodes();
   const double ppn = static_cast<double>(nranks()) / nodes;
+  if (!for_time && rules_.nvls_rule != NvlsTunerRule::kEfficiency) {
+    // Older tuners: the graph's speeds as any algorithm's (2.18), or the slower of its NVLink and
+    // network sides (2.19), an NVLS tree's network halved from three nodes on, a gather's NVLink
+    // side at its other GPUs' share (2.27).
+    if (rules_.nvls_rule == NvlsTunerRule::kGeneric) return nodes <= 2 ? g.bw_intra : g.bw_inter;
+    if (a == kNvlsTree) return std::min(g.bw_intra, nodes <= 2 ? g.bw_inter : g.bw_inter / 2);
+    if (f != kAllReduce && rules_.nvls_rule == NvlsTunerRule::kGatherShare)
+      return std::min(g.bw_intra * (ppn - 1) / ppn, 0.9 * g.bw_inter);
+    return std::min(g.bw_intra, g.bw_inter);
+  }
+  if (g.channels < 2) return 0;  // since 2.28, NVLS needs two channels
   double intra = g.bw_intra * nvls_efficiency(min_cc_) * (g.channels - 1) / g.channels;
   intra *= f == kAllReduce ? 2.0 : (ppn - 1) / ppn;
   if (for_time && nodes == 1) return intra;
   double bw = std::min(intra, g.bw_inter * (a == kNvlsTree && nodes <= 2 ? 2 : 1));
-  if (a == kNvlsTree) bw = std::min(bw, kPerChMaxNvlsTreeBw[arch_index(min_cc_)][nodes <= 2 ? nodes - 1 : 2]);
+  if (a == kNvlsTree) {
+    const int idx2 = nodes <= 2 ? nodes - 1 : 2;
+    bw = std::min(bw, for_time ? kPerChMaxNvlsTreeBw[arch_index(min_cc_)][idx2] : rules_.nvls_tree_bw[rules_.arch(min_cc_)][idx2]);
+  }
   return bw;
 }
 
@@ -425,6 +442,8 @@ void CommModel::tune() {
       if ((f == kBroadcast || f == kReduce) && a != kRing) continue;
       if ((f == kReduceScatter || f == kAllGather) && a != kPat && a != kRing && a != kNvls && a != kCollNetDirect) continue;
       if (f == kAllReduce && a == kPat) continue;
+      if (a == kPat && !rules_.pat) continue;  // NCCL 2.23
+      if ((f == kReduceScatter || f == kAllGather) && a == kNvls && !rules_.nvls_gather) continue;  // NCCL 2.19
       const bool collnet = a == kCollNetDirect || a == kCollNetChain;
       if (collnet && f != kAllReduce) continue;  // CollNet AllGather/ReduceScatter need plugin support
       const Graph& g = graphs_[a];
@@ -437,20 +456,21 @@ void CommModel::tune() {
         if (a == kNvls || a == kNvlsTree) bw = nvls_channel_bw(f, a, g);
         double bus = g.channels * bw;
         // NCCL's refinements (NVLS has its own formula above).
-        if (a != kNvls && a != kNvlsTree) bus = std::min(bus * efficiency(f, a, p), cap_busbw(f, a, p, g.channels));
+        if (a != kNvls && a != kNvlsTree)
+          bus = std::min(bus * tuner_efficiency(f, a, p), cap_busbw(f, a, p, g.channels, /*for_time=*/false));
         if (a == kCollNetDirect) {  // full speed needs a NIC per GPU: NCCL discounts the GPU/NIC ratio
           double factor = ppn / g.channels;
           bus /= factor - (factor - 1) / 2;
           if (min_cc_ >= 90) bus *= 0.85;
         }
-        bw_[f][a][p] = bus * bus_to_alg(f, a);
+        bw_[f][a][p] = bus * bus_to_alg(f, a, /*for_time=*/false);
 
-        lat_[f][a][p] = latency(f, a, p, kHwLat, 0, topo_.plugin_latency_us, /*for_time=*/false);
+        lat_[f][a][p] = latency(f, a, p, rules_.base_lat, rules_.hw_lat, 0, topo_.plugin_latency_us, /*for_time=*/false);
         // The modeled time takes NCCL's per-step latencies, which match Hopper's runs with one
         // process per GPU (8 x H20: 19 us at 32 KiB; 2 x H100: 7.5 us), but for PCIe and for
         // LL steps of lower-clocked GPUs over NVLink (step_latencies), and a step across the
         // network at least the network's own latency instead of what its plugin reports.
-        step_lat_[f][a][p] = latency(f, a, p, step_lat.at, topo_.net_latency_us, 0, /*for_time=*/true);
+        step_lat_[f][a][p] = latency(f, a, p, kBaseLat, step_lat.at, topo_.net_latency_us, 0, /*for_time=*/true);
       }
     }
   }
@@ -468,7 +488,7 @@ void CommModel::tune() {
         if ((a == kCollNetDirect || a == kCollNetChain || (a == kNvls && nodes > 1)) && !sharp) on = false;
         if (a == kCollNetDirect && !nvswitch_) on = false;
         int pe = env_.proto_enabled[f][p];
-        if (pe == 2) pe = (nvl_intra_ || ppn_ == 1) && min_cc_ == max_cc_ && min_cc_ >= 70 && ll128_net;
+        if (pe == 2) pe = (nvl_intra_ || ppn_ == 1) && min_cc_ == max_cc_ && rules_.ll128_default(min_cc_) && ll128_net;
         // A plugin that sets NCCL_PROTO=Simple does so for the whole process, unless the user set it.
         if (topo_.net_simple_only && p != kSimple && !env_.proto_forced) pe = 0;
         if (!on || !pe) bw_[f][a][p] = 0;

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "nccl_rules.h"
 #include "nccl_tuning.h"
 #include "topology.h"
 #include "wire.h"
@@ -100,6 +101,7 @@ class CommModel {
   int p2p_channels() const { return p2p_channels_; }           // NCCL's p2pnChannels
   int p2p_channels_per_peer() const { return p2p_per_peer_; }  // p2pnChannelsPerPeer
   const TuningEnv& tuning() const { return env_; }
+  const NcclRules& rules() const { return rules_; }  // of the NCCL release modeled (env_.nccl_version)
   bool nvlink_inside_nodes() const { return nvl_intra_; }  // every pair of a node on NVLink
   // Some pair of a node without NVLink cannot reach its peer over PCIe: it meets in host memory.
   bool host_memory_inside_nodes() const { return shm_intra_; }
@@ -146,8 +148,9 @@ class CommModel {
   bool net_path_allows_ll128() const;
   void choose(int func, uint64_t bytes, int* algo, int* proto) const;
   double nvls_channel_bw(int func, int algo, const Graph& g, bool for_time = false) const;
-  double latency(int func, int algo, int proto, const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us,
-                 double plugin_us, bool for_time) const;
+  double latency(int func, int algo, int proto, const double (*base_lat)[kNumProtos],
+                 const double (*hw_lat)[kNumAlgos][kNumProtos], double net_floor_us, double plugin_us,
+                 bool for_time) const;
   int ring_net_steps(int func, bool for_time) const;
   // NCCL's latency as its tuner sees it, or (for_time) with measured per-step latencies.
   double nccl_latency(int func, int algo, int proto, uint64_t bytes, bool for_time = false) const;
@@ -171,9 +174,10 @@ class CommModel {
   P2pCopy p2p_copy(wire::CollType coll, uint64_t bytes, bool lone = false, bool remote = false,
                    bool lone_both_ways = false) const;
   double efficiency(int func, int algo, int proto) const;
+  double tuner_efficiency(int func, int algo, int proto) const;
   double tree_ll128_share() const;
   double cap_busbw(int func, int algo, int proto, int nc, bool for_time = false) const;
-  double bus_to_alg(int func, int algo) const;
+  double bus_to_alg(int func, int algo, bool for_time = true) const;
   double fill_us(wire::CollType coll, int algo, int proto, int nc, uint64_t bytes, double rate, const Pattern& pat) const;
   double tree_fill_us(int proto, int nc, uint64_t bytes, const Pattern& pat) const;
   double nvls_rounds_in_flight() const;
@@ -181,6 +185,7 @@ class CommModel {
   const Topology& topo_;
   std::vector<int> gpus_;
   TuningEnv env_;
+  NcclRules rules_;
   std::vector<int> node_of_;                  // comm rank -> comm node
   std::vector<std::vector<int>> node_ranks_;  // comm node -> comm ranks, local order
   int min_cc_ = 0, max_cc_ = 0;

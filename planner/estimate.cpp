@@ -145,7 +145,9 @@ void CommModel::choose(int f, uint64_t bytes, int* algo, int* proto) const {
   *algo = -1;
   for (int a = 0; a < kNumAlgos; ++a)
     for (int p = 0; p < kNumProtos; ++p) {
-      double bw = bw_[f][a][p] * tree_correction(f, a, p, bytes, min_cc_ >= 100 && !arm_host_);
+      // NVLS trees of Blackwell beside x86 hosts take trees' correction since 2.29.
+      const bool nvls_tree_corrected = min_cc_ >= 100 && !arm_host_ && rules_.version >= 22900;
+      double bw = bw_[f][a][p] * tree_correction(f, a, p, bytes, nvls_tree_corrected);
       if (bw <= 0) continue;
       double t = nccl_latency(f, a, p, bytes) + bytes / (1000.0 * bw);
       if (t < best) best = t, *algo = a, *proto = p;
@@ -188,6 +190,17 @@ double CommModel::efficiency(int f, int a, int p) const {
   return e;
 }
 
+// The share NCCL's tuner takes, where a release differs from the newest: ring LL at a quarter of
+// the bus bandwidth before 2.21 (a third for one node's AllGather, ReduceScatter and Broadcast),
+// ring LL128 at 0.7 on nodes of one GPU before 2.23, and PAT at 0.85 in 2.23.
+double CommModel::tuner_efficiency(int f, int a, int p) const {
+  if (a == kRing && p == kLL && !rules_.ring_ll_half)
+    return nnodes() > 1 || f == kAllReduce || f == kReduce ? 0.25 : 1.0 / 3;
+  if (a == kRing && p == kLL128 && rules_.ll128_lone_gpu_share && ppn_ < 2) return 0.7;
+  if (a == kPat) return rules_.pat_share;
+  return efficiency(f, a, p);
+}
+
 // What one channel's thread block copies each way on the communicator's slowest GPU, half its
 // whole copy when it receives and sends at once, as a ring's channels and a p2p channel that
 // carries both do: 40 GB/s at 1980 MHz, as fast as the SM's clock. nccl-tests' sendrecv on one
@@ -218,15 +231,20 @@ bool CommModel::blocks_hold_channels() const { return min_cc_ < 100; }
 // forced: 253 GB/s of algorithm bandwidth on 16 channels, where the cap allows 192; NCCL picks
 // the slower ring there for it, NVIDIA/nccl issue 1801).
 double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
-  const int arch = arch_index(min_cc_);
+  // The time takes the newest release's caps, what the kernels do; the tuner its release's own.
+  const int arch = for_time ? arch_index(min_cc_) : rules_.arch(min_cc_);
   const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
-  const double ll_max = kLlMaxBw[nnodes() == 1 ? arch : 0][idx2];
+  const auto& ll_max_bw = for_time ? kLlMaxBw : rules_.ll_max_bw;
+  const auto& ring_ll128_bw = for_time ? kPerChMaxRingLL128Bw : rules_.ring_ll128_bw;
+  const auto& tree_ll128_bw = for_time ? kPerChMaxTreeLL128Bw : rules_.tree_ll128_bw;
+  const auto& tree_bw = for_time ? kPerChMaxTreeBw : rules_.tree_bw;
+  const double ll_max = ll_max_bw[nnodes() == 1 ? arch : 0][idx2];
   const double inf = std::numeric_limits<double>::infinity();
   if (a == kRing) {
     if (p == kLL)
-      return for_time ? std::min(ll_max, nc * kPerChMaxRingLL128Bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
+      return for_time ? std::min(ll_max, nc * ring_ll128_bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
     const double blocks = for_time && blocks_hold_channels() ? nc * channel_copy_gbs(/*both_ways=*/true) : inf;
-    if (p == kLL128) return std::min(nc * kPerChMaxRingLL128Bw[arch][idx2], blocks * kLL128Payload);
+    if (p == kLL128) return std::min(nc * ring_ll128_bw[arch][idx2], blocks * kLL128Payload);
     return blocks;
   }
   // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so
@@ -234,15 +252,22 @@ double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a], for_time);
   if (a != kTree || f != kAllReduce) return inf;
   // Applies before the protocol's own cap.
-  const double tree = for_time ? inf : nc * kPerChMaxTreeBw[arch][idx2];
+  const double tree = for_time ? inf : nc * tree_bw[arch][idx2];
   if (p == kLL) return std::min(tree / 3.8, ll_max);
-  if (p == kLL128) return std::min(tree * tree_ll128_share(), nc * kPerChMaxTreeLL128Bw[arch][idx2]);
+  if (p == kLL128) return std::min(tree * tree_ll128_share(), nc * tree_ll128_bw[arch][idx2]);
   return tree;
 }
 
-// NCCL's conversion of bus bandwidth to algorithm bandwidth.
-double CommModel::bus_to_alg(int f, int a) const {
+// NCCL's conversion of bus bandwidth to algorithm bandwidth. Its tuner took NVLS at 5/6 before
+// 2.28 (AllGather and ReduceScatter too, until 2.23), and an NVLS tree in 2.18 at 0.7 of a ring
+// over its nodes.
+double CommModel::bus_to_alg(int f, int a, bool for_time) const {
   const int n = nranks();
+  if (!for_time && (a == kNvls || a == kNvlsTree) && rules_.nvls_rule != NvlsTunerRule::kEfficiency) {
+    if (f == kAllGather || f == kReduceScatter) return rules_.version >= 22300 ? 1.0 : 5.0 / 6;
+    if (a == kNvlsTree && rules_.nvls_rule == NvlsTunerRule::kGeneric) return 0.7 * nnodes() / (2.0 * (nnodes() - 1));
+    return 5.0 / 6;
+  }
   if (a == kRing) return static_cast<double>(n) / (f == kAllReduce ? 2 * (n - 1) : (f == kAllGather || f == kReduceScatter) ? n - 1 : n);
   if (f == kAllGather || f == kReduceScatter) return 1.0;
   if (a == kNvls || a == kNvlsTree) return static_cast<double>(n) / (f == kAllReduce ? 2 * (n - 1) : n);  // NCCL 2.28

@@ -144,7 +144,8 @@ std::string endpoint(int who) {
 int main(int argc, char** argv) {
   CLI::App app{"fgpu model: NCCL's time for a collective on a cluster config, per size, as nccl-tests prints it",
                "fgpu model"};
-  std::string config_path, coll_name = "all_reduce", dtype = "float", min_text = "8", max_text = "128M", algo, proto;
+  std::string config_path, coll_name = "all_reduce", dtype = "float", min_text = "8", max_text = "128M", algo, proto,
+              nccl_version;
   double step = 2;
   int nodes = 0, per_node = 0, ranks = 0, root = 0;
   bool json_out = false, flows_out = false;
@@ -163,6 +164,9 @@ int main(int argc, char** argv) {
   app.add_option("--root", root, "root rank of rooted collectives")->capture_default_str();
   app.add_option("--algo", algo, "force algorithms, NCCL_ALGO syntax: ring, tree, nvls, nvlstree, pat, ^tree ...");
   app.add_option("--proto", proto, "force protocols, NCCL_PROTO syntax: ll, ll128, simple, ^ll ...");
+  app.add_option("--nccl-version", nccl_version,
+                 "model this NCCL release's rules, 2.18 to 2.30 (default: FAKEGPU_NCCL_VERSION, the cluster's "
+                 "cluster.nccl_version, else the newest)");
   app.add_flag("--json", json_out, "print JSON instead of the table");
   app.add_flag("--flows", flows_out, "list each size's flow plan: per channel and step, who sends how much to whom");
   CLI11_PARSE(app, argc, argv);
@@ -179,7 +183,8 @@ int main(int argc, char** argv) {
     }
     auto cluster = shape_cluster(fakegpu::load_cluster_config(config_path), nodes, per_node, ranks);
     auto topo = planner::Topology::from_config(cluster);
-    auto env = planner::tuning_from_env(cluster.nccl_conf);
+    auto env = planner::tuning_from_env(cluster);
+    if (!nccl_version.empty()) env.nccl_version = planner::parse_nccl_version(nccl_version, "--nccl-version");
     if (!algo.empty()) env.set_algo(algo);
     if (!proto.empty()) env.set_proto(proto);
     std::vector<int> gpus;
@@ -194,7 +199,8 @@ int main(int argc, char** argv) {
                                               max_text));
 
     nlohmann::json doc = {{"cluster", cluster.name}, {"ranks", n}, {"nodes", model.nnodes()}, {"datatype", dtype},
-                          {"channels", model.channels()}, {"results", nlohmann::json::array()}};
+                          {"channels", model.channels()}, {"nccl_version", planner::nccl_version_name(env.nccl_version)},
+                          {"results", nlohmann::json::array()}};
     // The NCCL settings the cluster gives every job, which the environment and --algo/--proto override.
     nlohmann::json conf = nlohmann::json::object();
     std::string conf_text;
@@ -204,8 +210,9 @@ int main(int argc, char** argv) {
     }
     doc["nccl_conf"] = conf;
     if (!json_out) {
-      fmt::print("# fakegpu model: {}, {} ranks on {} node{}, {} channels\n", cluster.name, n, model.nnodes(),
-                 model.nnodes() == 1 ? "" : "s", model.channels());
+      fmt::print("# fakegpu model: {}, {} ranks on {} node{}, {} channels, NCCL {}\n", cluster.name, n,
+                 model.nnodes(), model.nnodes() == 1 ? "" : "s", model.channels(),
+                 planner::nccl_version_name(env.nccl_version));
       if (!conf_text.empty()) fmt::print("# the cluster's NCCL settings (nccl_conf): {}\n", conf_text);
     }
     for (const auto& name : colls) {

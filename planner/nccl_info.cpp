@@ -48,7 +48,7 @@ RankPlace rank_place(const CommModel& model, int rank) {
   return p;
 }
 
-int p2p_channels(const CommModel& model) { return pow2_up(std::min(model.channels(), kMaxChannels)); }
+int p2p_channels(const CommModel& model) { return pow2_up(std::min(model.channels(), model.rules().max_channels)); }
 
 // NCCL gives a peer two channels per NVLink's worth of bandwidth on the path to it, two on
 // PCIe, and two per NIC (fewer on large communicators) across the network; the communicator

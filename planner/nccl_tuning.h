@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "nccl_release.h"
+
 namespace fakegpu::planner {
 
 // Same order as NCCL, so indexes match its tables and debug output.
@@ -77,6 +79,9 @@ class TuningError : public std::runtime_error {
 // The NCCL settings the cost model reads (common/env.def's NCCL_ variables for the coordinator).
 // The planner reads no environment: its callers fill this in (tuning_from_env.h).
 struct TuningEnv {
+  // The NCCL release whose rules apply (nccl_release.h): FAKEGPU_NCCL_VERSION, else the cluster's
+  // cluster.nccl_version, else the newest modeled.
+  int nccl_version = kNewestNcclModeled;
   bool algo_enabled[kNumFuncs][kNumAlgos];
   int proto_enabled[kNumFuncs][kNumProtos];  // 2: LL128 "enabled where NCCL enables it"
   bool algo_forced = false;

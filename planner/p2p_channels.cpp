@@ -72,9 +72,9 @@ int CommModel::p2p_channels_to_network(int from) const {
 
 void CommModel::setup_p2p() {
   const int n = nranks();
-  const int most = env_.max_p2p_channels > 0 ? env_.max_p2p_channels : kMaxChannels;
+  const int most = env_.max_p2p_channels > 0 ? env_.max_p2p_channels : rules_.max_channels;
   p2p_channels_ = pow2_up(std::max(std::min(channels_, most), std::max(1, env_.min_p2p_channels)));
-  int per_peer = kMaxChannels;
+  int per_peer = rules_.max_channels;
   for (int r : node_ranks_[node_of_[0]])
     if (r != 0) per_peer = std::min(per_peer, p2p_channels_to_local(0, r));
   if (nnodes() > 1) per_peer = std::min(per_peer, p2p_channels_to_network(0));

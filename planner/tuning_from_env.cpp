@@ -70,4 +70,21 @@ TuningEnv tuning_from_env(const std::vector<NcclSetting>& conf) {
   return tuning;
 }
 
+TuningEnv tuning_from_env(const ClusterConfig& cluster) {
+  TuningEnv tuning = tuning_from_env(cluster.nccl_conf);
+  const std::string given = env::get(env::kNcclVersion);
+  try {
+    if (!given.empty()) tuning.nccl_version = parse_nccl_version(given, "FAKEGPU_NCCL_VERSION");
+  } catch (const TuningError& e) {
+    throw env::SettingError(e.what());
+  }
+  const NcclSetting& v = cluster.nccl_version;
+  try {
+    if (given.empty() && !v.value.empty()) tuning.nccl_version = parse_nccl_version(v.value, "cluster.nccl_version");
+  } catch (const TuningError& e) {
+    throw ConfigError(v.where + ": " + e.what());
+  }
+  return tuning;
+}
+
 }  // namespace fakegpu::planner

@@ -64,6 +64,19 @@ class ClustersFromFlags(unittest.TestCase):
         self.assertEqual(cluster["nccl_conf"], {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0",
                                                 "NCCL_MIN_NCHANNELS": "4", "NCCL_BUFFSIZE": "8388608"})
 
+    def test_the_report_names_the_nccl_release_modeled(self):
+        r = self.run_ranks("--nproc", "2", "--nccl-version", "2.21.5")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads((self.tmp / "r.json").read_text())["cluster"]["nccl_version_modeled"], "2.21.5")
+        self.assertIn("Times follow NCCL 2.21.5's rules.", (self.tmp / "r.md").read_text())
+        r = self.run_ranks("--nproc", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads((self.tmp / "r.json").read_text())["cluster"]["nccl_version_modeled"], "2.30.7")
+        r = self.run_ranks("--nproc", "2", "--nccl-version", "2.12")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("FAKEGPU_NCCL_VERSION '2.12': fakegpu models NCCL 2.18 to 2.30", r.stderr)
+        self.assertEqual(placements(self.tmp), {0: (2, "0"), 1: (2, "0")}, "only the first two jobs' ranks ran")
+
     def test_bad_combinations_are_named(self):
         for flags, message in [
             (["--cluster-config", CONFIGS / "cluster_valid.yaml", "--nodes", "2"], "give one or the other"),
@@ -125,6 +138,23 @@ class ModelOnClusters(unittest.TestCase):
         self.assertIn(("Tree", "LL"), choices({**os.environ, "NCCL_PROTO": "LL,Simple"}))
         dgx = model_json("--gpu", "h100", "--nodes", "2")
         self.assertIn("NVLSTree", {row["algorithm"] for row in dgx["results"]}, "a cluster without nccl_conf: NCCL's own choice")
+
+    def test_nccl_releases_side_by_side(self):
+        # 8 x H100 at 1 MiB: NCCL 2.20's tuner rated ring LL at a quarter of the bus bandwidth and
+        # ran NVLS; 2.21 and later run ring LL. Each line is that release's own answer.
+        r = fgpu("model", "--gpu", "h100", "--nccl-version", "2.20", "--nccl-version", "2.30", "-b", "1M", "-e", "1M",
+                 "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = json.loads(r.stdout)
+        self.assertEqual([line["label"] for line in lines], ["NCCL 2.20", "NCCL 2.30"])
+        self.assertEqual([line["results"][0]["algorithm"] for line in lines], ["NVLS", "Ring"])
+        for line, version in zip(lines, ("2.20", "2.30")):
+            alone = fgpu("model", "--gpu", "h100", "--nccl-version", version, "-b", "1M", "-e", "1M", "--json")
+            self.assertEqual(alone.returncode, 0, alone.stderr)
+            self.assertEqual(line["results"], json.loads(alone.stdout)["results"])
+        bad = fgpu("model", "--gpu", "h100", "--nccl-version", "2.31")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--nccl-version '2.31': fakegpu models NCCL 2.18 to 2.30 (the default is 2.30.7)", bad.stderr)
 
     def test_clusters_side_by_side(self):
         r = fgpu("model", "--cluster-config", "dgx-h100-2node", "--cluster-config", PRESETS / "dgx-a100-2node.yaml",

@@ -25,9 +25,11 @@ def model_row(collective, size, *flags, cluster="dgx-h100-2node"):
     return json.loads(r.stdout)["results"][0]
 
 
-def nccl_tests_log(collective, sizes_and_times, hosts, tuning=(), root_column=True, prefix=""):
-    """nccl-tests' output for one run: its header, its ranks, NCCL's tuning lines, its table."""
-    lines = [f"# Collective test starting: {collective}_perf",
+def nccl_tests_log(collective, sizes_and_times, hosts, tuning=(), root_column=True, prefix="", library=None):
+    """nccl-tests' output for one run: its header (naming the NCCL library's code, as nccl-tests from
+    2.14 does), its ranks, NCCL's tuning lines, its table."""
+    lines = ([f"# nccl-tests version 2.17.6 nccl-headers={library} nccl-library={library}"] if library else []) + [
+             f"# Collective test starting: {collective}_perf",
              "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20 "
              "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
     for rank, host in enumerate(hosts):
@@ -168,6 +170,31 @@ class MeasuredRuns(unittest.TestCase):
         r = fgpu("model", "--collective", "allgatherv", "--measured", self.tmp / "bare.log")
         self.assertEqual(r.returncode, 2)
         self.assertIn("bare.log: unknown --collective 'allgatherv'", r.stderr)
+
+    def test_the_model_follows_the_nccl_the_run_names(self):
+        """The run's NCCL release picks the model's rules (a release before the oldest modeled, its
+        nearest), unless --nccl-version says otherwise."""
+        for library, modeled in (("22005", "2.20.5"), ("21602", "2.18"), (None, "2.30.7")):
+            log = self.write(f"v{library}.log", nccl_tests_log("all_reduce", [(MIB, 40.0)], ["a"] * 8, library=library))
+            [run] = self.measured("--cluster-config", "dgx-h100-1node", "--measured", log)
+            self.assertEqual(run["nccl_version_modeled"], modeled, library)
+            expected = model_row("all_reduce", MIB, "--nccl-version", modeled, cluster="dgx-h100-1node")
+            self.assertAlmostEqual(run["rows"][0]["model_us"], expected["time_us"], places=6)
+            self.assertEqual(run["rows"][0]["algorithm"], expected["algorithm"])
+        self.assertEqual(run["run_nccl_version"], None)
+        old = self.tmp / "v22005.log"
+        [run] = self.measured("--cluster-config", "dgx-h100-1node", "--measured", old)
+        self.assertEqual(run["run_nccl_version"], "2.20.5")
+        # 8 x H100 at 1 MiB: NCCL 2.20's tuner ran NVLS, 2.21's and later ring LL.
+        self.assertEqual(run["rows"][0]["algorithm"], "NVLS")
+        [forced] = self.measured("--cluster-config", "dgx-h100-1node", "--measured", old, "--nccl-version", "2.30")
+        self.assertEqual((forced["nccl_version_modeled"], forced["rows"][0]["algorithm"]), ("2.30", "Ring"))
+        text = fgpu("model", "--cluster-config", "dgx-h100-1node", "--measured", old).stdout
+        self.assertIn("with NCCL 2.20.5's rules (the run's NCCL 2.20.5)", text)
+        r = fgpu("model", "--cluster-config", "dgx-h100-1node", "--measured", old, "--nccl-version", "2.20",
+                 "--nccl-version", "2.30")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("give --nccl-version once", r.stderr)
 
     def test_plot_draws_the_run_and_the_model(self):
         times = [(s, 10.0 + s / 100e3) for s in (MIB, 16 * MIB, 256 * MIB)]

@@ -170,6 +170,8 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"gpu_type_zero_host_speed",
                     with_gpu_type("rtx: {memory_gib: 24, sm_count: 8, compute_capability: 8.9, host_speed: 0}"),
                     "gpu_types.rtx.host_speed: must be > 0"},
+        InvalidCase{"nccl_version_a_list", seed_with("default_backend: nccl}", "default_backend: nccl, nccl_version: [2.21]}"),
+                    "cluster.nccl_version: expected an NCCL version such as 2.21 or 2.21.5"},
         InvalidCase{"gpu_profile_file_missing",
                     seed_with("gpus: [{profile: h100}, {profile: h100}]", "gpus: [{profile: h100}, {profile: /nonexistent/box.yaml}]"),
                     "nodes[1].gpus[1].profile: /nonexistent/box.yaml: cannot open the GPU profile file"}),
@@ -186,6 +188,15 @@ TEST(ClusterConfig, NcclConfKeepsEachSettingWithItsPlace) {
   EXPECT_EQ(c.nccl_conf[1].name, "NCCL_NVLS_ENABLE");
   EXPECT_EQ(c.nccl_conf[1].value, "0");
   EXPECT_TRUE(parse_cluster_config(kSeedConfig, "seed.yaml").nccl_conf.empty());
+}
+
+// The release is kept as written, with its place; the planner reads it (tuning_from_env).
+TEST(ClusterConfig, NcclVersionKeptWithItsPlace) {
+  ClusterConfig c = parse_cluster_config(seed_with("default_backend: nccl}", "default_backend: nccl, nccl_version: 2.20}"),
+                                         "cluster.yaml");
+  EXPECT_EQ(c.nccl_version.value, "2.20");
+  EXPECT_EQ(c.nccl_version.where.rfind("cluster.yaml:", 0), 0u) << c.nccl_version.where;
+  EXPECT_TRUE(parse_cluster_config(kSeedConfig, "seed.yaml").nccl_version.value.empty());
 }
 
 TEST(ClusterConfig, MissingFileIsAClearError) {

@@ -245,3 +245,50 @@ TEST(Env, DocsTableIsGenerated) {
       << "the table of environment variables in docs/usage.md is not the one common/env.def declares: run "
          "scripts/update-env-table after building, and edit the declarations, not the table";
 }
+
+// The NCCL release modeled: FAKEGPU_NCCL_VERSION over the cluster's cluster.nccl_version, the
+// newest without either; a version outside the releases modeled names its place and the range.
+TEST(Env, TheNcclReleaseComesFromTheEnvironmentOrTheCluster) {
+  ClusterConfig cluster;
+  EXPECT_EQ(planner::tuning_from_env(cluster).nccl_version, planner::kNewestNcclModeled);
+  cluster.nccl_version = {"nccl_version", "2.21.5", "c.yaml:2:30"};
+  EXPECT_EQ(planner::tuning_from_env(cluster).nccl_version, 22105);
+  {
+    Assigned version(env::kNcclVersion, "2.19");
+    EXPECT_EQ(planner::tuning_from_env(cluster).nccl_version, 21900);
+  }
+  {
+    Assigned version(env::kNcclVersion, "2.9.9");
+    try {
+      planner::tuning_from_env(cluster);
+      ADD_FAILURE() << "FAKEGPU_NCCL_VERSION=2.9.9 was taken";
+    } catch (const env::SettingError& e) {
+      EXPECT_NE(std::string(e.what()).find("FAKEGPU_NCCL_VERSION '2.9.9': fakegpu models NCCL 2.18 to 2.30"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  cluster.nccl_version.value = "latest";
+  try {
+    planner::tuning_from_env(cluster);
+    ADD_FAILURE() << "cluster.nccl_version: latest was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml:2:30: cluster.nccl_version 'latest': not an NCCL version"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Env, NcclVersionsReadAsNcclWritesThem) {
+  EXPECT_EQ(planner::parse_nccl_version("2.18.5+cuda12.2", "v"), 21805);
+  EXPECT_EQ(planner::parse_nccl_version("v2.27.7-1", "v"), 22707);
+  EXPECT_EQ(planner::parse_nccl_version("22903", "v"), 22903);
+  EXPECT_EQ(planner::parse_nccl_version("2.30", "v"), 23000);
+  EXPECT_EQ(planner::nccl_version_name(22105), "2.21.5");
+  EXPECT_EQ(planner::nccl_version_name(22100), "2.21");
+  EXPECT_EQ(planner::nearest_nccl_modeled(21602), planner::kOldestNcclModeled);
+  EXPECT_EQ(planner::nearest_nccl_modeled(23102), planner::kNewestNcclModeled);
+  EXPECT_THROW(planner::parse_nccl_version("2.31", "v"), planner::TuningError);
+  EXPECT_THROW(planner::parse_nccl_version("2.17.1", "v"), planner::TuningError);
+  EXPECT_THROW(planner::parse_nccl_version("2.x", "v"), planner::TuningError);
+}

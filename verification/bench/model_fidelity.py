@@ -383,13 +383,25 @@ WIDER = [
 ]
 
 
-def model(config, flags, collective, size):
+# The NCCL release each run names (its source, or its log's header), which the model follows; runs
+# that name none, or only a series ("2.2x"), are modeled with the newest. NCCL before 2.18 (C5's
+# 2.9.9, R7-3's 2.16.2) is modeled as 2.18, the oldest release the model knows.
+RUN_NCCL = {"C1": "2.18.5", "C2": "2.18.5", "C5": "2.18", "R1-4": "2.29.7", "R1-6": "2.30.4", "R2-2": "2.26.2",
+            "R7-2": "2.26.2", "R7-3": "2.18", "R7-4": "2.26.6", "R7-6": "2.27.3", "R9-1": "2.29.2", "R11-1": "2.20.5",
+            "R11-2": "2.25.1", "R12-1": "2.27.3", "R13-2": "2.26.2", "R14-2": "2.27.7", "R16-1": "2.29.2",
+            "R16-2": "2.29.2", "R16-3": "2.29.2"}
+FORCED_NCCL = None  # --nccl-version: one release for every row
+
+
+def model(config, flags, collective, size, rid=None):
     """Models one row; a flag written NCCL_NAME=value is the run's setting, passed in the environment."""
     exe = Path(os.environ.get("FAKEGPU_BUILD_DIR") or ROOT / "build") / "fakegpu-model"
     path = ROOT / config if config.startswith("configs/") else CAL / config
     settings = dict(f.split("=", 1) for f in flags if f.startswith("NCCL_"))
+    version = FORCED_NCCL or RUN_NCCL.get(rid)
     cmd = [str(exe), "--cluster-config", str(path), "--collective", collective, "-b", str(size), "-e",
-           str(size), "--json"] + [f for f in flags if not f.startswith("NCCL_")]
+           str(size), "--json"] + [f for f in flags if not f.startswith("NCCL_")] + \
+        (["--nccl-version", version] if version else [])
     out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                     env={**os.environ, **settings}).stdout)
     return {**out["results"][0], "nodes": out["nodes"]}
@@ -416,7 +428,7 @@ def report(title, rows, median_target, markdown=False):
     regimes = {}  # (sizes, scope) -> absolute errors
     last_id = None
     for rid, config, flags, coll, size, metric, measured, note in rows:
-        r = model(config, flags, coll, size)
+        r = model(config, flags, coll, size, rid)
         predicted = r["time_us"] if metric == "time" else r["busbw_gbs"]
         err = (predicted - measured) / measured
         errors.append(abs(err))
@@ -470,7 +482,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail when a median misses its fidelity target")
     ap.add_argument("--markdown", action="store_true", help="print the tables of docs/cost-model.md")
+    ap.add_argument("--nccl-version", help="model every row with this NCCL release instead of the run's own")
     args = ap.parse_args()
+    global FORCED_NCCL
+    FORCED_NCCL = args.nccl_version
     calibration, _ = report("calibration rows (shared/reference/calibration-measurements.md)", ROWS, 0.05, args.markdown)
     public, _ = report("public runs across the other regimes (sources above WIDER)", WIDER, 0.10, args.markdown)
     if args.check and (calibration > 0.05 or public > 0.10):

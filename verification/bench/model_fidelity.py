@@ -104,7 +104,7 @@ ROWS += [
 #   R7-5  2 x 8 H100 on InfiniBand (Nebius, 8 HCAs): skypilot-org/skypilot,
 #         examples/nebius_infiniband/README.md
 #   R7-6  GB200 NVL72 on OCI (4 GPUs a tray, 4 x 400G RoCE), NCCL 2.27.3: 2 trays of one rack, and 16
-#         trays (64 GPUs) of each of 2 and 3 racks: oracle-quickstart/oci-gpu-quickstarts,
+#         trays (64 GPUs) of each of 2 and 3 racks (32 and 48 nodes) at 4 and 8 GiB: oracle-quickstart/oci-gpu-quickstarts,
 #         nvidia/GB200/README-GB200.md
 #   R8-1  4 x RTX 5090 without peer access (SHM through host memory), AMD Genoa host: NVIDIA/nccl-tests
 #         issue 287, comment of 2025-03-14
@@ -284,6 +284,8 @@ WIDER = [
     ("R7-6", NVL72, ["--gpus-per-node", "8"], "all_reduce", 4 * GIB, "time", 9878.8, "GB200, 8 GPUs of a rack"),
     ("R7-6", NVL72, ["--nodes", "2", "--gpus-per-node", "64"], "all_reduce", 4 * GIB, "time", 11311, "2 racks x 64"),
     ("R7-6", NVL72, ["--nodes", "3", "--gpus-per-node", "64"], "all_reduce", 4 * GIB, "time", 12154, "3 racks x 64"),
+    ("R7-6", NVL72, ["--nodes", "2", "--gpus-per-node", "64"], "all_reduce", 8 * GIB, "time", 21313, "2 racks x 64"),
+    ("R7-6", NVL72, ["--nodes", "3", "--gpus-per-node", "64"], "all_reduce", 8 * GIB, "time", 22820, "3 racks x 64"),
     ("R8-1", RTX5090_SHM, [], "all_reduce", 8, "time", 15.60, "4 x RTX 5090, host memory"),
     ("R8-1", RTX5090_SHM, [], "all_reduce", KIB, "time", 15.88, ""),
     ("R8-1", RTX5090_SHM, [], "all_reduce", 32 * KIB, "time", 31.64, ""),

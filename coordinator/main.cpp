@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "cluster_config.h"
+#include "cluster_layout.h"
 #include "env.h"
 #include "gpu_rates.h"
 #include "report_markdown.h"
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
   app.add_flag("--check-config", check_only, "validate the cluster config, print a summary and exit");
   app.add_flag("--exit-with-parent", exit_with_parent,
                "write the report and exit when the process that started this one is gone (a killed launcher)");
-  app.add_flag("--print-layout", print_layout, "validate the cluster config, print its nodes and ranks as JSON and exit");
+  app.add_flag("--print-layout", print_layout, "validate the cluster config, print it as JSON (nodes, ranks, GPUs, NICs, fabric) and exit");
   std::string print_gpu;
   app.add_option("--print-gpu", print_gpu,
                  "print a GPU profile (a built-in's name or a GPU profile file) with its kernel model rates as JSON and exit");
@@ -132,9 +133,7 @@ int main(int argc, char** argv) {
     ClusterConfig cluster = load_cluster_config(cluster_path);
     planner::tuning_from_env(cluster);  // its NCCL_ALGO and NCCL_PROTO, as the environment's, and its NCCL release
     if (print_layout) {
-      nlohmann::json nodes = nlohmann::json::array();
-      for (const auto& n : cluster.nodes) nodes.push_back({{"id", n.id}, {"host", n.host}, {"ranks", n.ranks}});
-      fmt::print("{}\n", nlohmann::json{{"name", cluster.name}, {"world_size", cluster.world_size()}, {"nodes", nodes}}.dump());
+      fmt::print("{}\n", coord::cluster_layout_json(cluster).dump());
       return 0;
     }
     if (check_only) {

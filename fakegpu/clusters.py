@@ -6,9 +6,7 @@ from that family's one-node preset; only the node count, and the GPUs used per n
 """
 
 import json
-import math
 import os
-import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -26,27 +24,21 @@ DEFAULT_GPU = "h100"
 
 @dataclass
 class NodeTemplate:
-    """One server of a preset family, read from its one-node preset."""
+    """One server of a preset family, as the C++ parser reads its one-node preset."""
     family: str
-    about: str           # the preset's leading comment: what the server is, and the figures' source
-    profile: str         # GPU profile of every GPU
-    gpus: int            # GPUs in one server
-    fabric: str          # the preset's fabric: block, verbatim
-    nics: int            # NICs in one server
-    nic_gbps: float      # line rate of one NIC
-    nccl_conf: str = ""  # the preset's cluster.nccl_conf mapping, verbatim ("" without one)
+    about: str         # the preset's leading comment: what the server is, and the figures' source
+    profile: str       # GPU profile of every GPU
+    gpus: int          # GPUs in one server
+    nics: list         # its NICs as the cost model lays them out: [(Gbit/s, [local GPU indices])]
+    fabric: dict       # the parser's fabric: intra_node and inter_node, each a mapping of the YAML's keys
+    nccl_conf: dict    # cluster.nccl_conf: variable -> value
+    nccl_version: str | None = None  # cluster.nccl_version
 
     def nics_for(self, gpus_used: int):
-        """The NICs a node using its first `gpus_used` GPUs has on their rails, as cluster YAML
-        `nics` entries: (bandwidth, local GPU indices). A NIC serves a contiguous block of GPUs,
-        or, where NICs outnumber GPUs, each GPU an equal block of NICs (as the planner lays out
-        a node's NICs from the fabric)."""
-        if self.nics > self.gpus:
-            return [(self.nic_gbps, [i * self.gpus // self.nics]) for i in range(self.nics)
-                    if i * self.gpus // self.nics < gpus_used]
-        per_nic = max(1, math.ceil(self.gpus / self.nics))
-        return [(self.nic_gbps, list(range(first, min(first + per_nic, gpus_used))))
-                for first in range(0, gpus_used, per_nic)]
+        """The NICs a node using its first `gpus_used` GPUs has on their rails: each NIC that serves
+        one of them, at its own rate, serving those of them it served."""
+        kept = [(gbps, [g for g in local if g < gpus_used]) for gbps, local in self.nics]
+        return [(gbps, local) for gbps, local in kept if local]
 
 
 def family_names():
@@ -88,17 +80,32 @@ def template(gpu: str) -> NodeTemplate:
     if not path.is_file():
         raise SetupError(f"--gpu {gpu}: no preset server for it; use one of {', '.join(sorted(FAMILY_OF_GPU))} "
                          f"or a family: {', '.join(family_names())}")
-    text = path.read_text()
-    about = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
-    fabric = text[text.index("\nfabric:\n") + 1:]
-    inter = re.search(r"inter_node: \{([^}]*)\}", fabric).group(1)
-    gpus = len(re.findall(r"\{profile: [\w.-]+\}", text))
-    nics = int(m.group(1)) if (m := re.search(r"nics_per_node: (\d+)", inter)) else gpus
-    total_gbps = float(re.search(r"bandwidth_gbps: ([\d.]+)", inter).group(1))
-    conf = re.search(r"^\s+nccl_conf: (\{[^}]*\})", text, re.M)
-    return NodeTemplate(family, about, re.search(r"\{profile: ([\w.-]+)\}", text).group(1), gpus,
-                        re.sub(r", nics_per_node: \d+", "", fabric), nics, total_gbps / nics,
-                        " ".join(conf.group(1).split()) if conf else "")  # one line, however the preset wraps it
+    about = "".join(line + "\n" for line in path.read_text().splitlines() if line.startswith("#"))
+    layout = cluster_layout(path)
+    [node] = layout["nodes"]
+    return NodeTemplate(family, about, node["gpus"][0], len(node["gpus"]),
+                        [(nic["bandwidth_gbps"], nic["gpus"]) for nic in node["nics"]], layout["fabric"],
+                        layout["nccl_conf"], layout["nccl_version"])
+
+
+def cluster_layout(path) -> dict:
+    """A cluster config as the coordinator's validating parser reads it (--print-layout)."""
+    done = subprocess.run([str(built("fakegpu-coordinator")), "--print-layout", "--cluster-config", str(path)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SetupError(done.stderr.strip() or done.stdout.strip())
+    return json.loads(done.stdout)
+
+
+def flow_mapping(values: dict) -> str:
+    """A YAML flow mapping of scalars: strings quoted as JSON (a subset of YAML), numbers plain."""
+    def scalar(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return f"{v:.15g}"
+        return json.dumps(v)
+    return "{" + ", ".join(f"{k}: {scalar(v)}" for k, v in values.items()) + "}"
 
 
 def plan_nodes(server: NodeTemplate, world=None, nodes=None, gpus_per_node=None):
@@ -125,10 +132,12 @@ def cluster_yaml(server: NodeTemplate, shape) -> str:
         name = f"{server.family}-{len(shape)}node"  # the name the bundled preset of that size has
     else:
         name = f"{server.family}-{sum(shape)}gpu"
+    cluster = {"name": name, "default_backend": "nccl"}
+    cluster_keys = (f", nccl_conf: {flow_mapping(server.nccl_conf)}" if server.nccl_conf else "") + \
+        (f", nccl_version: {json.dumps(server.nccl_version)}" if server.nccl_version else "")
     lines = [f"# {sum(shape)} GPUs on {len(shape)} {server.family} node{'s' if len(shape) > 1 else ''}, "
              "built by fgpu from its one-node preset:\n" + server.about.rstrip("\n"),
-             "version: 1", f"cluster: {{name: {name}, default_backend: nccl"
-             + (f", nccl_conf: {server.nccl_conf}" if server.nccl_conf else "") + "}", "nodes:"]
+             "version: 1", f"cluster: {flow_mapping(cluster)[:-1]}{cluster_keys}}}", "nodes:"]
     rank = 0
     for index, used in enumerate(shape):
         ranks = ", ".join(str(r) for r in range(rank, rank + used))
@@ -137,7 +146,13 @@ def cluster_yaml(server: NodeTemplate, shape) -> str:
                          for gbps, local in server.nics_for(used))
         lines.append(f"  - {{id: node{index}, host: 127.0.0.1, ranks: [{ranks}], gpus: [{gpus}], nics: [{nics}]}}")
         rank += used
-    return "\n".join(lines) + "\n" + server.fabric
+    lines.append("fabric:")
+    for link in ("intra_node", "inter_node"):
+        if link in server.fabric:
+            keys = server.fabric[link]
+            first = {k: keys[k] for k in ("type", "bandwidth_gbps", "latency_us") if k in keys}
+            lines.append(f"  {link}: {flow_mapping({**first, **keys})}")
+    return "\n".join(lines) + "\n"
 
 
 def write_cluster_config(gpu=None, world=None, nodes=None, gpus_per_node=None, directory=None) -> str:

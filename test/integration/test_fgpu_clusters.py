@@ -27,6 +27,15 @@ def placements(tmp: Path):
     return out
 
 
+def fgpu_layout(path):
+    """The cluster as the coordinator's parser reads it."""
+    import subprocess
+    r = subprocess.run([str(built("fakegpu-coordinator")), "--print-layout", "--cluster-config", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def model_json(*args):
     r = fgpu("model", "-b", "8", "-e", "1G", "-f", "32", "--collective", "all", "--json", *args)
     assert r.returncode == 0, r.stderr
@@ -72,10 +81,22 @@ class ClustersFromFlags(unittest.TestCase):
         r = self.run_ranks("--nproc", "2")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads((self.tmp / "r.json").read_text())["cluster"]["nccl_version_modeled"], "2.30.7")
+        # A cluster's own release, which the job's flag overrides.
+        yaml = self.tmp / "c.yaml"
+        yaml.write_text((PRESETS / "dgx-h100-1node.yaml").read_text().replace(
+            "default_backend: nccl", "default_backend: nccl, nccl_version: 2.23"))
+        layout = json.loads(fgpu_layout(yaml))
+        self.assertEqual(layout["nccl_version"], "2.23")
+        for flags, modeled in ((), "2.23"), (("--nccl-version", "2.27.7"), "2.27.7"):
+            r = self.run_ranks("--cluster-config", yaml, "--nproc", "8", *flags)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads((self.tmp / "r.json").read_text())["cluster"]["nccl_version_modeled"], modeled)
+        for f in self.tmp.glob("rank.*"):
+            f.unlink()
         r = self.run_ranks("--nproc", "2", "--nccl-version", "2.12")
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("FAKEGPU_NCCL_VERSION '2.12': fakegpu models NCCL 2.18 to 2.30", r.stderr)
-        self.assertEqual(placements(self.tmp), {0: (2, "0"), 1: (2, "0")}, "only the first two jobs' ranks ran")
+        self.assertEqual(placements(self.tmp), {}, "the refused job started no rank")
 
     def test_bad_combinations_are_named(self):
         for flags, message in [

@@ -348,8 +348,8 @@ double CommModel::fill_us(CollType coll, int a, int p, int nc, uint64_t bytes, d
 // the tree across nodes to the root, then back down. The slowest level sets the pace (data_us),
 // but the first chunk has to cross every other level before it: those levels show once each.
 // Chunks follow NCCL's calcCollChunking: Simple and LL keep one buffer step (simple_step, 32
-// KiB of LL data); LL128 shrinks from its 576,000-byte step while a channel's share holds too
-// few of them for the tree's depth.
+// KiB of LL data; Simple's halved for small shares before 2.20); LL128 shrinks from its
+// 576,000-byte step while a channel's share holds too few of them for the tree's depth.
 double CommModel::tree_fill_us(int p, int nc, uint64_t bytes, const Pattern& pat) const {
   const int nodes = nnodes();
   const double ppn = static_cast<double>(nranks()) / nodes;
@@ -360,6 +360,13 @@ double CommModel::tree_fill_us(int p, int nc, uint64_t bytes, const Pattern& pat
     while (std::floor(share / chunk) < steps * 64 / ppn && chunk > 131072) chunk = std::floor(chunk / 2);
     while (std::floor(share / chunk) < steps * 16 / ppn && chunk > 32768) chunk = std::floor(chunk / 2);
     chunk = std::max(kLL128Grain, std::floor(chunk / kLL128Grain) * kLL128Grain);
+  }
+  if (p == kSimple && rules_.tree_simple_halving) {
+    // Before 2.20 a Simple tree's chunk halved, to 128, 64 and 32 KiB, while a channel's share held
+    // fewer than 8, 4 and 1 chunks a level of the tree (its depth: a node's chain and the network's).
+    const double depth = ppn - 1 + log2i(nodes);
+    for (auto [times, floor_bytes] : {std::pair{8.0, 131072.0}, {4.0, 65536.0}, {1.0, 32768.0}})
+      while (std::floor(share / chunk) < depth * times && chunk > floor_bytes) chunk = std::floor(chunk / 2);
   }
   chunk = std::min(chunk, share);
   // A level passes on its chunk at the link's rate less the protocol's flags.

@@ -116,6 +116,7 @@ NcclRules nccl_rules(int version) {
     for (int a : {kNvls, kNvlsTree}) r.hw_lat[kHwNvlink][a][kSimple] = 23;
     r.nvls_arity = 8;
   }
+  if (v < 22000) r.tree_simple_halving = true;  // 2.20 dropped it: a Simple tree keeps its whole step
   if (v < 21900) {
     // 2.18: no NVLS AllGather/ReduceScatter; NVLS rated as any algorithm, with a fixed 23 us base;
     // the older tree and CollNet latencies.

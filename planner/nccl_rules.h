@@ -52,6 +52,7 @@ struct NcclRules {
   int nvls_min_gpus = 2;              // GPUs a node needs for NVLS: 3 before 2.28
   bool nvls_tree_linear = false;      // 2.18: an NVLS tree's latency counts a level per node, not log2
   double collnet_arity_lat = 0.4;     // us per CollNet Direct arity step: 0.5 in 2.18
+  bool tree_simple_halving = false;   // before 2.20: a Simple tree halves its chunk for small shares
   Ll128Rule ll128 = Ll128Rule::kAnySm70;
 
   // The architecture index of the tables for a compute capability (cc = major * 10 + minor).

@@ -72,6 +72,22 @@ TEST(NcclReleases, TheTunerChoosesTheKernelsRunAlike) {
                    e.time_us);
 }
 
+// Before 2.20 a Simple tree halved its chunk while a channel's share held few of them, so its
+// start-up, one chunk across each level, was shorter; the data it moves takes the same time.
+TEST(NcclReleases, SimpleTreesHalvedTheirChunksBefore220) {
+  TuningEnv old = release(21904), newer = release(22005);
+  for (TuningEnv* env : {&old, &newer}) env->set_algo("tree"), env->set_proto("simple");
+  const Preset a("dgx-h100-2node.yaml", old), b("dgx-h100-2node.yaml", newer);
+  const uint64_t bytes = 16 << 20;  // 1 MiB a channel of 16: under 8 x depth (8) chunks of 512 KiB
+  const Estimate before = a.model.estimate(wire::CollType::kAllReduce, bytes);
+  const Estimate since = b.model.estimate(wire::CollType::kAllReduce, bytes);
+  EXPECT_LT(before.fill_us, since.fill_us * 0.5);
+  EXPECT_DOUBLE_EQ(before.data_us, since.data_us);
+  // Large shares keep the whole step under both.
+  EXPECT_DOUBLE_EQ(a.model.estimate(wire::CollType::kAllReduce, uint64_t{1} << 32).fill_us,
+                   b.model.estimate(wire::CollType::kAllReduce, uint64_t{1} << 32).fill_us);
+}
+
 // The tables each release's tuner read, as NCCL's history changed them.
 TEST(NcclReleases, TunerTablesByRelease) {
   const NcclRules r218 = nccl_rules(21805), r219 = nccl_rules(21903), r223 = nccl_rules(22304), r230 = nccl_rules(23007);

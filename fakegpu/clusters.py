@@ -132,12 +132,12 @@ def cluster_yaml(server: NodeTemplate, shape) -> str:
         name = f"{server.family}-{len(shape)}node"  # the name the bundled preset of that size has
     else:
         name = f"{server.family}-{sum(shape)}gpu"
-    cluster = {"name": name, "default_backend": "nccl"}
-    cluster_keys = (f", nccl_conf: {flow_mapping(server.nccl_conf)}" if server.nccl_conf else "") + \
-        (f", nccl_version: {json.dumps(server.nccl_version)}" if server.nccl_version else "")
+    cluster = (f"cluster: {{name: {json.dumps(name)}, default_backend: nccl" +
+               (f", nccl_conf: {flow_mapping(server.nccl_conf)}" if server.nccl_conf else "") +
+               (f", nccl_version: {json.dumps(server.nccl_version)}" if server.nccl_version else "") + "}")
     lines = [f"# {sum(shape)} GPUs on {len(shape)} {server.family} node{'s' if len(shape) > 1 else ''}, "
              "built by fgpu from its one-node preset:\n" + server.about.rstrip("\n"),
-             "version: 1", f"cluster: {flow_mapping(cluster)[:-1]}{cluster_keys}}}", "nodes:"]
+             "version: 1", cluster, "nodes:"]
     rank = 0
     for index, used in enumerate(shape):
         ranks = ", ".join(str(r) for r in range(rank, rank + used))

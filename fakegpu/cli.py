@@ -1,7 +1,6 @@
 """fgpu: run a command, or N copies of it, as ranks of a simulated GPU cluster."""
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .calibrate import cmd_calibrate
-from .clusters import DEFAULT_GPU, cluster_config_path, write_cluster_config
+from .clusters import DEFAULT_GPU, cluster_config_path, cluster_layout, write_cluster_config
 from .configs import launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
 from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
@@ -75,11 +74,7 @@ def main_parser():
 
 def node_layout(cluster_config: str):
     """(node ids, rank lists per node), as the coordinator's own validating parser reads them."""
-    result = subprocess.run([str(built("fakegpu-coordinator")), "--print-layout", "--cluster-config", cluster_config],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SetupError(result.stderr.strip() or result.stdout.strip())
-    nodes = json.loads(result.stdout)["nodes"]
+    nodes = cluster_layout(cluster_config)["nodes"]
     return [node["id"] for node in nodes], [node["ranks"] for node in nodes]
 
 

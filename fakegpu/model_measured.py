@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .clusters import cluster_config_path, write_cluster_config
-from .nccl_tests_output import COLLECTIVES, nearest_modeled, parse
+from .nccl_tests_output import COLLECTIVES, parse
 from .paths import SetupError
 from .svg_plot import line_chart
 
@@ -164,7 +164,7 @@ def modeled_version(a, run):
     if a.nccl_version:
         return ["--nccl-version", a.nccl_version[0]]
     if run.nccl_version:
-        return ["--nccl-version", nearest_modeled(run.nccl_version)]
+        return ["--nearest-nccl-version", run.nccl_version]
     return []
 
 

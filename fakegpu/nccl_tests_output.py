@@ -117,20 +117,6 @@ def library_version(line: str):
     return named.group(1) if named else None
 
 
-# The releases fakegpu-model knows the rules of (planner/nccl_release.h).
-OLDEST_MODELED, NEWEST_MODELED = (2, 18, 0), (2, 30, 7)
-
-
-def nearest_modeled(version: str) -> str:
-    """A run's NCCL version, or the nearest release modeled where it is older or newer."""
-    parts = tuple(int(x) for x in version.split("."))
-    if parts < OLDEST_MODELED:
-        parts = OLDEST_MODELED
-    elif parts[:2] > NEWEST_MODELED[:2]:
-        parts = NEWEST_MODELED
-    return ".".join(str(x) for x in parts)
-
-
 def parse(text: str):
     """Every run in the text, in order. Lines before a run's `# nThread` header (the launcher's
     command line, "Collective test starting: X_perf") name its collective."""

@@ -407,8 +407,8 @@ double CommModel::nvls_channel_bw(int f, int a, const Graph& g, bool for_time) c
   if (for_time && nodes == 1) return intra;
   double bw = std::min(intra, g.bw_inter * (a == kNvlsTree && nodes <= 2 ? 2 : 1));
   if (a == kNvlsTree) {
-    const int idx2 = nodes <= 2 ? nodes - 1 : 2;
-    bw = std::min(bw, for_time ? kPerChMaxNvlsTreeBw[arch_index(min_cc_)][idx2] : rules_.nvls_tree_bw[rules_.arch(min_cc_)][idx2]);
+    const NcclRules& caps = for_time ? newest_nccl_rules() : rules_;
+    bw = std::min(bw, caps.nvls_tree_bw[caps.arch(min_cc_)][nodes <= 2 ? nodes - 1 : 2]);
   }
   return bw;
 }

@@ -143,10 +143,10 @@ double CommModel::nccl_latency(int f, int a, int p, uint64_t bytes, bool for_tim
 void CommModel::choose(int f, uint64_t bytes, int* algo, int* proto) const {
   double best = std::numeric_limits<double>::infinity();
   *algo = -1;
+  // NVLS trees of Blackwell beside x86 hosts take trees' correction (since 2.29).
+  const bool nvls_tree_corrected = min_cc_ >= 100 && !arm_host_ && rules_.nvls_tree_corrected;
   for (int a = 0; a < kNumAlgos; ++a)
     for (int p = 0; p < kNumProtos; ++p) {
-      // NVLS trees of Blackwell beside x86 hosts take trees' correction since 2.29.
-      const bool nvls_tree_corrected = min_cc_ >= 100 && !arm_host_ && rules_.version >= 22900;
       double bw = bw_[f][a][p] * tree_correction(f, a, p, bytes, nvls_tree_corrected);
       if (bw <= 0) continue;
       double t = nccl_latency(f, a, p, bytes) + bytes / (1000.0 * bw);
@@ -232,19 +232,16 @@ bool CommModel::blocks_hold_channels() const { return min_cc_ < 100; }
 // the slower ring there for it, NVIDIA/nccl issue 1801).
 double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   // The time takes the newest release's caps, what the kernels do; the tuner its release's own.
-  const int arch = for_time ? arch_index(min_cc_) : rules_.arch(min_cc_);
+  const NcclRules& caps = for_time ? newest_nccl_rules() : rules_;
+  const int arch = caps.arch(min_cc_);
   const int idx2 = nnodes() <= 2 ? nnodes() - 1 : 2;
-  const auto& ll_max_bw = for_time ? kLlMaxBw : rules_.ll_max_bw;
-  const auto& ring_ll128_bw = for_time ? kPerChMaxRingLL128Bw : rules_.ring_ll128_bw;
-  const auto& tree_ll128_bw = for_time ? kPerChMaxTreeLL128Bw : rules_.tree_ll128_bw;
-  const auto& tree_bw = for_time ? kPerChMaxTreeBw : rules_.tree_bw;
-  const double ll_max = ll_max_bw[nnodes() == 1 ? arch : 0][idx2];
+  const double ll_max = caps.ll_max_bw[nnodes() == 1 ? arch : 0][idx2];
   const double inf = std::numeric_limits<double>::infinity();
   if (a == kRing) {
     if (p == kLL)
-      return for_time ? std::min(ll_max, nc * ring_ll128_bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
+      return for_time ? std::min(ll_max, nc * caps.ring_ll128_bw[arch][idx2] * kLLPayload / kLL128Payload) : ll_max;
     const double blocks = for_time && blocks_hold_channels() ? nc * channel_copy_gbs(/*both_ways=*/true) : inf;
-    if (p == kLL128) return std::min(nc * ring_ll128_bw[arch][idx2], blocks * kLL128Payload);
+    if (p == kLL128) return std::min(nc * caps.ring_ll128_bw[arch][idx2], blocks * kLL128Payload);
     return blocks;
   }
   // NVLS: what its channels carry at the speed the search gave them (NCCL 2.28's formula), so
@@ -252,9 +249,9 @@ double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
   if (a == kNvls || a == kNvlsTree) return graphs_[a].channels * nvls_channel_bw(f, a, graphs_[a], for_time);
   if (a != kTree || f != kAllReduce) return inf;
   // Applies before the protocol's own cap.
-  const double tree = for_time ? inf : nc * tree_bw[arch][idx2];
+  const double tree = for_time ? inf : nc * caps.tree_bw[arch][idx2];
   if (p == kLL) return std::min(tree / 3.8, ll_max);
-  if (p == kLL128) return std::min(tree * tree_ll128_share(), nc * tree_ll128_bw[arch][idx2]);
+  if (p == kLL128) return std::min(tree * tree_ll128_share(), nc * caps.tree_ll128_bw[arch][idx2]);
   return tree;
 }
 
@@ -264,7 +261,7 @@ double CommModel::cap_busbw(int f, int a, int p, int nc, bool for_time) const {
 double CommModel::bus_to_alg(int f, int a, bool for_time) const {
   const int n = nranks();
   if (!for_time && (a == kNvls || a == kNvlsTree) && rules_.nvls_rule != NvlsTunerRule::kEfficiency) {
-    if (f == kAllGather || f == kReduceScatter) return rules_.version >= 22300 ? 1.0 : 5.0 / 6;
+    if (f == kAllGather || f == kReduceScatter) return rules_.nvls_gather_five_sixths ? 5.0 / 6 : 1.0;
     if (a == kNvlsTree && rules_.nvls_rule == NvlsTunerRule::kGeneric) return 0.7 * nnodes() / (2.0 * (nnodes() - 1));
     return 5.0 / 6;
   }

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fgpu model: NCCL's time for a collective on a cluster config, per size, as nccl-tests prints it",
                "fgpu model"};
   std::string config_path, coll_name = "all_reduce", dtype = "float", min_text = "8", max_text = "128M", algo, proto,
-              nccl_version;
+              nccl_version, nearest_nccl_version;
   double step = 2;
   int nodes = 0, per_node = 0, ranks = 0, root = 0;
   bool json_out = false, flows_out = false;
@@ -167,6 +167,8 @@ int main(int argc, char** argv) {
   app.add_option("--nccl-version", nccl_version,
                  "model this NCCL release's rules, 2.18 to 2.30 (default: FAKEGPU_NCCL_VERSION, the cluster's "
                  "cluster.nccl_version, else the newest)");
+  app.add_option("--nearest-nccl-version", nearest_nccl_version,
+                 "model the release nearest this one, for a run of an NCCL older or newer than those modeled");
   app.add_flag("--json", json_out, "print JSON instead of the table");
   app.add_flag("--flows", flows_out, "list each size's flow plan: per channel and step, who sends how much to whom");
   CLI11_PARSE(app, argc, argv);
@@ -185,6 +187,8 @@ int main(int argc, char** argv) {
     auto topo = planner::Topology::from_config(cluster);
     auto env = planner::tuning_from_env(cluster);
     if (!nccl_version.empty()) env.nccl_version = planner::parse_nccl_version(nccl_version, "--nccl-version");
+    if (!nearest_nccl_version.empty())
+      env.nccl_version = planner::nearest_nccl_modeled(planner::read_nccl_version(nearest_nccl_version, "--nearest-nccl-version"));
     if (!algo.empty()) env.set_algo(algo);
     if (!proto.empty()) env.set_proto(proto);
     std::vector<int> gpus;

@@ -20,7 +20,7 @@ std::string nccl_version_name(int code) {
   return code % 100 ? release + "." + std::to_string(code % 100) : release;
 }
 
-int parse_nccl_version(const std::string& text, const std::string& what) {
+int read_nccl_version(const std::string& text, const std::string& what) {
   static const std::regex dotted(R"(\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?(?:\+\S*)?\s*)");
   static const std::regex code_only(R"(\s*(\d{5})\s*)");
   std::smatch m;
@@ -35,6 +35,11 @@ int parse_nccl_version(const std::string& text, const std::string& what) {
   } else {
     throw TuningError(what + " '" + text + "': not an NCCL version; write it as NCCL does, e.g. 2.21 or 2.21.5");
   }
+  return code;
+}
+
+int parse_nccl_version(const std::string& text, const std::string& what) {
+  const int code = read_nccl_version(text, what);
   const int newest_release = kNewestNcclModeled / 100 * 100 + 99;  // any patch of the newest release
   if (code < kOldestNcclModeled || code > newest_release)
     throw TuningError(what + " '" + text + "': fakegpu models " + range_text() + " (the default is " +

@@ -12,8 +12,9 @@ constexpr int kOldestNcclModeled = 21800;  // 2.18: the first with NVLS trees ac
 constexpr int kNewestNcclModeled = 23007;  // 2.30.7, the default
 
 // "2.21", "2.21.5", "2.21.5-1", "2.21.5+cuda12.4", or a code (22105). A release without a patch
-// is its first. Throws TuningError naming `what` (the flag or key) and the range modeled when the
-// text is not a version or the release is outside kOldestNcclModeled..the newest 2.30.
+// is its first. Throws TuningError naming `what` (the flag or key) when the text is not a version.
+int read_nccl_version(const std::string& text, const std::string& what);
+// The same, also refused (naming the range modeled) outside kOldestNcclModeled..the newest 2.30.
 int parse_nccl_version(const std::string& text, const std::string& what);
 
 // The nearest release modeled: a version before the oldest is modeled as the oldest, one after

@@ -78,7 +78,10 @@ NcclRules nccl_rules(int version) {
 
   // Newest first: each step undoes what its release changed.
   if (v < 23000) r.nvls_tree_bw[kBlackwell][2] = 43.8;  // 2.30 raised Blackwell's NVLS tree cap from 3 nodes
-  if (v < 22900) set3(r.ring_ll128_bw[kBlackwell], 73.4, 34.6, 73.4);
+  if (v < 22900) {
+    set3(r.ring_ll128_bw[kBlackwell], 73.4, 34.6, 73.4);
+    r.nvls_tree_corrected = false;
+  }
   if (v < 22800) {
     // 2.28: NVLS rated by the switch's efficiency; Blackwell's caps retuned; NVLS tree's network
     // steps 20.9 us (14 before).
@@ -103,6 +106,7 @@ NcclRules nccl_rules(int version) {
     // 2.23: PAT; trees' Simple latency back to a base of 8.4 us and 4/4/14 us a step; the ring's
     // network steps counted right; ring LL128 no slower on nodes of one GPU.
     r.pat = false;
+    r.nvls_gather_five_sixths = true;
     r.ring_steps_per_node = true;
     r.ll128_lone_gpu_share = true;
     r.base_lat[kTree][kSimple] = 0;
@@ -140,6 +144,11 @@ NcclRules nccl_rules(int version) {
   // A path through host memory is PCI to NCCL's tuner.
   std::memcpy(r.hw_lat[kHwShm], r.hw_lat[kHwPci], sizeof r.hw_lat[kHwShm]);
   return r;
+}
+
+const NcclRules& newest_nccl_rules() {
+  static const NcclRules newest = nccl_rules(kNewestNcclModeled);
+  return newest;
 }
 
 }  // namespace fakegpu::planner

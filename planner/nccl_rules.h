@@ -53,6 +53,8 @@ struct NcclRules {
   bool nvls_tree_linear = false;      // 2.18: an NVLS tree's latency counts a level per node, not log2
   double collnet_arity_lat = 0.4;     // us per CollNet Direct arity step: 0.5 in 2.18
   bool tree_simple_halving = false;   // before 2.20: a Simple tree halves its chunk for small shares
+  bool nvls_gather_five_sixths = false;  // 2.19 to 2.22: NVLS gathers' bus bandwidth at 5/6 of it
+  bool nvls_tree_corrected = true;    // 2.29: Blackwell's NVLS trees beside x86 take trees' correction
   Ll128Rule ll128 = Ll128Rule::kAnySm70;
 
   // The architecture index of the tables for a compute capability (cc = major * 10 + minor).
@@ -67,5 +69,7 @@ struct NcclRules {
 
 // The rules of `version` (kOldestNcclModeled to kNewestNcclModeled; others are clamped).
 NcclRules nccl_rules(int version);
+// The newest release's rules, built once: the caps the modeled time takes whatever the release.
+const NcclRules& newest_nccl_rules();
 
 }  // namespace fakegpu::planner

@@ -17,7 +17,9 @@ enum fakegpu_op_kind {
   FAKEGPU_OP_GEMM = 1,             /* dims: batch, m, n, k */
   FAKEGPU_OP_CONV = 2,             /* dims: batch, in channels, in pixels, out channels, kernel taps, out pixels,
                                       groups, passes (0: forward; bit 0: input gradient, bit 1: weight gradient) */
-  FAKEGPU_OP_ATTENTION = 3,        /* fused attention forward; dims: batch, heads, query length, key length, head dim */
+  FAKEGPU_OP_ATTENTION = 3,        /* fused attention forward; dims: batch, heads, query length, key length, head dim,
+                                      the share of (query block, key block) pairs a block mask keeps, in
+                                      FAKEGPU_OP_SHARE_UNITS (0: all, or the causal half with FAKEGPU_OP_CAUSAL) */
   FAKEGPU_OP_ATTENTION_BACKWARD = 4, /* the same dims */
   FAKEGPU_OP_REDUCTION = 5,        /* dims: outputs, elements reduced into each */
   FAKEGPU_OP_NORM = 6,             /* layer norm / RMS norm forward; dims: rows, width */
@@ -51,6 +53,10 @@ enum fakegpu_op_math {
 #define FAKEGPU_OP_CAUSAL 2u        /* attention with a causal mask */
 #define FAKEGPU_OP_CHANNELS_LAST 4u /* a convolution on NHWC tensors */
 #define FAKEGPU_OP_RECORDS_GRAD 8u  /* called with gradients on: autograd records a node for it */
+#define FAKEGPU_OP_FLEX 16u         /* attention in a kernel inductor generates (FlexAttention), not flash */
+
+/* A share given in dims, in millionths */
+#define FAKEGPU_OP_SHARE_UNITS 1000000
 
 typedef struct fakegpu_op_facts {
   int32_t kind;          /* fakegpu_op_kind */

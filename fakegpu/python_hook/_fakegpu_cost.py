@@ -270,6 +270,18 @@ def attention_facts(torch, query, key, tensors, is_causal, backward):
                    flags=flags, element_bytes=query.element_size())
 
 
+def flex_attention_facts(torch, query, key, visited, tensors, backward):
+    """A FlexAttention kernel: fused attention that visits the share `visited` of (query block, key
+    block) pairs its block mask keeps; with the mask's counts unknown (shapes mode) it is taken as
+    causal, the mask most programs give it."""
+    facts = attention_facts(torch, query, key, tensors, visited is None, backward)
+    facts.flags |= B.FLEX
+    if visited is not None:
+        facts.flops *= visited
+        facts.dims[5] = max(1, round(visited * B.SHARE_UNITS))
+    return facts
+
+
 def misalignment_hint(torch, name, args, result, alignment, share):
     """One line for a matrix product whose rows are aligned to `alignment` bytes and which the
     runtime's model slows to `share` of its rate for that; None at full rate."""

@@ -1,6 +1,6 @@
 """Where a PyTorch program's training steps are, for the step figures in fakegpu's report.
 
-A step ends at each optimizer step. A program that marks its steps with NVTX ranges whose name
+A step ends at each optimizer step (the outermost, where one optimizer steps others). A program that marks its steps with NVTX ranges whose name
 says "step" or "iter" (torch.cuda.nvtx.range_push/range_pop, or torch.cuda.nvtx.range) gets
 those ranges instead. Each mark goes onto the current stream, so it lands at the modeled time
 the GPU reaches that point. At exit, what the runtime logged and PyTorch's memory peaks go to the coordinator.
@@ -28,19 +28,27 @@ def _install(torch):
     bridge = _fakegpu_bridge.find()
     if bridge is None or not bridge.coordinator_linked():
         return  # not fakegpu's runtime and NCCL: nothing to mark steps on
-    ranges = threading.local()  # per thread, as NVTX nests them: for each open range, whether it is a step
+    ranges = threading.local()  # per thread, as NVTX nests them: for each open range, whether it is a step;
+    # and how deep in optimizer steps
     saw_step_range = False
 
     def mark(begin):
         if torch.cuda.is_initialized():
             bridge.mark_step(torch.cuda.current_stream().cuda_stream, begin)
 
+    # An optimizer that steps others (torchtitan's container of one optimizer per model part is an
+    # Optimizer itself) is one step: only the outermost optimizer step ends it.
+    def before_optimizer_step(optimizer, args, kwargs):
+        ranges.optimizer_depth = getattr(ranges, "optimizer_depth", 0) + 1
+
     def after_optimizer_step(optimizer, args, kwargs):
-        if not saw_step_range:
+        ranges.optimizer_depth = max(0, getattr(ranges, "optimizer_depth", 1) - 1)
+        if not saw_step_range and ranges.optimizer_depth == 0:
             mark(False)
 
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+    register_optimizer_step_pre_hook(before_optimizer_step)
     register_optimizer_step_post_hook(after_optimizer_step)
 
     nvtx = torch.cuda.nvtx

@@ -7,7 +7,8 @@ runtime's kernel model, which advances the host's modeled clock by its launch an
 kernels' time on that stream (_price). What stays with the CUDA kernels: allocation, views
 and other metadata-only operators, and stream bookkeeping. Flash attention runs as PyTorch's CPU
 flash attention (_fakegpu_attention.py), memory-efficient attention on the same CPU kernel
-(_fakegpu_efficient_attention.py); cuDNN attention and cuDNN are turned off, so PyTorch takes its
+(_fakegpu_efficient_attention.py), FlexAttention a slice of queries at a time
+(_fakegpu_flex_attention.py); cuDNN attention and cuDNN are turned off, so PyTorch takes its
 other backends and native paths there. An operator with no CPU kernel fails with one
 line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=shapes runs the operators on
 the meta device instead (result shapes and modeled time, no values: for predicting the step time
@@ -27,6 +28,7 @@ import _fakegpu_compile
 import _fakegpu_cost
 import _fakegpu_efficient_attention
 import _fakegpu_fallbacks
+import _fakegpu_flex_attention
 import _fakegpu_host
 import _fakegpu_memory
 import _fakegpu_random
@@ -366,6 +368,7 @@ def install():
         _fakegpu_efficient_attention.install(torch, register, _run, _price, view_type)
         _fakegpu_fallbacks.install(torch, register, _run, _price, view_type)
         _fakegpu_sync_batch_norm.install(torch, register, _run, _price, view_type)
+        _fakegpu_flex_attention.install(torch, _run, _price, view_type)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
     # dispatcher. Flash and memory-efficient attention have CPU twins (_fakegpu_attention.py,

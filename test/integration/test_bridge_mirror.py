@@ -52,6 +52,7 @@ class Mirror(unittest.TestCase):
     def test_the_version_and_the_constants(self):
         self.assertEqual(B.VERSION, define("fake_torch_bridge.h", "FAKEGPU_TORCH_BRIDGE_VERSION"))
         self.assertEqual(B.LARGEST_BLOCKS, define("fake_cuda_bridge.h", "FAKEGPU_MEMORY_LARGEST_BLOCKS"))
+        self.assertEqual(B.SHARE_UNITS, define("op_facts.h", "FAKEGPU_OP_SHARE_UNITS"))
 
     def test_every_enum_and_flag(self):
         kinds = {k[len("FAKEGPU_OP_"):]: v for k, v in enum("op_facts.h", "fakegpu_op_kind").items()
@@ -63,7 +64,7 @@ class Mirror(unittest.TestCase):
         self.assertEqual({k: getattr(B, k) for k in maths}, maths)
         flags = {m.group(1): int(m.group(2)) for m in
                  re.finditer(r"#define FAKEGPU_OP_(\w+) (\d+)u", HEADERS["op_facts.h"])}
-        self.assertEqual(set(flags), {"IN_BACKWARD", "CAUSAL", "CHANNELS_LAST", "RECORDS_GRAD"})
+        self.assertEqual(set(flags), {"IN_BACKWARD", "CAUSAL", "CHANNELS_LAST", "RECORDS_GRAD", "FLEX"})
         self.assertEqual({k: getattr(B, k) for k in flags}, flags)
         events = {k[len("FAKEGPU_HOST_"):]: v for k, v in enum("fake_torch_bridge.h", "fakegpu_host_event").items()}
         self.assertEqual({k: getattr(B, k) for k in events}, events)

@@ -5,12 +5,11 @@ Skips (exit 77) without PyTorch's CUDA build, transformers or accelerate in buil
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-from torch_jobs import PYTHON, TORCH_SCRIPTS, TORCHRUN, fgpu_torch, require_torch
+from torch_jobs import TORCH_SCRIPTS, TORCHRUN, fgpu_torch, require_modules
 
 
 class HuggingFaceTrainer(unittest.TestCase):
@@ -34,9 +33,5 @@ class HuggingFaceTrainer(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    require_torch()
-    if subprocess.run([str(PYTHON), "-c", "import transformers, accelerate"], capture_output=True).returncode != 0:
-        print("skipped: transformers and accelerate are not both installed in the PyTorch environment "
-              "(scripts/setup-torch installs them when the package index is reachable)")
-        sys.exit(77)
+    require_modules(["transformers", "accelerate"], "transformers with accelerate")
     unittest.main()

@@ -89,6 +89,10 @@ class CudaFacts(TorchTest):
         r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "op_parity.py")
         self.assertIn("cases agree with the CPU", r.stdout)
 
+    def test_flex_attention_agrees_and_never_materialises_its_scores(self):
+        r = self.run_ok("--nproc", "1", PYTHON, TORCH_SCRIPTS / "flex_attention.py")
+        self.assertIn("flex attention agrees", r.stdout)
+
     def test_cuda_graphs_capture_and_replay_operators(self):
         r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "cuda_graphs.py")
         self.assertEqual(r.stdout.count("4 replays train as eager steps, 3 replay an all-reduce"), 2, r.stdout)

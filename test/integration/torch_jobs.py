@@ -36,6 +36,16 @@ def require_torch():
         sys.exit(77)
 
 
+def require_modules(modules, what):
+    """require_torch(), then exits with ctest's skip code (77), saying so, unless the PyTorch
+    environment imports every one of `modules` (a library built on PyTorch, named `what`)."""
+    require_torch()
+    if subprocess.run([str(PYTHON), "-c", "import " + ", ".join(modules)], capture_output=True).returncode != 0:
+        print(f"skipped: {what} is not installed in the PyTorch environment (scripts/setup-torch installs it "
+              "when the package index is reachable)")
+        sys.exit(77)
+
+
 def fgpu_torch(*args, timeout=600, env=None):
     """Runs fgpu with the given arguments (scripts named by their file in test/torch) and returns
     the CompletedProcess; stdout and stderr are captured."""

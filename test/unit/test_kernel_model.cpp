@@ -102,6 +102,22 @@ TEST(KernelModel, AttentionFollowsItsMaskHeadDimAndBackward) {
   EXPECT_GT(gpu_us(attention(8192, 128, true, true)), 2.5 * causal);
 }
 
+TEST(KernelModel, FlexAttentionVisitsTheBlocksItsMaskKeepsAtItsOwnRate) {
+  // A block mask keeping a quarter of the pairs: a quarter of the full mask's math.
+  fakegpu_op_facts quarter = attention(8192, 128, false);
+  quarter.dims[5] = FAKEGPU_OP_SHARE_UNITS / 4;
+  const double full = gpu_us(attention(8192, 128, false));
+  EXPECT_NEAR(gpu_us(quarter) / full, 0.25, 0.03);
+  // Inductor's kernel is slower than flash attention on the same mask, more so backward.
+  fakegpu_op_facts flex = attention(8192, 128, true), flex_backward = attention(8192, 128, true, true);
+  flex.flags |= FAKEGPU_OP_FLEX;
+  flex_backward.flags |= FAKEGPU_OP_FLEX;
+  const double forward_ratio = gpu_us(flex) / gpu_us(attention(8192, 128, true));
+  const double backward_ratio = gpu_us(flex_backward) / gpu_us(attention(8192, 128, true, true));
+  EXPECT_GT(forward_ratio, 1.05);
+  EXPECT_GT(backward_ratio, forward_ratio);
+}
+
 fakegpu_op_facts conv3x3(bool channels_last, int passes = 0) {
   fakegpu_op_facts op{};
   op.kind = FAKEGPU_OP_CONV;

@@ -1,9 +1,10 @@
 """Where a PyTorch program's training steps are, for the step figures in fakegpu's report.
 
-A step ends at each optimizer step (the outermost, where one optimizer steps others). A program that marks its steps with NVTX ranges whose name
-says "step" or "iter" (torch.cuda.nvtx.range_push/range_pop, or torch.cuda.nvtx.range) gets
-those ranges instead. Each mark goes onto the current stream, so it lands at the modeled time
-the GPU reaches that point. At exit, what the runtime logged and PyTorch's memory peaks go to the coordinator.
+A step ends at each optimizer step (the outermost, where one optimizer steps others). A program
+that marks its steps with NVTX ranges whose name says "step" or "iter"
+(torch.cuda.nvtx.range_push/range_pop, or torch.cuda.nvtx.range) gets those ranges instead. Each
+mark goes onto the current stream, so it lands at the modeled time the GPU reaches that point. At
+exit, what the runtime logged and PyTorch's memory peaks go to the coordinator.
 """
 
 import atexit
@@ -28,8 +29,9 @@ def _install(torch):
     bridge = _fakegpu_bridge.find()
     if bridge is None or not bridge.coordinator_linked():
         return  # not fakegpu's runtime and NCCL: nothing to mark steps on
-    ranges = threading.local()  # per thread, as NVTX nests them: for each open range, whether it is a step;
-    # and how deep in optimizer steps
+    # Per thread, as NVTX nests them: for each open range, whether it is a step; and how many
+    # optimizer steps are under way.
+    ranges = threading.local()
     saw_step_range = False
 
     def mark(begin):

@@ -60,6 +60,8 @@ COVERAGE = [
     (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --nodes 1 --gpus-per-node 1 --gpu h100 --nproc 1 "
      r"build/torch-venv/bin/python verification/predict/gpt2_ddp\.py$", "test", "test_gpt2_step_is_near_an_h100_measurement"),
     (r"^\./fgpu --nproc 4 build/torch-venv/bin/python train\.py$", "test", "test_fgpu_nproc_with_device_id"),
+    (r"^\./fgpu --gpu h100 --nodes 1 --gpus-per-node 4 build/torch-venv/bin/torchrun --nproc_per_node=4 "
+     r"-m torchtitan\.train ", "test", "test_fsdp_with_tensor_parallel"),
     (r"^\./fgpu --cluster-config configs/presets/\S+\.yaml build/torch-venv/bin/torchrun --nproc_per_node=\d+ train\.py$",
      "test", "test_two_virtual_nodes_with_torchrun_per_node"),
     (r"^\./build/fakegpu-coordinator --transport (unix|tcp) --address (/tmp/fakegpu\.sock|127\.0\.0\.1:29591) "

@@ -194,6 +194,10 @@ double attention_share(const GpuRates& r, int math, double dim) {
   return at64 + t * (at128 - at64);
 }
 
+// FlexAttention's Triton kernels reach about 90% of FlashAttention-2's rate forward and 85%
+// backward (PyTorch's FlexAttention announcement, measured on A100 and H100).
+constexpr double kFlexForwardShare = 0.90, kFlexBackwardShare = 0.85;
+
 // Fused attention: each CTA takes a block of 128 queries (64 beyond a head dim of 128) and walks
 // the keys in blocks of the same size, two products per block; with a causal mask it stops at the
 // diagonal. CTAs run in waves over the SMs.
@@ -212,9 +216,7 @@ Priced attention(const Gpu& g, const fakegpu_op_facts& op, bool backward) {
   const double flop_per_cta = blocks_per_cta * products * 2 * block * block * dim;
   double share = attention_share(g.rates, op.math, dim);
   if (backward) share *= g.rates.attention_backward_share;
-  // FlexAttention's Triton kernels reach about 90% of FlashAttention-2's rate forward and 85%
-  // backward (PyTorch's FlexAttention announcement, measured on A100 and H100).
-  if (op.flags & FAKEGPU_OP_FLEX) share *= backward ? 0.85 : 0.90;
+  if (op.flags & FAKEGPU_OP_FLEX) share *= backward ? kFlexBackwardShare : kFlexForwardShare;
   const int math = op.math == FAKEGPU_MATH_FP32 ? FAKEGPU_MATH_FP32 : FAKEGPU_MATH_HALF;
   const double sm_flop_per_us = peak_tflops(g.profile, math) * 1e6 / g.sms;
   const double computing = ceil_div(ctas, g.sms) * flop_per_cta / (sm_flop_per_us * share);

@@ -75,8 +75,13 @@ class _Mods:
         return grad_raw, buffer_grads
 
 
+def _working_dtype(torch, dtype):
+    """The precision scores are computed in: float64 for float64 inputs, float32 otherwise."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def _working(torch, t):
-    return t.to(torch.float64 if t.dtype == torch.float64 else torch.float32)
+    return t.to(_working_dtype(torch, t.dtype))
 
 
 def forward(torch, query, key, value, score_mod, block_mask, scale, score_buffers, mask_buffers):
@@ -112,9 +117,8 @@ def backward(torch, query, key, value, out, lse, grad_out, grad_lse, fw_graph, j
     from torch._higher_order_ops.flex_attention import (_new_captured_grad_buffers, _permute_strides,
                                                         create_fw_bw_graph)
 
-    batch, heads, queries, _ = query.shape
     grad_query = _permute_strides(query.new_empty(query.shape), query.stride())
-    kv_shape = (batch, key.size(1), key.size(2))
+    kv_shape = (query.size(0), key.size(1), key.size(2))
     grad_key = _permute_strides(key.new_empty((*kv_shape, key.size(3))), key.stride())
     grad_value = _permute_strides(value.new_empty((*kv_shape, value.size(3))), value.stride())
     if joint_graph is None:
@@ -122,17 +126,29 @@ def backward(torch, query, key, value, out, lse, grad_out, grad_lse, fw_graph, j
                                                                      for _ in range(4))
         _, joint_graph = create_fw_bw_graph(fw_graph, examples, score_buffers)
     buffer_grads = _new_captured_grad_buffers(score_buffers, joint_graph)
-    if query.device.type == "meta":
-        return grad_query, _sum_broadcast_batch(grad_key, key), _sum_broadcast_batch(grad_value, value), \
-            tuple(buffer_grads)
+    if query.device.type != "meta":
+        mods = _Mods(torch, fw_graph, block_mask[-1], score_buffers, mask_buffers, joint_graph)
+        dk, dv, sums = _accumulate_gradients(torch, query, key, value, out, lse, grad_out, grad_lse, mods, scale,
+                                             grad_query)
+        grad_key.copy_(dk)
+        grad_value.copy_(dv)
+        buffer_grads = [None if total is None else target.copy_(total) for target, total in zip(buffer_grads, sums)]
+    return grad_query, _sum_broadcast_batch(grad_key, key), _sum_broadcast_batch(grad_value, value), \
+        tuple(buffer_grads)
+
+
+def _accumulate_gradients(torch, query, key, value, out, lse, grad_out, grad_lse, mods, scale, grad_query):
+    """Writes the query's gradient into grad_query a slice of rows at a time; returns the key's and
+    value's gradients per key head (summed over the query heads each served) in the working
+    precision, and the sums of the captured tensors' gradients (None where a tensor got none)."""
+    batch, heads, queries, _ = query.shape
     keys = key.size(2)
     full_key, full_value, groups = _expand_kv(torch, query, key, value)
-    mods = _Mods(torch, fw_graph, block_mask[-1], score_buffers, mask_buffers, joint_graph)
     # Key and value gradients sum over every query row: kept in the working precision until done.
-    work = torch.float64 if query.dtype == torch.float64 else torch.float32
+    work = _working_dtype(torch, query.dtype)
     dk = torch.zeros((batch, heads, keys, key.size(3)), dtype=work)
     dv = torch.zeros((batch, heads, keys, value.size(3)), dtype=work)
-    sums = [None] * len(buffer_grads)
+    sums = [None] * len(mods.score_buffers)
     for b, q0, q1 in _slices(batch, heads, queries, keys):
         rows = (slice(b, b + 1), slice(None), slice(q0, q1))
         idx = mods.indices(b, heads, q0, q1, keys, query.device)
@@ -156,12 +172,7 @@ def backward(torch, query, key, value, out, lse, grad_out, grad_lse, fw_graph, j
     if groups > 1:  # a key head served `groups` query heads: its gradient is theirs summed
         dk = dk.view(batch, -1, groups, keys, dk.size(-1)).sum(2)
         dv = dv.view(batch, -1, groups, keys, dv.size(-1)).sum(2)
-    grad_key.copy_(dk)
-    grad_value.copy_(dv)
-    grads = []
-    for target, total in zip(buffer_grads, sums):
-        grads.append(None if total is None else target.copy_(total))
-    return grad_query, _sum_broadcast_batch(grad_key, key), _sum_broadcast_batch(grad_value, value), tuple(grads)
+    return dk, dv, sums
 
 
 def _sum_broadcast_batch(grad, t):

@@ -29,6 +29,7 @@ const char* msg_type_name(MsgType type) {
     case MsgType::kRankActivity: return "RankActivity";
     case MsgType::kRankOperators: return "RankOperators";
     case MsgType::kRankMemory: return "RankMemory";
+    case MsgType::kGroupRanks: return "GroupRanks";
     case MsgType::kPeerMailbox: return "PeerMailbox";
   }
   return "Unknown";

@@ -18,7 +18,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 11;
+constexpr uint32_t kProtocolVersion = 12;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -52,8 +52,9 @@ enum class MsgType : uint16_t {
   kPeerMailbox = 24,
   kRankOperators = 25,
   kRankMemory = 26,
+  kGroupRanks = 27,
 };
-constexpr MsgType kLastMsgType = MsgType::kRankMemory;
+constexpr MsgType kLastMsgType = MsgType::kGroupRanks;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {
@@ -739,6 +740,22 @@ struct RankMemory {
     v("torch_oom_bytes", m.torch_oom_bytes);
     v("torch_oom_largest", m.torch_oom_largest, kMaxBlocks);
     v("samples", m.samples, kMaxSamples);
+  }
+};
+
+// A process group the program made (PyTorch's new_group, every rank calls it for every group,
+// member or not): its name, which its NCCL communicators carry after the last ':' of their
+// comm_name, and its global ranks in group-rank order (empty: the whole world). Sent only under
+// FAKEGPU_REPRESENTATIVE, where the coordinator stands in for the ranks no process runs and needs
+// to know who their communicators hold.
+struct GroupRanks {
+  static constexpr MsgType kType = MsgType::kGroupRanks;
+  std::string name;
+  std::vector<int32_t> ranks;
+  template <typename Self, typename Visit>
+  static void fields(Self& m, Visit& v) {
+    v("name", m.name);
+    v("ranks", m.ranks);
   }
 };
 

@@ -101,6 +101,11 @@ struct Comm {
   // took part in, so the latest of what its ranks know is this (see peer_exchange.h).
   double clock_us = 0;
   bool peer_mailbox = false;  // its members were given a peer mailbox
+  // Under FAKEGPU_REPRESENTATIVE (job_stand_ins.cpp): the communicators of the same kind whose
+  // ranks no process runs (the other tensor-parallel groups, say), which go through this one's
+  // operations as it does; and, on such a one, the communicator it follows.
+  std::vector<uint64_t> mirrors;
+  uint64_t mirror_of = 0;
 };
 
 }  // namespace fakegpu::coord

@@ -57,6 +57,8 @@ Job::Job(ClusterConfig cluster, ServerInfo server, Outbox& out)
   // The coordinator models with the NCCL_* overrides of the environment it was started in,
   // which fgpu passes on from the job's, over those the cluster gives every job (nccl_conf).
   tuning_ = planner::tuning_from_env(cluster_);
+  if (std::optional<std::string> list = env::find(env::kRepresentative); list && !list->empty())
+    representatives_ = parse_rank_list(*list, cluster_.world_size());
 }
 
 std::string Job::too_big(uint64_t bytes, const std::string& what) const {
@@ -98,6 +100,7 @@ uint64_t OutFrame::bulk_bytes() const {
 }
 
 void Job::reply_error(ClientId client, uint64_t request_id, Status code, const std::string& message) {
+  if (client >= kStandInClientBase) return;  // its representative hears the same error
   auto it = clients_.find(client);
   if (it != clients_.end()) ++it->second.errors;
   stats_.count_error(message, it != clients_.end() ? it->second.global_rank : -1);
@@ -108,6 +111,7 @@ std::string Job::describe_client(ClientId id) const {
   auto it = clients_.find(id);
   if (it == clients_.end()) return fmt::format("client {}", id);
   const Client& c = it->second;
+  if (c.stood_in) return fmt::format("global rank {} (stood in for by {})", c.global_rank, describe_client(c.representative));
   if (c.global_rank < 0) return fmt::format("pid {} on {}", c.hello.pid, c.hello.hostname);
   return fmt::format("global rank {} (pid {} on {})", c.global_rank, c.hello.pid, c.hello.hostname);
 }
@@ -137,7 +141,8 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
   try {
     if (header.request_id == 0) throw wire::WireError("request id 0 is reserved");
     if (header.type != wire::MsgType::kCollective && header.type != wire::MsgType::kRankActivity &&
-        header.type != wire::MsgType::kRankOperators && header.type != wire::MsgType::kRankMemory)
+        header.type != wire::MsgType::kRankOperators && header.type != wire::MsgType::kRankMemory &&
+        header.type != wire::MsgType::kGroupRanks)
       ++awaited_frames_;
     if (header.type != wire::MsgType::kCollective && (header.bulk_bytes() != 0 || payload))
       throw wire::WireError(fmt::format("{} frame carries unexpected bulk data", wire::msg_type_name(header.type)));
@@ -166,6 +171,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kRankActivity: handle_rank_activity(client, fields(wire::RankActivity{})); break;
       case wire::MsgType::kRankOperators: handle_rank_operators(client, fields(wire::RankOperators{})); break;
       case wire::MsgType::kRankMemory: handle_rank_memory(client, fields(wire::RankMemory{})); break;
+      case wire::MsgType::kGroupRanks: handle_group_ranks(fields(wire::GroupRanks{})); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
         handle_share_segment(client, msg, std::exchange(owned.fd, -1));
@@ -276,6 +282,7 @@ void Job::handle_comm_destroy(ClientId id, const wire::CommDestroy& msg, uint64_
   }
   Comm& comm = *found;
   comm.members[msg.rank].destroyed = true;
+  if (stands_in()) retire_stand_ins(comm, id);
   reply(id, request_id, wire::Ack{});
   // Operations its peers already posted can never complete: tell them now rather than at the timeout.
   for (auto& [seq, op] : comm.ops)
@@ -317,7 +324,14 @@ void Job::on_disconnect(ClientId id) {
       fail_regrouping(comm, static_cast<int>(r), why);  // even on a failed comm: survivors may be regrouping
     }
   }
-  for (uint64_t comm_id : comms_.comms_of(id)) retire_if_finished(comm_id);
+  // The ranks it stood for leave with it.
+  std::vector<uint64_t> left = comms_.comms_of(id);
+  for (auto& [other_id, other] : clients_)
+    if (other.stood_in && other.representative == id && !other.disconnected) {
+      other.disconnected = true;
+      for (uint64_t comm_id : comms_.comms_of(other_id)) left.push_back(comm_id);
+    }
+  for (uint64_t comm_id : left) retire_if_finished(comm_id);
   forget_departed_clients();
 }
 

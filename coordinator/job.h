@@ -12,6 +12,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -160,6 +162,20 @@ class Job {
     std::vector<wire::OperatorTotal> operators;
     // Its GPUs' memory (wire::RankMemory) by device, the latest it sent.
     std::map<int32_t, wire::RankMemory> memory;
+    // Under FAKEGPU_REPRESENTATIVE, a rank no process runs: the coordinator posts the calls of its
+    // representative (the client below) for it, and nothing is ever sent to it.
+    bool stood_in = false;
+    ClientId representative = 0;
+    // Under FAKEGPU_REPRESENTATIVE, the NCCL buffers the rank's library charged (as
+    // libnccl_stub/comm_memory.cpp does), kept for representatives and stand-ins alike: a
+    // stand-in's memory is its representative's, corrected by the difference of the two.
+    struct NcclLedger {
+      uint64_t bytes = 0;
+      std::map<uint64_t, wire::NcclMemory> plans;  // by communicator
+      std::map<uint64_t, uint8_t> connected;       // pieces connected, by communicator
+      std::set<std::tuple<uint64_t, int, bool>> peers;  // (communicator, peer, sending)
+      std::set<std::pair<uint64_t, bool>> pools;         // (communicator, sending)
+    } nccl;
   };
   static constexpr size_t kMaxActivity = size_t{1} << 18;  // slices kept per rank
   // An init's ranks meet by the key of their ncclUniqueId; the name is the communicator's.
@@ -260,6 +276,62 @@ class Job {
   // Step figures per rank, and the job's steps (each as its slowest rank took it).
   nlohmann::json steps_report() const;
 
+  // ---- Stand-ins (job_stand_ins.cpp): under FAKEGPU_REPRESENTATIVE only some ranks run as
+  // processes; the coordinator posts each of their calls for the ranks they stand for too.
+  struct Group {  // a process group the program made (wire::GroupRanks)
+    std::string name;
+    std::vector<int> ranks;  // global ranks, in group-rank order
+  };
+  bool stands_in() const { return !representatives_.empty(); }
+  void handle_group_ranks(const wire::GroupRanks& msg);
+  // The group a communicator was made for, by the group name its comm_name ends with; null when
+  // none is known.
+  const Group* group_of(const std::string& comm_name) const;
+  // The process whose calls global rank `rank` repeats: the nearest representative below it.
+  int representative_of(int rank) const;
+  // The connected process of a representative's global rank; throws when it has none.
+  ClientId process_of(int rank) const;
+  // The client that stands for global rank `rank`, made at its first use.
+  ClientId stand_in(int rank, ClientId representative);
+  // A rank's figures (activity, operators, memory): a stand-in's are its representative's.
+  const Client& figures_of(const Client& client) const;
+  // Arrives, at an init the client `id` just joined, the ranks the communicator's group holds
+  // that no process runs. "" or what is wrong (the group is unknown, or does not hold the rank).
+  std::string arrive_stand_ins(PendingInit& pending, const wire::CommInit& msg, ClientId id,
+                               std::chrono::steady_clock::time_point now);
+  // Makes the communicators of the new one's kind that no process holds (its mirrors).
+  void make_mirrors(Comm& comm);
+  // Joins, to an operation `msg` of a representative just joined, the ranks that repeat its calls.
+  // Returns whether the operation is now complete.
+  bool join_stand_ins(Comm& comm, PendingOp& op, const wire::Collective& msg, const RankData& data,
+                      std::chrono::steady_clock::time_point now);
+  // A representative's Send or Recv `msg` whose peer no process runs: posts the side that peer's
+  // program would, so that it is matched and modeled (a stand-in sends no data: it receives zeros).
+  void post_stand_in_side(Comm& comm, const wire::Collective& msg, std::chrono::steady_clock::time_point now);
+  // Counts and models a completed operation once more on each of the communicator's mirrors,
+  // with the comm ranks that took part (all of a collective's, a message's two ends).
+  struct MirroredPart {
+    int rank;
+    double ready_us;
+    uint64_t track;
+  };
+  void run_on_mirrors(const Comm& comm, const wire::Collective& call, uint64_t bytes, double ready_us,
+                      const std::vector<MirroredPart>& parts);
+  // The representative `id` destroyed its rank of `comm` or left: so did the ranks it stands for.
+  void retire_stand_ins(Comm& comm, ClientId id);
+  // Why a split or shrink cannot go on when ranks are stood in for.
+  std::string regroup_refusal(const char* call, const Comm& parent) const;
+  // Notes in a rank's NCCL ledger what its library charges at an init, and at a completed call
+  // (`rank` its comm rank in it).
+  void ledger_init(ClientId client, uint64_t comm, const wire::NcclMemory& plan);
+  void ledger_call(ClientId client, uint64_t comm, const wire::Collective& call, int rank,
+                   const wire::CollectiveDone& done);
+  // A rank's GPU memory for the report: a stand-in's is its representative's, with its own NCCL
+  // buffers in place of the representative's. False when it has none.
+  bool report_memory(const Client& client, wire::RankMemory* out) const;
+  // The report's account of which ranks ran as processes; null when every rank did.
+  nlohmann::json representative_report() const;
+
   // ---- The report (job_report.cpp)
   // A communicator's entry in the report.
   nlohmann::json comm_entry(const Comm& comm) const;
@@ -346,7 +418,19 @@ class Job {
   uint64_t max_buffer_bytes_;
   std::chrono::milliseconds rendezvous_timeout_;
   std::chrono::milliseconds deadlock_timeout_;
+  // FAKEGPU_REPRESENTATIVE: the global ranks that run as processes (sorted); empty when all do.
+  std::vector<int> representatives_;
+  std::vector<Group> groups_;           // in the order the program made them
+  std::map<int, ClientId> stand_ins_;   // by global rank
+  uint64_t next_stand_in_ = 0;
+  // Stand-ins' client ids, far above any connection's; request ids answered to nobody.
+  static constexpr ClientId kStandInClientBase = ClientId{1} << 62;
+  static constexpr uint64_t kStandInRequest = ~uint64_t{0};
 };
+
+// FAKEGPU_REPRESENTATIVE's list ("0,8", "0-3"), sorted, within a world of `world` ranks; throws
+// std::runtime_error naming what is wrong, or when it leaves out rank 0.
+std::vector<int> parse_rank_list(const std::string& text, int world);
 
 // "ranks 0-3, 5, 7-9" (or "rank 2"): rank lists stay short on large communicators.
 std::string plural_ranks(std::vector<int> ranks);
@@ -356,6 +440,7 @@ std::string format_status(const nlohmann::json& status);
 
 template <typename Msg>
 void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk) {
+  if (client >= kStandInClientBase) return;  // a stand-in: its representative hears it all
   OutFrame frame;
   frame.type = Msg::kType;
   frame.request_id = request_id;

@@ -72,19 +72,19 @@ json rank_entry(int global_rank, const wire::RankMemory& m) {
 }  // namespace
 
 json Job::memory_report() const {
-  std::vector<std::pair<int, const wire::RankMemory*>> gpus;  // (global rank, its GPU), by rank
+  std::vector<std::pair<int, wire::RankMemory>> gpus;  // (global rank, its GPU), by rank
   for (const auto& [id, c] : clients_)
-    if (const wire::RankMemory* m = rank_gpu_memory(c)) gpus.emplace_back(c.global_rank, m);
+    if (wire::RankMemory m; report_memory(c, &m)) gpus.emplace_back(c.global_rank, std::move(m));
   if (gpus.empty()) return nullptr;
   std::stable_sort(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   // The rank closest to its GPU's capacity decides whether the job fits.
-  auto fill = [](const wire::RankMemory* m) { return double(m->peak) / double(m->capacity); };
+  auto fill = [](const wire::RankMemory& m) { return double(m.peak) / double(m.capacity); };
   auto fullest = std::max_element(gpus.begin(), gpus.end(),
                                   [&](const auto& a, const auto& b) { return fill(a.second) < fill(b.second); });
   json ranks = json::array(), out_of_memory = json::array();
   for (const auto& [rank, m] : gpus) {
-    ranks.push_back(rank_entry(rank, *m));
-    if (m->torch_oom_bytes) out_of_memory.push_back(rank);
+    ranks.push_back(rank_entry(rank, m));
+    if (m.torch_oom_bytes) out_of_memory.push_back(rank);
   }
   return {{"ranks", ranks},
           {"fullest_rank", fullest->first},

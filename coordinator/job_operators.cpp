@@ -40,7 +40,8 @@ const char* bound(const wire::OperatorTotal& t) {
 
 json Job::operators_report() const {
   json ranks = json::array();
-  for (const auto& [id, c] : clients_) {
+  for (const auto& [id, client] : clients_) {
+    const Client& c = figures_of(client);
     if (c.operators.empty()) continue;
     double gpu_us = 0, host_us = 0;
     json split = {{"matrix", 0.0}, {"attention", 0.0}, {"memory", 0.0}, {"host_copy", 0.0}};
@@ -61,7 +62,7 @@ json Job::operators_report() const {
                       {"category", category(t.kind)},
                       {"bound", bound(t)}});
     }
-    ranks.push_back({{"global_rank", c.global_rank},
+    ranks.push_back({{"global_rank", client.global_rank},
                      {"gpu_us", gpu_us},
                      {"host_us", host_us},
                      {"gpu_us_by_category", split},

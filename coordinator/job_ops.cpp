@@ -129,9 +129,10 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
   const auto now = std::chrono::steady_clock::now();
   client.last_coll = msg.coll;
   note_post(client, Posted::kCollective, msg.comm_id, msg.seq, now);
-  if (is_point_to_point(msg.coll))
+  if (is_point_to_point(msg.coll)) {
     handle_p2p(*comm, id, msg, std::move(rank), request_id, now);
-  else
+    if (stands_in()) post_stand_in_side(*comm, msg, now);
+  } else
     handle_collective_arrival(*comm, id, msg, std::move(rank), request_id, now);
 }
 
@@ -152,7 +153,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
                 fmt::format("rank {} posted operation {} on communicator {} twice", msg.rank, msg.seq, comm.id));
     return;
   }
-  const bool complete = op.join(msg, request_id, now);
+  bool complete = op.join(msg, request_id, now);
 
   if (!op.failure.empty()) {
     reply_error(id, request_id, op.failure_code, op.failure);
@@ -164,6 +165,7 @@ void Job::handle_collective_arrival(Comm& comm, ClientId id, const wire::Collect
     why.pop_back();
     fail_op(comm, op, Status::kInvalidUsage, why);
   } else {
+    if (stands_in()) complete = join_stand_ins(comm, op, msg, data, now) || complete;
     op.ranks[msg.rank] = std::move(data);
   }
 
@@ -190,6 +192,13 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
   const uint64_t bytes = std::max(per_rank.send_elems, per_rank.recv_elems) * elem;
   const wire::CollectiveDone done = count_completed(c, bytes, comm, op.ready_us, std::move(tracks));
   for (int r = 0; r < nranks; ++r) count_rank_part(comm.members[r].client, bytes, op.readies[r], done);
+  if (stands_in())
+    for (int r = 0; r < nranks; ++r) ledger_call(comm.members[r].client, comm.id, c, r, done);
+  if (!comm.mirrors.empty()) {
+    std::vector<MirroredPart> parts;
+    for (int r = 0; r < nranks; ++r) parts.push_back({r, op.readies[r], op.tracks[r]});
+    run_on_mirrors(comm, c, bytes, op.ready_us, parts);
+  }
   if (payload_free(c)) {
     if (peer_exchanged(c)) {  // its ranks have their results and computed its time: no answer
       ++stats_.data.peer_exchange_ops;
@@ -206,7 +215,8 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
   for (int r = 0; r < nranks; ++r) {
     CollShape shape;
     coll_shape(c.coll, c.count, r, c.root, nranks, &shape);
-    recv_bytes[r] = shape.recv_elems * elem;
+    // A stand-in's result goes nowhere: none is made.
+    recv_bytes[r] = comm.members[r].client >= kStandInClientBase ? 0 : shape.recv_elems * elem;
     if (!op.ranks[r].out) reply_bytes += recv_bytes[r];
   }
   if (reply_bytes > max_buffer_bytes_) {
@@ -323,9 +333,17 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
                         {{comm.members[src].global_rank, p.send.track}, {comm.members[dst].global_rank, p.recv.track}});
     count_rank_part(sender, bytes, p.send.ready_us, done);
     count_rank_part(receiver, bytes, p.recv.ready_us, done);
+    if (stands_in()) {
+      ledger_call(sender, comm.id, p.send, src, done);
+      ledger_call(receiver, comm.id, p.send, dst, done);
+    }
+    if (!comm.mirrors.empty())
+      run_on_mirrors(comm, p.send, bytes, std::max(p.send.ready_us, p.recv.ready_us),
+                     {{src, p.send.ready_us, p.send.track}, {dst, p.recv.ready_us, p.recv.track}});
     std::vector<Bulk> bulk;
-    // A payload-free message has no buffers on either side: nothing below moves.
-    if (p.receiver.out) {
+    // A payload-free message has no buffers on either side, and a stand-in has none to send or
+    // to receive into: nothing below moves.
+    if (p.receiver.out && p.sender.in) {
       move_data(
           bytes,
           [sent = std::move(p.sender), received = std::move(p.receiver), bytes](Executor& pool) {
@@ -342,7 +360,8 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
       bulk.push_back({p.sender.body, static_cast<size_t>(p.sender.in - p.sender.body->data()), bytes});
     } else if (bytes && !payload_free(p.send)) {
-      auto copy = std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes);
+      auto copy = p.sender.in ? std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes)
+                              : std::make_shared<std::vector<uint8_t>>(bytes);  // a stand-in's: zeros
       bulk.push_back({copy, 0, bytes});
     }
     reply(receiver, p.recv_request, done, std::move(bulk));

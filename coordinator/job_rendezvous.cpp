@@ -75,6 +75,13 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
     pending.expect(msg.nranks);
     pending.name = msg.comm_name;
   }
+  if (stands_in()) {
+    if (std::string missing = arrive_stand_ins(pending, msg, id, now); !missing.empty()) {
+      reply_error(id, request_id, Status::kInvalidUsage, missing);
+      fail_rendezvous(pending, Status::kInvalidUsage, missing);
+      return;
+    }
+  }
   if (pending.arrive(msg.rank, {id, request_id, now, msg.cuda_device})) complete_init(msg.key, pending);
 }
 
@@ -97,10 +104,13 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
     }
     comm.members.push_back(m);
   }
+  if (stands_in()) make_mirrors(comm);
   offer_peer_mailbox(comm);
   for (int r = 0; r < pending.nranks(); ++r) {
     const Rendezvous::Arrival& a = pending.arrival(r);
-    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank, nccl_memory(comm, r)});
+    const wire::NcclMemory plan = nccl_memory(comm, r);
+    if (stands_in()) ledger_init(a.client, comm.id, plan);
+    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank, plan});
   }
   pending_inits_.erase(key);
 }
@@ -108,6 +118,10 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
 void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id) {
   Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id);
   if (!parent) return;
+  if (stands_in()) {
+    reply_error(id, request_id, Status::kInvalidUsage, regroup_refusal("ncclCommSplit", *parent));
+    return;
+  }
   if (msg.color < 0 && msg.color != -1) {
     reply_error(id, request_id, Status::kInvalidArgument,
                 fmt::format("ncclCommSplit: color {} is invalid: use a value >= 0 or NCCL_SPLIT_NOCOLOR", msg.color));
@@ -170,6 +184,10 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
   // Shrinking is how survivors recover, so a failed parent is fine.
   Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id, nullptr, /*allow_failed=*/true);
   if (!parent) return;
+  if (stands_in()) {
+    reply_error(id, request_id, Status::kInvalidUsage, regroup_refusal("ncclCommShrink", *parent));
+    return;
+  }
   const int n = static_cast<int>(parent->members.size());
   std::vector<int> excluded(msg.excluded.begin(), msg.excluded.end());
   std::sort(excluded.begin(), excluded.end());

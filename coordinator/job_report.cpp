@@ -111,6 +111,7 @@ nlohmann::json Job::report() const {
                      {"timeouts", c.timeouts},
                      {"last_operation", c.last_posted == Posted::kNothing ? nlohmann::json(nullptr)
                                                                           : nlohmann::json(last_post(c))}});
+    if (c.stood_in) ranks.back()["stood_in_by"] = figures_of(c).global_rank;
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
     return a["global_rank"].get<int>() < b["global_rank"].get<int>();
@@ -119,6 +120,8 @@ nlohmann::json Job::report() const {
   if (json steps = steps_report(); !steps.is_null()) j["steps"] = std::move(steps);
   if (json operators = operators_report(); !operators.is_null()) j["operators"] = std::move(operators);
   if (json memory = memory_report(); !memory.is_null()) j["memory"] = std::move(memory);
+  if (json representative = representative_report(); !representative.is_null())
+    j["representative"] = std::move(representative);
 
   json comms = json::array();
   for (const json& entry : comms_.retired()) comms.push_back(entry);

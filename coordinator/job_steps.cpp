@@ -46,8 +46,14 @@ json Job::steps_report() const {
     uint64_t dropped;
   };
   std::vector<Rank> ranks;
-  for (const auto& [id, c] : clients_)
-    if (!c.activity.empty()) ranks.push_back({c.global_rank, step_figures(c.activity), c.activity_dropped});
+  std::map<const Client*, RankSteps> figured;  // a representative's, once for all its stand-ins
+  for (const auto& [id, c] : clients_) {
+    const Client& source = figures_of(c);
+    if (source.activity.empty()) continue;
+    auto it = figured.find(&source);
+    if (it == figured.end()) it = figured.emplace(&source, step_figures(source.activity)).first;
+    ranks.push_back({c.global_rank, it->second, source.activity_dropped});
+  }
   if (ranks.empty()) return nullptr;
   std::stable_sort(ranks.begin(), ranks.end(), [](const Rank& a, const Rank& b) { return a.global_rank < b.global_rank; });
 

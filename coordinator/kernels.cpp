@@ -21,7 +21,8 @@ struct Copy {
 void run_copies(const std::vector<Copy>& copies, Executor& executor) {
   std::vector<std::pair<size_t, size_t>> tasks;  // (copy index, chunk start)
   for (size_t c = 0; c < copies.size(); ++c)
-    if (copies[c].src != copies[c].dst)  // in-place: the data is already where it belongs
+    // In place, the data is already where it belongs; no destination, nobody reads it (a stand-in).
+    if (copies[c].src != copies[c].dst && copies[c].dst)
       for (size_t at = 0; at < copies[c].bytes; at += kChunkBytes) tasks.emplace_back(c, at);
   executor.parallel_for(tasks.size(), [&](size_t t) {
     const Copy& c = copies[tasks[t].first];
@@ -74,15 +75,17 @@ void run_collective(const wire::Collective& call, const std::vector<KernelRank>&
   switch (call.coll) {
     case CollType::kAllReduce: {
       std::vector<uint8_t*> outs;
-      for (const auto& r : ranks) outs.push_back(r.out);
-      reduce_region(call, ranks, 0, call.count, outs, executor);
+      for (const auto& r : ranks)
+        if (r.out) outs.push_back(r.out);
+      if (!outs.empty()) reduce_region(call, ranks, 0, call.count, outs, executor);
       return;
     }
     case CollType::kReduce:
-      reduce_region(call, ranks, 0, call.count, {ranks[root].out}, executor);
+      if (ranks[root].out) reduce_region(call, ranks, 0, call.count, {ranks[root].out}, executor);
       return;
     case CollType::kReduceScatter:
-      for (int r = 0; r < nranks; ++r) reduce_region(call, ranks, r * call.count, call.count, {ranks[r].out}, executor);
+      for (int r = 0; r < nranks; ++r)
+        if (ranks[r].out) reduce_region(call, ranks, r * call.count, call.count, {ranks[r].out}, executor);
       return;
     case CollType::kBroadcast:
       for (int r = 0; r < nranks; ++r) copies.push_back({ranks[root].in, ranks[r].out, chunk});
@@ -91,15 +94,19 @@ void run_collective(const wire::Collective& call, const std::vector<KernelRank>&
       for (int r = 0; r < nranks; ++r) copies.push_back({ranks[root].in + r * chunk, ranks[r].out, chunk});
       break;
     case CollType::kGather:
-      for (int j = 0; j < nranks; ++j) copies.push_back({ranks[j].in, ranks[root].out + j * chunk, chunk});
+      if (ranks[root].out)
+        for (int j = 0; j < nranks; ++j) copies.push_back({ranks[j].in, ranks[root].out + j * chunk, chunk});
       break;
     case CollType::kAllGather:
       for (int r = 0; r < nranks; ++r)
-        for (int j = 0; j < nranks; ++j) copies.push_back({ranks[j].in, ranks[r].out + j * chunk, chunk});
+        if (ranks[r].out)
+          for (int j = 0; j < nranks; ++j) copies.push_back({ranks[j].in, ranks[r].out + j * chunk, chunk});
       break;
     case CollType::kAlltoAll:
       for (int r = 0; r < nranks; ++r)
-        for (int j = 0; j < nranks; ++j) copies.push_back({ranks[j].in + r * chunk, ranks[r].out + j * chunk, chunk});
+        if (ranks[r].out)
+          for (int j = 0; j < nranks; ++j)
+            copies.push_back({ranks[j].in + r * chunk, ranks[r].out + j * chunk, chunk});
       break;
     case CollType::kSend:
     case CollType::kRecv: return;  // matched pairwise, never here

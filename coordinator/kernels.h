@@ -13,7 +13,7 @@ namespace fakegpu::coord {
 
 struct KernelRank {
   const uint8_t* in = nullptr;  // the rank's send data (may be null when it sends nothing)
-  uint8_t* out = nullptr;       // where its result goes (null when it receives nothing)
+  uint8_t* out = nullptr;       // where its result goes (null when it receives nothing, or nobody reads it)
   uint64_t scalar = 0;          // its PreMulSum scalar
 };
 

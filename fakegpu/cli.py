@@ -21,6 +21,7 @@ from .model_cmd import cmd_model
 from .modes import check_modes
 from .paths import REPO_ROOT, SetupError, build_dir, built
 from .report import load, summarize
+from .representative import check_representative, direct_command, representative_launches
 from .supervise import Interrupted, Launch, interruptible, supervise
 from .torchrun import free_port, per_node_launches
 
@@ -67,6 +68,10 @@ def main_parser():
                                           "else the newest")
     p.add_argument("--nproc", type=int, help="start N copies of COMMAND as ranks 0..N-1 (sets RANK, WORLD_SIZE, "
                                              "LOCAL_RANK); without it COMMAND is run once, e.g. torchrun or mpirun")
+    p.add_argument("--representative", action="store_true",
+                   help="start only rank 0 of an SPMD PyTorch job (the ranks in FAKEGPU_REPRESENTATIVE when set) and "
+                        "let the coordinator stand in for the others, in shapes mode: a large job's step time and "
+                        "memory from one process (docs/pytorch.md)")
     p.add_argument("--version", action="version", version=f"fgpu {__version__}")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run")
     return p
@@ -160,6 +165,7 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         raise SetupError("--nodes, --gpus-per-node and --gpu describe a cluster in place of --cluster-config; "
                          "(FAKEGPU_CLUSTER_CONFIG); give one or the other")
     transport = resolve_transport(args.coordinator_transport, args.coordinator_addr)
+    representatives = check_representative(args, gpus) if args.representative else None
     config = str(cluster_config_path(args.cluster_config)) if args.cluster_config else default_cluster(args, workdir)
     owned = None
     address = args.coordinator_addr
@@ -170,14 +176,22 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         if args.nccl_version:
             raise SetupError(f"--nccl-version {args.nccl_version}: the coordinator at {address} is already running "
                              "with its own; start it with FAKEGPU_NCCL_VERSION set instead")
+        if args.representative:
+            raise SetupError(f"--representative: the coordinator at {address} is already running, and stands in for "
+                             "no rank; let fgpu start its own (leave out --coordinator-addr)")
     else:
         report = choose_report(args.report)
         earlier_report = file_stamp(report)
         coordinator_env = dict(os.environ, FAKEGPU_NCCL_VERSION=args.nccl_version) if args.nccl_version else None
+        if args.representative:
+            coordinator_env = dict(coordinator_env or os.environ, FAKEGPU_REPRESENTATIVE=representatives)
         owned = Coordinator(config, transport, address, report, env=coordinator_env).start()
         address = owned.address
         registration = register_job(owned, args.command, report)
     env = rank_environment(os.environ, transport, address, str(Path(config).resolve()), args.device_count, args.mode)
+    if args.representative:
+        env["FAKEGPU_REPRESENTATIVE"] = representatives
+        env.setdefault("FAKEGPU_TORCH_COMPUTE", "shapes")  # values are not computed: stand-ins have none
     live = {}
 
     def before_stop():
@@ -190,13 +204,18 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         if gpus:
             print(f"fgpu: --mode {args.mode}: {share_gpus(env, max(len(n) for n in nodes), gpus)}", file=sys.stderr)
         several = len(nodes) > 1
-        if args.nproc:
-            world = sum(len(n) for n in nodes)
-            if args.nproc != world:
-                raise SetupError(f"--nproc {args.nproc} does not match the world size {world} of {config}")
+        world = sum(len(n) for n in nodes)
+        if args.nproc and args.nproc != world:
+            raise SetupError(f"--nproc {args.nproc} does not match the world size {world} of {config}")
+        if args.nproc or args.representative:
             # As torchrun does: torch's env:// rendezvous on this host, unless the caller chose one.
             env.setdefault("MASTER_ADDR", "127.0.0.1")
             env.setdefault("MASTER_PORT", str(free_port()))
+        if args.representative:
+            command = args.command if args.nproc else direct_command(args.command)
+            launches = representative_launches(rank_launches(command, nodes, env, names if several else None),
+                                               representatives)
+        elif args.nproc:
             launches = rank_launches(args.command, nodes, env, names if several else None)
         elif several and (per_node := per_node_launches(args.command, names, nodes, env)):
             launches = [Launch(cmd, node_env, f"{name}'s {Path(cmd[0]).name}", node=name)  # one torchrun per node

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from .paths import built
+from .report import span_list
 from .supervise import GRACE_SECONDS, Launch, supervise
 
 
@@ -49,16 +50,7 @@ def virtual_nodes_value(node_names, nodes) -> str:
     """FAKEGPU_VIRTUAL_NODES: each node's id and ranks, "node0=0-3;node1=4-7". A rank started by
     another launcher (mpirun, srun) takes its node from it when it starts (libnccl_stub's
     virtual_node.cpp)."""
-    def spans(ranks):
-        out, start = [], None
-        for i, r in enumerate(ranks):
-            if start is None:
-                start = r
-            if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
-                out.append(str(start) if start == r else f"{start}-{r}")
-                start = None
-        return ",".join(out)
-    return ";".join(f"{name}={spans(ranks)}" for name, ranks in zip(node_names, nodes))
+    return ";".join(f"{name}={span_list(ranks, ',')}" for name, ranks in zip(node_names, nodes))
 
 
 def rank_launches(command, nodes, env, node_names=None):

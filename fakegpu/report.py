@@ -95,12 +95,27 @@ def memory_lines(memory: dict, stepped: bool) -> list:
     return lines
 
 
+def span_list(ranks, sep=", ") -> str:
+    """0-3, 8, 12-15: a sorted rank list, short however long."""
+    spans = []
+    for r in ranks:
+        if spans and spans[-1][1] == r - 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return sep.join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
 def summarize(report: dict) -> str:
     cluster = report.get("cluster", {})
     nodes = cluster.get("nodes", [])
     lines = [f"cluster '{cluster.get('name', '?')}': world size {report.get('world_size')}, {len(nodes)} node(s)"]
     ranks = report.get("ranks", [])
     lines.append(f"ranks seen: {len(ranks)}, communicators: {len(report.get('communicators', []))}")
+    if rep := report.get("representative"):
+        processes, stood_in = rep.get("processes", []), rep.get("stood_in", [])
+        lines.append(f"representative run: {len(processes)} rank(s) ran as processes ({span_list(processes)}); the "
+                     f"coordinator stood in for {len(stood_in)}, each repeating the nearest process below it")
     colls = report.get("collectives", {})
     if colls:
         for name, stats in sorted(colls.items()):

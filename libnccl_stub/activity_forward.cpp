@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,5 +108,23 @@ NCCL_EXPORT void fakegpu_nccl_flush_activity() {
     forward_memory(client);
   } catch (const std::exception& e) {
     warn(std::string("fakegpu_nccl_flush_activity: ") + e.what());
+  }
+}
+
+// For fakegpu's Python hook under FAKEGPU_REPRESENTATIVE: names a process group the program made
+// (its name and global ranks; none for the whole world), so that the coordinator knows whom the
+// communicators of ranks no process runs hold. Returns 0, or 1 when it could not be sent.
+NCCL_EXPORT int fakegpu_nccl_describe_group(const char* name, int nranks, const int32_t* ranks) {
+  using namespace fakegpu::stub;
+  try {
+    if (!name || nranks < 0 || (nranks > 0 && !ranks)) throw std::invalid_argument("no name, or a negative count");
+    fakegpu::wire::GroupRanks msg;
+    msg.name = name;
+    msg.ranks.assign(ranks, ranks + nranks);
+    Client::get(coordinator_endpoint())->post(msg);
+    return 0;
+  } catch (const std::exception& e) {
+    warn(std::string("fakegpu_nccl_describe_group: ") + e.what());
+    return 1;
   }
 }

@@ -32,6 +32,7 @@ import _fakegpu_flex_attention
 import _fakegpu_host
 import _fakegpu_memory
 import _fakegpu_random
+import _fakegpu_representative
 import _fakegpu_steps
 import _fakegpu_sync_batch_norm
 
@@ -397,6 +398,7 @@ def install_after_torch_import():
                 load(module)
                 install()
                 _fakegpu_steps.install(module)
+                _fakegpu_representative.install(module)
                 _fakegpu_compile.install(module)
 
             spec.loader.exec_module = exec_module

@@ -22,6 +22,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 #           program of its own where the docs say ./my_nccl_program
 #   manual: not run by the suite, for the reason given
 COVERAGE = [
+    (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --representative ", "test", "test_fsdp_by_tensor_parallel_on_sixteen_ranks"),
     (r"^\./scripts/setup && \./fgpu demo$", "test", "test_demo_runs_the_tp_dp_job"),
     (r"^\./scripts/test$", "manual", "it is the suite itself; CI runs it through .ci/run"),
     (r"^\./fgpu --nproc 4 --cluster-config configs/cluster_valid\.yaml \./my_nccl_program$", "test",

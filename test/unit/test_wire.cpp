@@ -59,6 +59,7 @@ MEMBERS(MemoryParts, a, b, c, d)
 MEMBERS(MemorySample, a, b)
 MEMBERS(LiveBlock, a)
 MEMBERS(RankMemory, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q, r, s)
+MEMBERS(GroupRanks, a, b)
 #undef MEMBERS
 // Messages without fields.
 static std::tuple<> members(const Ack&) { return {}; }
@@ -254,6 +255,7 @@ void expect_full_round_trip(MsgType type) {
     case MsgType::kPeerMailbox: return expect_every_field_travels(PeerMailbox{kBig, 16, kBig + 1});
     case MsgType::kRankOperators: return expect_every_field_travels(full_rank_operators());
     case MsgType::kRankMemory: return expect_every_field_travels(full_rank_memory());
+    case MsgType::kGroupRanks: return expect_every_field_travels(GroupRanks{"7", {0, 4, 8, -1}});
   }
   ADD_FAILURE() << "no test message for type " << static_cast<int>(type);
 }

@@ -1,0 +1,316 @@
+// Representative runs (FAKEGPU_REPRESENTATIVE, `fgpu --representative`): only some ranks of an
+// SPMD job run as processes, and the coordinator stands in for the rest. A rank no process runs
+// repeats the calls of its representative, the nearest process below it: at every init,
+// operation and destroy its representative joins, the stand-in joins too, with the same call and
+// the same data, and its answers go nowhere. Its communicators are those of its process groups,
+// which the program names as it makes them (wire::GroupRanks): a stand-in in one of the
+// representative's groups joins that communicator; the groups of the same kind that hold no
+// process (the other tensor-parallel groups, say) become mirrors, communicators that go through
+// each of the representative's operations once more, counted and modeled on their own GPUs and
+// links but moving no data. So every collective is matched and modeled with its full membership
+// on the whole cluster, from a few processes.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "coll_shape.h"
+#include "job.h"
+
+namespace fakegpu::coord {
+
+namespace {
+
+// A rank's device on its node, as a launcher gives LOCAL_RANK.
+int local_rank_of(const ClusterConfig& cluster, int rank) {
+  const int node = cluster.node_of_rank(rank);
+  if (node < 0) return 0;
+  const std::vector<int>& ranks = cluster.nodes[node].ranks;
+  return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
+}
+
+// Whether two groups share a rank.
+bool overlap(const std::vector<int>& a, const std::vector<int>& b) {
+  std::set<int> seen(a.begin(), a.end());
+  return std::any_of(b.begin(), b.end(), [&](int r) { return seen.count(r); });
+}
+
+}  // namespace
+
+std::vector<int> parse_rank_list(const std::string& text, int world) {
+  std::vector<int> ranks;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    const size_t dash = item.find('-');
+    try {
+      size_t used = 0;
+      const int first = std::stoi(item.substr(0, dash), &used);
+      if (used != (dash == std::string::npos ? item.size() : dash)) throw std::invalid_argument(item);
+      int last = first;
+      if (dash != std::string::npos) {
+        last = std::stoi(item.substr(dash + 1), &used);
+        if (used != item.size() - dash - 1) throw std::invalid_argument(item);
+      }
+      if (first < 0 || last < first || last >= world)
+        throw std::runtime_error(fmt::format("FAKEGPU_REPRESENTATIVE={}: '{}' is not within ranks 0..{}", text, item,
+                                             world - 1));
+      for (int r = first; r <= last; ++r) ranks.push_back(r);
+    } catch (const std::logic_error&) {
+      throw std::runtime_error(fmt::format("FAKEGPU_REPRESENTATIVE={}: '{}' is not a rank or a range of ranks "
+                                           "(write them as 0,8 or 0-3)", text, item));
+    }
+    at = comma + 1;
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.empty() || ranks.front() != 0)
+    throw std::runtime_error(fmt::format("FAKEGPU_REPRESENTATIVE={}: rank 0 must run as a process", text));
+  return ranks;
+}
+
+void Job::handle_group_ranks(const wire::GroupRanks& msg) {
+  if (!stands_in()) return;  // every rank runs: its communicators' members come themselves
+  for (const Group& g : groups_)
+    if (g.name == msg.name) return;  // another representative named it too
+  Group group{msg.name, {msg.ranks.begin(), msg.ranks.end()}};
+  if (group.ranks.empty())
+    for (int r = 0; r < cluster_.world_size(); ++r) group.ranks.push_back(r);
+  groups_.push_back(std::move(group));
+}
+
+const Job::Group* Job::group_of(const std::string& comm_name) const {
+  const size_t colon = comm_name.rfind(':');
+  const std::string name = colon == std::string::npos ? comm_name : comm_name.substr(colon + 1);
+  for (const Group& g : groups_)
+    if (g.name == name) return &g;
+  return nullptr;
+}
+
+int Job::representative_of(int rank) const {
+  auto above = std::upper_bound(representatives_.begin(), representatives_.end(), rank);
+  return *std::prev(above);  // rank 0 is always one
+}
+
+ClientId Job::process_of(int rank) const {
+  for (const auto& [id, c] : clients_)
+    if (c.global_rank == rank && !c.stood_in && !c.observer && !c.disconnected) return id;
+  throw std::runtime_error(fmt::format("representative rank {} has no process connected to the coordinator", rank));
+}
+
+ClientId Job::stand_in(int rank, ClientId representative) {
+  auto it = stand_ins_.find(rank);
+  if (it != stand_ins_.end() && !clients_.at(it->second).disconnected) return it->second;
+  // A stand-in of an earlier job on this coordinator stays in that job's report; this one is new.
+  const ClientId id = kStandInClientBase + next_stand_in_++;
+  Client& c = clients_[id];
+  c.greeted = true;
+  c.stood_in = true;
+  c.representative = representative;
+  c.global_rank = rank;
+  c.hello.hostname = clients_.at(representative).hello.hostname;
+  c.hello.env_rank = rank;
+  stand_ins_[rank] = id;
+  return id;
+}
+
+const Job::Client& Job::figures_of(const Client& client) const {
+  if (!client.stood_in) return client;
+  auto it = clients_.find(client.representative);
+  return it == clients_.end() ? client : it->second;
+}
+
+std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& msg, ClientId id,
+                                  std::chrono::steady_clock::time_point now) {
+  const Client& client = clients_.at(id);
+  const Group* group = group_of(msg.comm_name);
+  if (!group) {
+    if (msg.nranks == 1) return "";
+    return fmt::format("ncclCommInitRank of '{}' ({} ranks) under FAKEGPU_REPRESENTATIVE: no process group of "
+                       "that name was made, so the coordinator cannot tell which ranks it holds; representative "
+                       "runs follow PyTorch's process groups (run without --representative)",
+                       msg.comm_name, msg.nranks);
+  }
+  if (static_cast<int>(group->ranks.size()) != msg.nranks || group->ranks[msg.rank] != client.global_rank)
+    return fmt::format("ncclCommInitRank of '{}': global rank {} joins it as rank {} of {}, but process group '{}' "
+                       "holds ranks {}", msg.comm_name, client.global_rank, msg.rank, msg.nranks, group->name,
+                       plural_ranks(group->ranks));
+  for (int r = 0; r < msg.nranks; ++r) {
+    const int rank = group->ranks[r];
+    if (std::binary_search(representatives_.begin(), representatives_.end(), rank) || pending.has_arrived(r)) continue;
+    if (representative_of(rank) != client.global_rank) continue;  // its own representative brings it
+    const ClientId stand = stand_in(rank, id);
+    ++clients_[stand].comm_inits;
+    pending.arrive(r, {stand, kStandInRequest, now, local_rank_of(cluster_, rank)});
+  }
+  return "";
+}
+
+void Job::make_mirrors(Comm& comm) {
+  const Group* group = group_of(comm.name);
+  if (!group) return;
+  const size_t at = group - groups_.data();
+  // The groups of its kind: those made next to it, of its size, each apart from the others
+  // (a DeviceMesh makes the groups of one dimension so).
+  std::vector<const Group*> kind{group};
+  auto fits = [&](const Group& g) {
+    return g.ranks.size() == group->ranks.size() &&
+           std::none_of(kind.begin(), kind.end(), [&](const Group* k) { return overlap(k->ranks, g.ranks); });
+  };
+  for (size_t i = at + 1; i < groups_.size() && fits(groups_[i]); ++i) kind.push_back(&groups_[i]);
+  for (size_t i = at; i-- > 0 && fits(groups_[i]);) kind.push_back(&groups_[i]);
+  const std::string prefix = comm.name.substr(0, comm.name.rfind(':') + 1);
+  std::map<int, ClientId> processes;  // by representative's rank, looked up once
+  auto process = [&](int rank) {
+    const int rep = representative_of(rank);
+    auto it = processes.find(rep);
+    return it != processes.end() ? it->second : processes[rep] = process_of(rep);
+  };
+  for (const Group* g : kind) {
+    if (g == group || std::any_of(g->ranks.begin(), g->ranks.end(), [&](int r) {
+          return std::binary_search(representatives_.begin(), representatives_.end(), r);
+        }))
+      continue;  // a representative's own group gets its own communicator when it makes it
+    Comm& mirror = comms_.create();
+    mirror.name = prefix + g->name;
+    mirror.mirror_of = comm.id;
+    for (int rank : g->ranks)
+      mirror.members.push_back({stand_in(rank, process(rank)), rank, local_rank_of(cluster_, rank), false});
+    for (int r = 0; r < static_cast<int>(mirror.members.size()); ++r) {
+      ++clients_[mirror.members[r].client].comm_inits;
+      ledger_init(mirror.members[r].client, mirror.id, nccl_memory(mirror, r));
+    }
+    comm.mirrors.push_back(mirror.id);
+  }
+}
+
+bool Job::join_stand_ins(Comm& comm, PendingOp& op, const wire::Collective& msg, const RankData& data,
+                         std::chrono::steady_clock::time_point now) {
+  bool complete = false;
+  const ClientId representative = comm.members[msg.rank].client;
+  for (int r = 0; r < static_cast<int>(comm.members.size()); ++r) {
+    const Client& member = clients_.at(comm.members[r].client);
+    if (!member.stood_in || member.representative != representative || op.joined(r)) continue;
+    wire::Collective call = msg;
+    call.rank = r;
+    complete = op.join(call, kStandInRequest, now);
+    ++clients_[comm.members[r].client].collectives;
+    // Its send data is its representative's, read where that lies; its result goes nowhere.
+    RankData& mine = op.ranks[r];
+    mine.in = data.in;
+    mine.in_segment = data.in_segment;
+    mine.body = data.body;
+    mine.scalar = data.scalar;
+  }
+  return complete;
+}
+
+void Job::post_stand_in_side(Comm& comm, const wire::Collective& msg, std::chrono::steady_clock::time_point now) {
+  const int peer = msg.root;
+  if (peer < 0 || peer >= static_cast<int>(comm.members.size())) return;
+  const ClientId stand = comm.members[peer].client;
+  auto it = clients_.find(stand);
+  if (it == clients_.end() || !it->second.stood_in) return;
+  // What the peer's own program posts to meet this one: the other side of it.
+  wire::Collective other = msg;
+  other.coll = msg.coll == wire::CollType::kSend ? wire::CollType::kRecv : wire::CollType::kSend;
+  other.rank = peer;
+  other.root = msg.rank;
+  ++it->second.collectives;
+  handle_p2p(comm, stand, other, RankData{}, kStandInRequest, now);
+}
+
+void Job::run_on_mirrors(const Comm& comm, const wire::Collective& call, uint64_t bytes, double ready_us,
+                         const std::vector<MirroredPart>& parts) {
+  for (uint64_t id : comm.mirrors) {
+    Comm* mirror = comms_.find(id);
+    if (!mirror) continue;
+    if (!is_point_to_point(call.coll)) ++mirror->collectives;
+    std::vector<Trace::RankTrack> tracks;
+    for (const MirroredPart& part : parts) tracks.push_back({mirror->members[part.rank].global_rank, part.track});
+    wire::Collective mirrored = call;
+    mirrored.comm_id = id;
+    const wire::CollectiveDone done = count_completed(mirrored, bytes, *mirror, ready_us, std::move(tracks));
+    for (const MirroredPart& part : parts) {
+      ++clients_[mirror->members[part.rank].client].collectives;
+      count_rank_part(mirror->members[part.rank].client, bytes, part.ready_us, done);
+      ledger_call(mirror->members[part.rank].client, id, mirrored, part.rank, done);
+    }
+  }
+}
+
+void Job::retire_stand_ins(Comm& comm, ClientId id) {
+  for (Member& m : comm.members) {
+    const Client& member = clients_.at(m.client);
+    if (member.stood_in && member.representative == id) m.destroyed = true;
+  }
+  for (uint64_t mirror_id : comm.mirrors) {
+    Comm* mirror = comms_.find(mirror_id);
+    if (!mirror) continue;
+    const bool followed = std::all_of(comm.members.begin(), comm.members.end(), [&](const Member& m) {
+      return m.destroyed || clients_.at(m.client).disconnected;
+    });
+    if (!followed) continue;
+    for (Member& m : mirror->members) m.destroyed = true;
+    retire_if_finished(mirror_id);
+  }
+}
+
+std::string Job::regroup_refusal(const char* call, const Comm& parent) const {
+  return fmt::format("{} of communicator {} ('{}') under FAKEGPU_REPRESENTATIVE: the ranks no process runs "
+                     "cannot split or shrink their communicators; make the groups with new_group (a DeviceMesh does, "
+                     "unless init_process_group was given a device_id), or run without --representative",
+                     call, parent.id, parent.name);
+}
+
+void Job::ledger_init(ClientId client, uint64_t comm, const wire::NcclMemory& plan) {
+  Client::NcclLedger& ledger = clients_[client].nccl;
+  ledger.plans[comm] = plan;
+  ledger.bytes += plan.init;
+}
+
+void Job::ledger_call(ClientId client, uint64_t comm, const wire::Collective& call, int rank,
+                      const wire::CollectiveDone& done) {
+  Client::NcclLedger& ledger = clients_[client].nccl;
+  if (is_point_to_point(call.coll)) {  // `call` is the send: rank call.rank sends to call.root
+    const bool sending = rank == call.rank;
+    const int peer = sending ? call.root : call.rank;
+    if (ledger.peers.insert({comm, peer, sending}).second) ledger.bytes += sending ? done.p2p_send_bytes : done.p2p_recv_bytes;
+    if (done.p2p_pool_bytes && ledger.pools.insert({comm, sending}).second) ledger.bytes += done.p2p_pool_bytes;
+    return;
+  }
+  uint8_t& connected = ledger.connected[comm];
+  const uint8_t fresh = done.connects & ~connected;
+  connected |= fresh;
+  const wire::NcclMemory& plan = ledger.plans[comm];
+  const uint64_t pieces[] = {plan.ring, plan.tree, plan.nvls};
+  for (int bit = 0; bit < 3; ++bit)
+    if (fresh & (1u << bit)) ledger.bytes += pieces[bit];
+}
+
+bool Job::report_memory(const Client& client, wire::RankMemory* out) const {
+  const Client& source = figures_of(client);
+  const wire::RankMemory* m = rank_gpu_memory(source);
+  if (!m) return false;
+  *out = *m;
+  out->samples.clear();  // the report lists no series
+  if (&source != &client) {
+    const int64_t more = static_cast<int64_t>(client.nccl.bytes) - static_cast<int64_t>(source.nccl.bytes);
+    out->peak += more;
+    out->peak_parts.nccl += more;
+    out->in_use.nccl += more;
+  }
+  return true;
+}
+
+nlohmann::json Job::representative_report() const {
+  if (!stands_in()) return nullptr;
+  std::vector<int> stood_in;
+  for (const auto& [rank, id] : stand_ins_) stood_in.push_back(rank);
+  return {{"processes", representatives_}, {"stood_in", stood_in},
+          {"how", "the ranks under stood_in ran no process: each repeated the calls of the nearest process "
+                  "below it, on its own communicators; their figures are their representative's"}};
+}
+
+}  // namespace fakegpu::coord

@@ -1,0 +1,101 @@
+"""`fgpu --representative` against running every rank: the same SPMD training job
+(test/torch/representative_job.py, shapes mode) on the same cluster, once with a process per rank and
+once with rank 0 alone, the coordinator standing in for the rest. The predicted step time, every
+communicator's collectives, every rank's calls, bytes and communicator inits, and every rank's
+peak GPU memory must agree; a job that splits communicators is refused with a message. Skips
+(exit 77) without PyTorch's CUDA build in build/torch-venv."""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from torch_jobs import PYTHON, TORCH_SCRIPTS, TORCHRUN, fgpu_torch, require_torch
+
+JOB = TORCH_SCRIPTS / "representative_job.py"
+
+
+def communicators(report):
+    """Collectives by (kind of group, global ranks): ids and group numbers differ between runs."""
+    return {(c["name"].rpartition(":")[0], tuple(c["global_ranks"])): c["collectives"] for c in report["communicators"]}
+
+
+def ranks(report):
+    return {r["global_rank"]: (r["collectives"], r["bytes"], r["comm_inits"]) for r in report["ranks"]}
+
+
+def peaks(report):
+    return {m["global_rank"]: m["peak"]["bytes"] for m in report["memory"]["ranks"]}
+
+
+class Representative(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="fakegpu-representative-"))
+
+    def run_job(self, nodes, per_node, style, *flags, torchrun=False):
+        report = self.tmp / f"{style}-{nodes}x{per_node}{''.join(flags)}.json"
+        env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
+        world = nodes * per_node
+        command = ([TORCHRUN, f"--nnodes={nodes}", f"--nproc_per_node={per_node}", JOB] if torchrun
+                   else ["--nproc", world, PYTHON, JOB])
+        r = fgpu_torch(*flags, "--gpu", "h100", "--nodes", nodes, "--gpus-per-node", per_node, "--report", report,
+                       *command, "--style", style, env=env, timeout=900)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-6000:])
+        return r, json.loads(report.read_text())
+
+    def check_same(self, nodes, per_node, style, torchrun=False):
+        _, full = self.run_job(nodes, per_node, style)
+        r, rep = self.run_job(nodes, per_node, style, "--representative", torchrun=torchrun)
+        world = nodes * per_node
+        self.assertEqual(rep["representative"]["processes"], [0])
+        self.assertEqual(rep["representative"]["stood_in"], list(range(1, world)))
+        self.assertIn(f"representative run: 1 rank(s) ran as processes (0); the coordinator stood in for {world - 1}",
+                      r.stdout)
+        self.assertEqual(full["steps"]["count"], rep["steps"]["count"])
+        self.assertAlmostEqual(rep["steps"]["median_time_us"] / full["steps"]["median_time_us"], 1.0, delta=0.01)
+        self.assertEqual(communicators(rep), communicators(full))
+        for kind, figures in full["collectives"].items():  # modeled times are sums, in another order
+            self.assertEqual((rep["collectives"][kind]["calls"], rep["collectives"][kind]["bytes"]),
+                             (figures["calls"], figures["bytes"]), kind)
+            self.assertAlmostEqual(rep["collectives"][kind]["modeled_time_us"], figures["modeled_time_us"], places=3)
+        self.assertEqual(sorted(rep["collectives"]), sorted(full["collectives"]))
+        self.assertEqual(ranks(rep), ranks(full))
+        self.assertEqual(sorted(peaks(rep)), list(range(world)))
+        for rank, bytes_ in peaks(full).items():
+            self.assertAlmostEqual(peaks(rep)[rank] / bytes_, 1.0, delta=0.005, msg=f"rank {rank}")
+        return full, rep
+
+    def test_ddp_on_eight_ranks(self):
+        self.check_same(2, 4, "ddp")
+
+    def test_fsdp_on_eight_ranks(self):
+        self.check_same(2, 4, "fsdp")
+
+    def test_fsdp_by_tensor_parallel_on_eight_ranks_from_torchrun(self):
+        full, _ = self.check_same(2, 4, "tp_dp", torchrun=True)
+        self.assertGreater(len(full["communicators"]), 3, "TP and FSDP groups each have communicators")
+
+    def test_fsdp_by_tensor_parallel_on_sixteen_ranks(self):
+        self.check_same(2, 8, "tp_dp")
+
+    def test_a_split_communicator_is_refused_with_a_message(self):
+        env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
+        script = self.tmp / "split.py"
+        script.write_text(
+            "import os, torch, torch.distributed as dist\n"
+            "device = torch.device('cuda', int(os.environ['LOCAL_RANK']))\n"
+            "dist.init_process_group('nccl', device_id=device)\n"
+            "dist.all_reduce(torch.ones(4, device=device))\n"
+            "half = dist.split_group(split_ranks=[[0, 1], [2, 3]])\n"
+            "dist.all_reduce(torch.ones(4, device=device), group=half)\n")
+        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 1, "--gpus-per-node", 4, "--nproc", 4, PYTHON,
+                       script, env=env, timeout=600)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("under FAKEGPU_REPRESENTATIVE: the ranks no process runs cannot split", r.stdout + r.stderr)
+
+
+if __name__ == "__main__":
+    require_torch()
+    unittest.main()

@@ -1,0 +1,86 @@
+"""A small SPMD training job whose every rank does the same work, for comparing `fgpu
+--representative` with running every rank: a stack of pre-norm transformer blocks trained for a
+few steps with AdamW.
+
+--style ddp: DistributedDataParallel over the world.
+--style fsdp: fully_shard (FSDP2) over the world.
+--style tp_dp: a (dp, tp) DeviceMesh, tp the ranks of one node: the blocks' linear layers split
+  column- and row-wise over tp, and fully_shard over dp.
+Nothing is written: the figures are the cluster report's."""
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel
+
+STEPS, BATCH, SEQ, DIM, HEADS, LAYERS = 4, 4, 128, 256, 8, 2  # --size can make it larger
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm1, self.norm2 = torch.nn.LayerNorm(DIM), torch.nn.LayerNorm(DIM)
+        self.q, self.k, self.v = (torch.nn.Linear(DIM, DIM) for _ in range(3))
+        self.o = torch.nn.Linear(DIM, DIM)
+        self.up, self.down = torch.nn.Linear(DIM, 4 * DIM), torch.nn.Linear(4 * DIM, DIM)
+
+    def forward(self, x):
+        h = self.norm1(x)
+        b, s, _ = h.shape
+        split = lambda t: t.view(b, s, -1, DIM // HEADS).transpose(1, 2)  # the heads local to this rank
+        a = F.scaled_dot_product_attention(split(self.q(h)), split(self.k(h)), split(self.v(h)), is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, s, -1))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+def build(style, device):
+    model = torch.nn.Sequential(*(Block() for _ in range(LAYERS))).to(device)
+    world = dist.get_world_size()
+    if style == "ddp":
+        return DistributedDataParallel(model, device_ids=[device])
+    if style == "fsdp":
+        for block in model:
+            fully_shard(block)
+        return fully_shard(model)
+    tp = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    mesh = init_device_mesh("cuda", (world // tp, tp), mesh_dim_names=("dp", "tp"))
+    plan = {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "o": RowwiseParallel(),
+            "up": ColwiseParallel(), "down": RowwiseParallel()}
+    for block in model:
+        parallelize_module(block, mesh["tp"], plan)
+        fully_shard(block, mesh=mesh["dp"])
+    return fully_shard(model, mesh=mesh["dp"])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--style", choices=("ddp", "fsdp", "tp_dp"), required=True)
+    p.add_argument("--size", help="BATCH,SEQ,DIM,HEADS,LAYERS in place of the small default")
+    args = p.parse_args()
+    if args.size:
+        global BATCH, SEQ, DIM, HEADS, LAYERS
+        BATCH, SEQ, DIM, HEADS, LAYERS = map(int, args.size.split(","))
+    dist.init_process_group("nccl")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    torch.cuda.set_device(device)
+    torch.manual_seed(0)
+    model = build(args.style, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(STEPS):
+        x = torch.randn(BATCH, SEQ, DIM, device=device)
+        loss = model(x).float().pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    torch.cuda.synchronize()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+// Representative runs (FAKEGPU_REPRESENTATIVE): one process, rank 0, and the coordinator standing
+// in for the other ranks of the four-rank cluster, on their own communicators.
+#include <set>
+
+#include "env.h"
+#include "job_fixture.h"
+
+namespace fakegpu::coord::testing {
+namespace {
+
+// The variable is read as the Job is made: a base constructed before JobTest sets it.
+struct RepresentativeEnv {
+  RepresentativeEnv() { env::assign(env::kRepresentative, "0"); }
+  ~RepresentativeEnv() { env::assign(env::kRepresentative, ""); }
+};
+
+class StandInTest : private RepresentativeEnv, public JobTest {
+ protected:
+  StandInTest() { connect(1, 0); }
+
+  template <typename Msg>
+  void post(const Msg& msg, const std::vector<uint8_t>& bulk = {}) {
+    JobTest::post(1, msg, bulk);
+  }
+
+  // The process's init of a communicator of the named group; its id, or 0 after an error.
+  uint64_t init(const std::string& comm_name, int nranks, int rank = 0) {
+    CommKey key = {};
+    key.bytes[0] = static_cast<uint8_t>(++keys);
+    post(CommInit{key, nranks, rank, 0, comm_name});
+    auto frames = out.take(1);
+    EXPECT_EQ(frames.size(), 1u);
+    if (frames.empty() || frames[0].type != MsgType::kCommInitDone) return 0;
+    return decode_fields<CommInitDone>(frames[0].fields.data(), frames[0].fields.size()).comm_id;
+  }
+
+  // Collectives per communicator, by its global ranks.
+  std::map<std::vector<int>, int> collectives() {
+    std::map<std::vector<int>, int> by_ranks;
+    const nlohmann::json report = job.report();
+    for (const auto& c : report["communicators"])
+      by_ranks[c["global_ranks"].get<std::vector<int>>()] = c["collectives"].get<int>();
+    return by_ranks;
+  }
+
+};
+
+TEST_F(StandInTest, OneProcessCompletesTheWorldsAllReduceWithItsStandInsData) {
+  post(GroupRanks{"0", {}});  // the default group: the whole world
+  const uint64_t world = init("default_pg:0", 4);
+  ASSERT_NE(world, 0u);
+  post(allreduce(world, 0, 1, 2), floats({1.5f, -2}));
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  ASSERT_EQ(frames[0].type, MsgType::kCollectiveDone);
+  EXPECT_EQ(result_of(frames[0]), (std::vector<float>{6, -8})) << "four ranks, each with rank 0's data";
+  EXPECT_TRUE(out.sent.empty()) << "nothing is sent to a stand-in";
+
+  auto report = job.report();
+  ASSERT_EQ(report["ranks"].size(), 4u);
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(report["ranks"][r]["global_rank"], r);
+    EXPECT_EQ(report["ranks"][r]["stood_in_by"], 0);
+    EXPECT_EQ(report["ranks"][r]["collectives"], 1);
+  }
+  EXPECT_FALSE(report["ranks"][0].contains("stood_in_by"));
+  EXPECT_EQ(report["representative"]["processes"], nlohmann::json({0}));
+  EXPECT_EQ(report["representative"]["stood_in"], nlohmann::json({1, 2, 3}));
+}
+
+TEST_F(StandInTest, TheGroupsOfAKindThatHoldNoProcessGoThroughItsOperationsToo) {
+  // A (dp, tp) DeviceMesh of 2 x 2: its tp groups, then its dp groups, as every rank makes them.
+  post(GroupRanks{"0", {}});
+  post(GroupRanks{"1", {0, 1}});
+  post(GroupRanks{"2", {2, 3}});
+  post(GroupRanks{"3", {0, 2}});
+  post(GroupRanks{"4", {1, 3}});
+  const uint64_t tp = init("mesh_tp:1", 2), dp = init("mesh_dp:3", 2);
+  ASSERT_NE(tp, 0u);
+  ASSERT_NE(dp, 0u);
+  auto modeled_only = [](Collective c) {  // a timing-only run's: no data travels
+    c.flags |= kNoPayload;
+    return c;
+  };
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    post(modeled_only(allreduce(tp, 0, seq, 1 << 20)));
+    EXPECT_EQ(out.take(1).at(0).type, MsgType::kCollectiveDone);
+  }
+  post(modeled_only(allreduce(dp, 0, 1, 256)));
+  EXPECT_EQ(out.take(1).at(0).type, MsgType::kCollectiveDone);
+  std::map<std::vector<int>, int> want = {{{0, 1}, 3}, {{2, 3}, 3}, {{0, 2}, 1}, {{1, 3}, 1}};
+  EXPECT_EQ(collectives(), want);
+  // The tp group across the other node's NVLink was modeled there: its links carried traffic.
+  std::set<std::string> busy;
+  const nlohmann::json report = job.report();
+  for (const auto& link : report["links"])
+    if (link["bytes"].get<double>() > 0) busy.insert(link["link"].get<std::string>());
+  EXPECT_TRUE(busy.count("n0/gpu0 nvlink tx")) << report["links"].dump();
+  EXPECT_TRUE(busy.count("n1/gpu0 nvlink tx")) << report["links"].dump();
+}
+
+TEST_F(StandInTest, ASendToAStandInIsMetByItsReceive) {
+  post(GroupRanks{"0", {}});
+  const uint64_t world = init("default_pg:0", 4);
+  Collective send = allreduce(world, 0, 1, 64);
+  send.coll = CollType::kSend;
+  send.root = 3;
+  post(send, floats(std::vector<float>(64, 1)));
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].type, MsgType::kCollectiveDone);
+  EXPECT_EQ(job.report()["collectives"]["Send"]["calls"], 1);
+}
+
+TEST_F(StandInTest, ACommunicatorOfNoKnownGroupIsRefused) {
+  EXPECT_EQ(init("mystery:9", 4), 0u);
+  const std::string report = job.report()["errors"].dump();
+  EXPECT_NE(report.find("no process group of that name was made"), std::string::npos) << report;
+}
+
+TEST_F(StandInTest, ASplitIsRefusedWithAMessage) {
+  post(GroupRanks{"0", {}});
+  const uint64_t world = init("default_pg:0", 4);
+  post(CommSplit{world, 0, 0, 0, 0});
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_NE(error_text(frames[0]).find("cannot split or shrink"), std::string::npos);
+}
+
+TEST(RankList, ReadsRanksAndRangesAndRefusesTheRest) {
+  EXPECT_EQ(parse_rank_list("0,8", 16), (std::vector<int>{0, 8}));
+  EXPECT_EQ(parse_rank_list("4-6,0", 16), (std::vector<int>{0, 4, 5, 6}));
+  EXPECT_THROW(parse_rank_list("1,2", 16), std::runtime_error);   // rank 0 always runs
+  EXPECT_THROW(parse_rank_list("0,16", 16), std::runtime_error);  // beyond the world
+  EXPECT_THROW(parse_rank_list("0,x", 16), std::runtime_error);
+  EXPECT_THROW(parse_rank_list("0,3-1", 16), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace fakegpu::coord::testing

@@ -100,7 +100,7 @@ uint64_t OutFrame::bulk_bytes() const {
 }
 
 void Job::reply_error(ClientId client, uint64_t request_id, Status code, const std::string& message) {
-  if (client >= kStandInClientBase) return;  // its representative hears the same error
+  if (is_stand_in(client)) return;  // its representative hears the same error
   auto it = clients_.find(client);
   if (it != clients_.end()) ++it->second.errors;
   stats_.count_error(message, it != clients_.end() ? it->second.global_rank : -1);

@@ -283,6 +283,8 @@ class Job {
     std::vector<int> ranks;  // global ranks, in group-rank order
   };
   bool stands_in() const { return !representatives_.empty(); }
+  // Whether a client id is a stand-in's (stand_in() numbers them from kStandInClientBase).
+  static bool is_stand_in(ClientId id) { return id >= kStandInClientBase; }
   void handle_group_ranks(const wire::GroupRanks& msg);
   // The group a communicator was made for, by the group name its comm_name ends with; null when
   // none is known.
@@ -440,7 +442,7 @@ std::string format_status(const nlohmann::json& status);
 
 template <typename Msg>
 void Job::reply(ClientId client, uint64_t request_id, const Msg& msg, std::vector<Bulk> bulk) {
-  if (client >= kStandInClientBase) return;  // a stand-in: its representative hears it all
+  if (is_stand_in(client)) return;  // its representative hears it all
   OutFrame frame;
   frame.type = Msg::kType;
   frame.request_id = request_id;

@@ -216,7 +216,7 @@ void Job::complete_op(Comm& comm, PendingOp& op) {
     CollShape shape;
     coll_shape(c.coll, c.count, r, c.root, nranks, &shape);
     // A stand-in's result goes nowhere: none is made.
-    recv_bytes[r] = comm.members[r].client >= kStandInClientBase ? 0 : shape.recv_elems * elem;
+    recv_bytes[r] = is_stand_in(comm.members[r].client) ? 0 : shape.recv_elems * elem;
     if (!op.ranks[r].out) reply_bytes += recv_bytes[r];
   }
   if (reply_bytes > max_buffer_bytes_) {

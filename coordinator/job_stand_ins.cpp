@@ -245,13 +245,14 @@ void Job::retire_stand_ins(Comm& comm, ClientId id) {
     const Client& member = clients_.at(m.client);
     if (member.stood_in && member.representative == id) m.destroyed = true;
   }
+  // Its mirrors go once every rank of it has.
+  const bool gone = std::all_of(comm.members.begin(), comm.members.end(), [&](const Member& m) {
+    return m.destroyed || clients_.at(m.client).disconnected;
+  });
+  if (!gone) return;
   for (uint64_t mirror_id : comm.mirrors) {
     Comm* mirror = comms_.find(mirror_id);
     if (!mirror) continue;
-    const bool followed = std::all_of(comm.members.begin(), comm.members.end(), [&](const Member& m) {
-      return m.destroyed || clients_.at(m.client).disconnected;
-    });
-    if (!followed) continue;
     for (Member& m : mirror->members) m.destroyed = true;
     retire_if_finished(mirror_id);
   }
@@ -282,6 +283,7 @@ void Job::ledger_call(ClientId client, uint64_t comm, const wire::Collective& ca
   }
   uint8_t& connected = ledger.connected[comm];
   const uint8_t fresh = done.connects & ~connected;
+  if (!fresh) return;  // mostly: every piece it uses was connected by an earlier call
   connected |= fresh;
   const wire::NcclMemory& plan = ledger.plans[comm];
   const uint64_t pieces[] = {plan.ring, plan.tree, plan.nvls};

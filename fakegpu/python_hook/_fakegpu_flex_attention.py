@@ -10,6 +10,7 @@ bytes, and are priced as the fused kernel they stand for (_fakegpu_cost.flex_att
 import math
 
 import _fakegpu_cost
+import _fakegpu_values
 
 FORWARD = "flex_attention"
 BACKWARD = "flex_attention_backward"
@@ -190,17 +191,26 @@ def visited_share(block_mask):
     return visited / (counts.numel() * max(1, -(-kv_len // kv_block)))
 
 
-def install(torch, run, price, view_type):
+def install(torch, run, price, view_type, value_view):
     """Registers the two flex attention operators' CUDA kernels; run(view_type, fn, args, kwargs)
-    -> (results, stream), price(stream, name, facts)."""
+    -> (results, stream), price(stream, name, facts); value_view is the view that reads values."""
     from torch._C import DispatchKey
     from torch._higher_order_ops.flex_attention import flex_attention, flex_attention_backward
+
+    def share_of(share, block_mask):
+        # Shapes mode: a block mask made from computed values (positions, document ids) has
+        # computed counts, read through the view that reads values.
+        counts = [block_mask[2], block_mask[4]]
+        if share is not None or not _fakegpu_values.active() or any(_fakegpu_values.origin(c) for c in counts):
+            return share
+        return run(value_view, visited_share, (block_mask,), {})[0]
 
     def cuda_forward(query, key, value, score_mod, block_mask, scale, kernel_options, score_mod_other_buffers=(),
                      mask_mod_other_buffers=()):
         (results, share), stream = run(
             view_type, lambda *a: (forward(torch, *a), visited_share(a[4])),
             (query, key, value, score_mod, block_mask, scale, score_mod_other_buffers, mask_mod_other_buffers), {})
+        share = share_of(share, block_mask)
         price(stream, FORWARD, _fakegpu_cost.flex_attention_facts(torch, query, key, share,
                                                                   (query, key, value, results[0]), False))
         return results
@@ -212,6 +222,7 @@ def install(torch, run, price, view_type):
             (query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph, joint_graph, block_mask, scale,
              score_mod_other_buffers, mask_mod_other_buffers), {})
         tensors = (query, key, value, out, grad_out) + tuple(results[:3])
+        share = share_of(share, block_mask)
         price(stream, BACKWARD, _fakegpu_cost.flex_attention_facts(torch, query, key, share,
                                                                    tuple(t for t in tensors if t is not None), True))
         return results

@@ -9,6 +9,23 @@ import _fakegpu_bridge as B
 _bridge = None
 _graph_task = None  # torch._C._current_graph_task_id: -1 outside a backward pass
 _last_task = -1
+_kernel_depth = 0  # > 0 while fakegpu's own kernel code runs (it calls modules no GPU kernel would)
+
+
+class InsideKernel:
+    """Marks fakegpu's CPU work for one operator: FlexAttention's score and mask functions are
+    fx GraphModules that the GPU kernel inlines, so calling them is no module call of the program."""
+
+    def __enter__(self):
+        global _kernel_depth
+        _kernel_depth += 1
+
+    def __exit__(self, *exc):
+        global _kernel_depth
+        _kernel_depth -= 1
+
+
+INSIDE_KERNEL = InsideKernel()
 
 
 def backward_flags():
@@ -33,7 +50,8 @@ def install(torch, bridge):
     compiling = torch.compiler.is_compiling
 
     def module_called(module, args):
-        if not compiling():  # a compiled graph runs its modules' operators without their calls
+        # A compiled graph runs its modules' operators without their calls.
+        if not compiling() and not _kernel_depth:
             bridge.host_event(B.MODULE_CALL, 1)
 
     def optimizer_step(optimizer, args, kwargs):

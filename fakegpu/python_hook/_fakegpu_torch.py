@@ -35,6 +35,7 @@ import _fakegpu_random
 import _fakegpu_representative
 import _fakegpu_steps
 import _fakegpu_sync_batch_norm
+import _fakegpu_values
 
 # Imported by install(), which runs once `import torch` has finished: importing torch here would
 # load it in every Python process fgpu starts.
@@ -209,8 +210,16 @@ def _run_on_stand_ins(view_type, op, args, kwargs):
         # cudaStreamSynchronize, the wait leaves the modeled host clock alone, as the program
         # itself waited for nothing.
         _bridge.drain_stream(stream)
-    out = op(*stand_in_args, **stand_in_kwargs)
-    return tree_map(view.result, out), stream
+    with _fakegpu_host.INSIDE_KERNEL:
+        out = op(*stand_in_args, **stand_in_kwargs)
+    results = tree_map(view.result, out)
+    if _fakegpu_values.active():
+        uncomputed = _fakegpu_values.record(op, args, kwargs, results, view_type is not _MetaView)
+        if uncomputed:
+            _bridge.drain_stream(stream)  # writes queued before this operator land first
+            for t in uncomputed:
+                _CpuView().alias(t).zero_()
+    return results, stream
 
 
 def _run_in_graph(op, args, kwargs, device, stream):
@@ -226,7 +235,8 @@ def _run_in_graph(op, args, kwargs, device, stream):
 
     def compute():
         view = _CpuView()
-        computed = op(*tree_map(view.alias, args), **tree_map(view.alias, kwargs))
+        with _fakegpu_host.INSIDE_KERNEL:
+            computed = op(*tree_map(view.alias, args), **tree_map(view.alias, kwargs))
         for target, value in zip(_fakegpu_cost.tree_leaves(results), _fakegpu_cost.tree_leaves(computed)):
             if isinstance(value, torch.Tensor) and id(value) not in view.originals:  # not written in place
                 _copy_into(target, value)
@@ -255,11 +265,8 @@ def _kernel(op, shapes_only):
 
     def kernel(*args, **kwargs):
         result = None
-        if shapes_only and not (copy and _real_copy(args[0], args[1])):
-            try:
-                result, stream = _run(_MetaView, op, args, kwargs)
-            except (NotImplementedError, RuntimeError):
-                pass  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
+        if shapes_only:
+            result, stream = _run_shapes_only(op, name, copy, random, args, kwargs)
         if result is None:
             draws = _fakegpu_random.elementwise_draws(torch, args) if random else None
             result, stream = _run(_CpuView, op, args, kwargs, draws)
@@ -274,6 +281,27 @@ def _kernel(op, shapes_only):
         return result
 
     return kernel
+
+
+def _run_shapes_only(op, name, copy, random, args, kwargs):
+    """An operator in shapes mode: for real where its inputs hold computed values and it is small
+    (_fakegpu_values.py), else on the meta device; (None, None) where it must run on the CPU after
+    all (a copy that stays real, or no meta kernel, or result shapes that depend on the data)."""
+    if name.startswith("aten::_assert_async"):
+        _fakegpu_values.check_assert(name, args)
+    if copy and _real_copy(args[0], args[1]):
+        if args[0].device.type == "cpu":
+            _fakegpu_values.check_read(args[1], "a copy to the CPU")
+        return None, None
+    if _fakegpu_values.computable(op._schema, args, kwargs, random):
+        try:
+            return _run(_CpuView, op, args, kwargs)
+        except Exception:  # noqa: BLE001 - values the CPU kernel refuses (an index nobody wrote): shapes only
+            pass
+    try:
+        return _run(_MetaView, op, args, kwargs)
+    except (NotImplementedError, RuntimeError):
+        return None, None  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
 
 
 def _price(stream, name, facts):
@@ -328,6 +356,8 @@ def install():
     import torch as torch_module
 
     torch = torch_module
+    if mode == "shapes":
+        _fakegpu_values.install(torch)
     _bridge = _fakegpu_bridge.find()
     if _bridge is None:
         raise RuntimeError("fakegpu: PyTorch compute needs fakegpu's CUDA runtime, which is not loaded "
@@ -369,7 +399,7 @@ def install():
         _fakegpu_efficient_attention.install(torch, register, _run, _price, view_type)
         _fakegpu_fallbacks.install(torch, register, _run, _price, view_type)
         _fakegpu_sync_batch_norm.install(torch, register, _run, _price, view_type)
-        _fakegpu_flex_attention.install(torch, _run, _price, view_type)
+        _fakegpu_flex_attention.install(torch, _run, _price, view_type, _CpuView)
     install.library = lib  # registrations last as long as the Library object
     # PyTorch picks fused attention and cuDNN for CUDA tensors by device type, before the
     # dispatcher. Flash and memory-efficient attention have CPU twins (_fakegpu_attention.py,

@@ -404,6 +404,28 @@ class Prediction(TorchTest):
         self.assertLess(predicted[50304], 0.75 * predicted[50257], predicted)
 
 
+class ShapesValues(TorchTest):
+    """Shapes mode computes the small control values programs act on (test/torch/shapes_values.py)."""
+
+    def test_control_values_are_computed_and_uncomputed_ones_read_as_zero(self):
+        r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "shapes_values.py",
+                        env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
+        seen = json.loads(r.stdout.strip().splitlines()[0])
+        self.assertEqual(seen["offsets"], [3, 8, 10])
+        self.assertEqual(seen["arange_sum"], 45)
+        self.assertEqual(seen["scaled"], [3.0, 6.0])
+        self.assertEqual(seen["objects"], [[0, 0], [1, 300]])
+        self.assertEqual(seen["uncomputed_sum"], 0.0)
+        self.assertEqual(seen["all_reduced_flag"], 0)
+        # The assertion names the program's check and where the value came from, not the program's failure.
+        self.assertIn("'sum positive'", seen["assertion"])
+        self.assertIn("aten::normal_: random numbers are not drawn in shapes mode", seen["assertion"])
+        self.assertIn("FAKEGPU_TORCH_COMPUTE=1", seen["assertion"])
+        notices = [line for line in r.stderr.splitlines() if "reads a value that shapes mode did not compute" in line]
+        self.assertEqual(len(notices), 1, r.stderr[-3000:])  # once, from rank 0
+        self.assertIn("bool() reads a value", notices[0])  # trunc_normal_ asking mask.any()
+
+
 class Memory(TorchTest):
     """The report's GPU memory is what each rank's PyTorch sees; an out-of-memory error ends the job
     with its explanation."""

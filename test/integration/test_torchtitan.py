@@ -14,6 +14,7 @@ import unittest
 from pathlib import Path
 
 from rank_jobs import FGPU
+from test_representative import communicators, peaks, ranks
 from torch_jobs import PYTHON, TORCHRUN, require_modules
 
 # Short sequences and small batches: a rank's CPU work is its share of 2 x 128 tokens a step.
@@ -55,21 +56,28 @@ def make_workspace():
     return work
 
 
-class Torchtitan(unittest.TestCase):
+class TorchtitanRuns(unittest.TestCase):
+    """Runs torchtitan.train under fgpu in a workspace of its assets."""
+
     @classmethod
     def setUpClass(cls):
         cls.work = make_workspace()
 
-    def train(self, ranks, *parallelism):
-        report = self.work / f"report-{'-'.join(parallelism) or 'fsdp'}.json"
-        env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-        r = subprocess.run([FGPU, "--gpu", "h100", "--nodes", "1", "--gpus-per-node", str(ranks), "--report",
-                            str(report), str(TORCHRUN), f"--nproc_per_node={ranks}", "-m", "torchtitan.train",
-                            *TRAINING, *parallelism], capture_output=True, text=True, env=env, timeout=900,
-                           cwd=self.work)
+    def train(self, ranks, *parallelism, nodes=1, fgpu_options=(), env=None):
+        """torchtitan on `ranks` ranks over `nodes` simulated H100 nodes; (fgpu's output, report)."""
+        name = "-".join(parallelism + tuple(fgpu_options)).replace("-", "") or "fsdp"
+        report = self.work / f"report-{name}-{ranks}.json"
+        env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
+        per_node = ranks // nodes
+        r = subprocess.run([FGPU, *fgpu_options, "--gpu", "h100", "--nodes", str(nodes), "--gpus-per-node",
+                            str(per_node), "--report", str(report), str(TORCHRUN), f"--nproc_per_node={per_node}",
+                            f"--nnodes={nodes}", "-m", "torchtitan.train", *TRAINING, *parallelism],
+                           capture_output=True, text=True, env=env, timeout=900, cwd=self.work)
         self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-8000:])
         return r, json.loads(report.read_text())
 
+
+class Torchtitan(TorchtitanRuns):
     def check_training(self, r, report):
         # Every rank logs each step; ranks without the loss (earlier pipeline stages) log -2.
         losses = {}
@@ -98,6 +106,44 @@ class Torchtitan(unittest.TestCase):
         r, report = self.train(4, "--parallelism.pipeline-parallel-degree", "2")
         self.check_training(r, report)
         self.assertIn("Send", json.dumps(report["collectives"]), "pipeline stages pass activations point to point")
+
+
+class TorchtitanShapes(TorchtitanRuns):
+    """torchtitan in shapes mode (values not computed, step time and memory modeled): the small
+    control values it checks (positions against the RoPE cache, trunc_normal_'s rejection loop
+    over DTensors) are computed or read as zero, and `fgpu --representative` predicts a 16-rank job
+    from one process as running every rank does (checked at 8 ranks here)."""
+
+    SHAPES = {"FAKEGPU_TORCH_COMPUTE": "shapes"}
+    FSDP_BY_TP = ("--training.steps", "3", "--parallelism.tensor-parallel-degree", "2")
+
+    def check_steps(self, r, report):
+        self.assertEqual(report["steps"]["count"], 3, report["steps"])
+        self.assertRegex(r.stdout + r.stderr, r"predicted step time: [\d.]+ ms \(median of steps 2-3")
+        self.assertRegex(ANSI.sub("", r.stdout + r.stderr), r"step:\s*3\s+loss")
+
+    def test_fsdp_with_tensor_parallel_on_two_nodes_every_rank_and_representative(self):
+        full_run, full = self.train(8, *self.FSDP_BY_TP, nodes=2, env=self.SHAPES)
+        self.check_steps(full_run, full)
+        one_run, one = self.train(8, *self.FSDP_BY_TP, nodes=2, fgpu_options=["--representative"])
+        self.check_steps(one_run, one)
+        self.assertEqual(one["representative"]["processes"], [0], one["representative"])
+        self.assertAlmostEqual(one["steps"]["median_time_us"], full["steps"]["median_time_us"],
+                               delta=0.01 * full["steps"]["median_time_us"])
+        self.assertEqual(communicators(one), communicators(full))
+        self.assertEqual(ranks(one), ranks(full))
+        self.assertEqual(peaks(one), peaks(full))
+
+    def test_sixteen_ranks_on_two_nodes_from_one_process(self):
+        r, report = self.train(16, *self.FSDP_BY_TP, nodes=2, fgpu_options=["--representative"])
+        self.check_steps(r, report)
+        self.assertEqual(report["world_size"], 16)
+        stood_in = [rank for rank in report["ranks"] if rank.get("stood_in_by") is not None]
+        self.assertEqual(len(stood_in), 15, report["ranks"])
+        # TP pairs within a node and FSDP groups of 8 across both nodes, each dimension's groups all there.
+        sizes = sorted(len(c["global_ranks"]) for c in report["communicators"])
+        self.assertGreaterEqual(sizes.count(2), 8, sizes)
+        self.assertGreaterEqual(sizes.count(8), 2, sizes)
 
 
 if __name__ == "__main__":

@@ -136,11 +136,24 @@ def run_job(args, quiet_summary=False) -> int:
     try:
         with interruptible():
             return run_job_in(args, Path(workdir), quiet_summary)
+    except RunAgain as e:  # a rank found ranks of another kind without processes (a pipeline's stages)
+        print("fgpu: running the job again with a process for each kind of rank: "
+              f"FAKEGPU_REPRESENTATIVE={e.processes}", file=sys.stderr)
+        os.environ["FAKEGPU_REPRESENTATIVE"] = e.processes
+        return run_job(args, quiet_summary)
     except Interrupted as e:  # before the ranks started, or while stopping: nothing more to report
         print(f"fgpu: {e}", file=sys.stderr)
         return 128 + e.signum
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class RunAgain(Exception):
+    """The job is to run again with these processes (FAKEGPU_REPRESENTATIVE)."""
+
+    def __init__(self, processes):
+        super().__init__(processes)
+        self.processes = processes
 
 
 def default_cluster(args, workdir: Path) -> str:
@@ -189,7 +202,11 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         address = owned.address
         registration = register_job(owned, args.command, report)
     env = rank_environment(os.environ, transport, address, str(Path(config).resolve()), args.device_count, args.mode)
+    rerun = None
     if args.representative:
+        if not os.environ.get("FAKEGPU_REPRESENTATIVE"):  # fgpu's guess, "0": a rank may ask for more
+            rerun = workdir / "representatives"
+            env["FAKEGPU_REPRESENTATIVE_RERUN"] = str(rerun)
         env["FAKEGPU_REPRESENTATIVE"] = representatives
         env.setdefault("FAKEGPU_TORCH_COMPUTE", "shapes")  # values are not computed: stand-ins have none
     live = {}
@@ -234,6 +251,8 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
             stop_code = owned.stop()
             if stop_code != 0:
                 print(f"fgpu: the coordinator {stopped_how(stop_code)}:\n{owned.output()}", file=sys.stderr)
+    if rerun and rerun.exists():
+        raise RunAgain(rerun.read_text().strip())
     code = outcome.code
     written = load(report) if owned and file_stamp(report) not in (None, earlier_report) else {}
     if written:

@@ -25,16 +25,14 @@ def rank_list(text: str):
 
 
 def check_representative(args, gpus) -> str:
-    """The ranks that run as processes, as FAKEGPU_REPRESENTATIVE spells them; SetupError when the
-    job cannot run so."""
+    """The ranks that run as processes, as a list FAKEGPU_REPRESENTATIVE can hold ("0,4"; ranges
+    written out, so that the ranks' hook reads it plainly); SetupError when the job cannot run so."""
     if gpus:
         raise SetupError(f"--representative runs on fake GPUs only, not with --mode {args.mode}")
     if not args.nproc and torchrun.split(args.command) is None:
         raise SetupError("--representative starts the ranks itself: give --nproc N and the program, or a torchrun "
                          "command (fgpu --representative torchrun --nproc_per_node=8 train.py)")
-    text = os.environ.get("FAKEGPU_REPRESENTATIVE") or "0"
-    rank_list(text)
-    return text
+    return ",".join(map(str, rank_list(os.environ.get("FAKEGPU_REPRESENTATIVE") or "0")))
 
 
 def direct_command(command):

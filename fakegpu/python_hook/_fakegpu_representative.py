@@ -8,7 +8,13 @@ that, and only then:
   named to the coordinator with its global ranks, through fakegpu's NCCL library. Every rank
   makes every group, member or not, under the same name, and a group's NCCL communicators carry
   that name; so the coordinator knows whom each communicator holds, and which groups are of one
-  kind, without a process for their ranks."""
+  kind, without a process for their ranks.
+
+A stood-in rank repeats the nearest process below it, so ranks that do different work need
+processes of their own. Pipeline stages (torch.distributed.pipelining) are the common case: a
+stage whose pipeline has a stage on a rank that runs no process stops the job at once, with a
+message giving the FAKEGPU_REPRESENTATIVE that runs it (a process per stage), rather than
+sending activations to a rank that only repeats stage 0."""
 
 import ctypes
 import importlib
@@ -59,3 +65,58 @@ def install(torch):
         return create_store(hostname, port, rank, None, timeout, *args, **kwargs)  # None: wait for no one
 
     rendezvous._create_c10d_store = create_c10d_store
+    _check_pipeline_stages(torch)
+
+
+def _check_pipeline_stages(torch):
+    stage = importlib.import_module("torch.distributed.pipelining.stage")
+    init = stage._PipelineStageBase.__init__
+
+    def checked_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        try:
+            check_stage_ranks(torch.distributed.get_process_group_ranks(self.group), self.num_stages,
+                              torch.distributed.get_world_size(), os.environ["FAKEGPU_REPRESENTATIVE"])
+        except NeedsProcesses as e:
+            rerun = os.environ.get("FAKEGPU_REPRESENTATIVE_RERUN")
+            if not rerun:
+                raise
+            with open(rerun, "w") as f:  # fgpu runs the job again with these processes
+                f.write(e.processes)
+            print(f"{e.what}: fgpu runs it again with FAKEGPU_REPRESENTATIVE={e.processes}", file=sys.stderr,
+                  flush=True)
+            os._exit(EXIT_FOR_RERUN)
+
+    stage._PipelineStageBase.__init__ = checked_init
+
+
+# How a rank that asked fgpu to run the job again ends (sysexits' EX_TEMPFAIL).
+EXIT_FOR_RERUN = 75
+
+
+class NeedsProcesses(RuntimeError):
+    """Ranks that do different work run no process: `what` says so, `processes` is the
+    FAKEGPU_REPRESENTATIVE that runs them."""
+
+    def __init__(self, what, processes):
+        super().__init__(f"{what}: run it with FAKEGPU_REPRESENTATIVE={processes} (a process for each stage)")
+        self.what, self.processes = what, processes
+
+
+def check_stage_ranks(stage_ranks, stages, world, processes):
+    """Raises, naming what to run instead, unless every rank of this pipeline runs as a process and
+    every other rank repeats the process of its own stage: stages as blocks of consecutive ranks
+    (the pipeline as the outermost dimension of the mesh), as a stood-in rank follows the nearest
+    process below it."""
+    running = {int(r) for r in processes.split(",")}
+    block = world // len(stage_ranks)
+    if sorted(stage_ranks) != [i * block for i in range(len(stage_ranks))]:
+        raise RuntimeError(f"fakegpu: --representative: this job runs a pipeline of {stages} stages on ranks "
+                           f"{sorted(stage_ranks)} of {world}; a stood-in rank repeats the nearest process below it, "
+                           "so each stage must hold a block of consecutive ranks (the pipeline as the outermost "
+                           "dimension of the device mesh). Run every rank (leave out --representative)")
+    if not running.issuperset(stage_ranks):
+        raise NeedsProcesses(f"fakegpu: --representative: this job runs a pipeline of {stages} stages on ranks "
+                             f"{sorted(stage_ranks)}, whose stages do different work, and ranks "
+                             f"{sorted(set(stage_ranks) - running)} run no process",
+                             ",".join(str(r) for r in sorted(running | set(stage_ranks))))

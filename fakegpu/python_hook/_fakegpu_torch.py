@@ -218,7 +218,7 @@ def _run_on_stand_ins(view_type, op, args, kwargs):
         if uncomputed:
             _bridge.drain_stream(stream)  # writes queued before this operator land first
             for t in uncomputed:
-                _CpuView().alias(t).zero_()
+                _fakegpu_values.zero(t)
     return results, stream
 
 

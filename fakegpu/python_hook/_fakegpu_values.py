@@ -13,9 +13,11 @@ the mark goes with the storage's Python object. Memory nobody marked holds what 
 there: data copied from the host, NCCL's results, or, as on a GPU, whatever fresh memory held.
 A small uncomputed value holds zeros (the caller writes them, see record), so that what a program
 decides from it (a rejection loop's `mask.any()`, a flag it all-reduces) is the same on every rank
-and in every run, however the value travels. Reading a marked value on the host says so once; asserting on one stops with a message naming its
-origin, never the program's own assertion about values nobody computed."""
+and in every run, however the value travels. Reading a marked value on the host says so once;
+asserting on one stops with a message naming its origin, never the program's own assertion about
+values nobody computed."""
 
+import ctypes
 import os
 import sys
 import weakref
@@ -32,6 +34,7 @@ _OVERWRITE_SELF = {"aten::fill_", "aten::zero_", "aten::copy_"}
 
 _torch = None
 _marks = {}  # id(storage) -> (weak reference to the storage, where its values came from)
+_roles_by_schema = {}  # id(schema) -> (schema, _roles(schema))
 _read_said = False
 
 
@@ -80,36 +83,43 @@ def _mark(t, where):
 
 def _spans_storage(t):
     """Whether writing t writes every byte of its storage."""
-    return t.is_contiguous() and t.storage_offset() == 0 and t.numel() * t.element_size() == t.untyped_storage().nbytes()
+    nbytes = t.numel() * t.element_size()
+    return t.is_contiguous() and t.storage_offset() == 0 and nbytes == t.untyped_storage().nbytes()
+
+
+def _roles(schema):
+    """Per argument of an operator: (position, name, passed by keyword only, read, written), from
+    its schema once (reading a schema through its bindings costs more than the rest of a call)."""
+    cached = _roles_by_schema.get(id(schema))
+    if cached is None:
+        roles = []
+        for position, argument in enumerate(schema.arguments):
+            writes = argument.alias_info is not None and argument.alias_info.is_write
+            # out= arguments and a `self` the operator only overwrites are not read.
+            reads = not (writes and (argument.kwarg_only or (position == 0 and schema.name in _OVERWRITE_SELF)))
+            roles.append((position, argument.name, argument.kwarg_only, reads, writes))
+        cached = _roles_by_schema[id(schema)] = (schema, roles)  # the schema kept: its id stays its own
+    return cached[1]
+
+
+def _arguments(schema, args, kwargs, role):
+    """The CUDA tensors of an operator's arguments that `role` (3: read, 4: written) picks."""
+    tensors = []
+    for entry in _roles(schema):
+        if entry[role]:
+            position, name, kwarg_only = entry[:3]
+            tensors += _cuda_tensors(kwargs.get(name) if kwarg_only or position >= len(args) else args[position])
+    return tensors
 
 
 def _written(schema, args, kwargs):
-    """The CUDA tensors an operator writes that it does not return (foreach and fused operators
-    return nothing), from its schema."""
-    if schema is None:
-        return []
-    written = []
-    for position, argument in enumerate(schema.arguments):
-        if argument.alias_info is None or not argument.alias_info.is_write:
-            continue
-        value = kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
-        written += _cuda_tensors(value)
-    return written
+    """The CUDA tensors an operator writes (foreach and fused operators return none of them)."""
+    return [] if schema is None else _arguments(schema, args, kwargs, 4)
 
 
 def _read(schema, args, kwargs):
-    """The CUDA tensors an operator reads: all it takes but out= arguments and a `self` it only
-    overwrites."""
-    if schema is None:
-        return _cuda_tensors((args, kwargs))
-    read = []
-    for position, argument in enumerate(schema.arguments):
-        value = kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
-        writes = argument.alias_info is not None and argument.alias_info.is_write
-        if writes and (argument.kwarg_only or (position == 0 and schema.name in _OVERWRITE_SELF)):
-            continue
-        read += _cuda_tensors(value)
-    return read
+    """The CUDA tensors an operator reads."""
+    return _cuda_tensors((args, kwargs)) if schema is None else _arguments(schema, args, kwargs, 3)
 
 
 def _human(n):
@@ -166,8 +176,18 @@ def record(op, args, kwargs, results, ran_for_real):
     return [t for t in outputs if _span_bytes(t) <= COMPUTE_BYTES]
 
 
+def zero(t):
+    """Writes zeros over t's span (an uncomputed value's, which a program may read or pass on)."""
+    nbytes = _span_bytes(t)
+    if nbytes:
+        ctypes.memset(t.data_ptr(), 0, nbytes)
+
+
 def _span_bytes(t):
-    return (sum((size - 1) * stride for size, stride in zip(t.size(), t.stride())) + 1) * t.element_size() if t.numel() else 0
+    """The bytes from t's first element to its last."""
+    if not t.numel():
+        return 0
+    return (sum((size - 1) * stride for size, stride in zip(t.size(), t.stride())) + 1) * t.element_size()
 
 
 def check_assert(name, args):

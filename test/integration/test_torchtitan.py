@@ -63,8 +63,9 @@ class TorchtitanRuns(unittest.TestCase):
     def setUpClass(cls):
         cls.work = make_workspace()
 
-    def train(self, ranks, *parallelism, nodes=1, fgpu_options=(), env=None):
-        """torchtitan on `ranks` ranks over `nodes` simulated H100 nodes; (fgpu's output, report)."""
+    def train(self, ranks, *parallelism, nodes=1, fgpu_options=(), env=None, fails=False):
+        """torchtitan on `ranks` ranks over `nodes` simulated H100 nodes; (fgpu's output, report),
+        or fgpu's output alone where the job is to fail."""
         name = "-".join(parallelism + tuple(fgpu_options)).replace("-", "") or "fsdp"
         report = self.work / f"report-{name}-{ranks}.json"
         env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
@@ -73,6 +74,9 @@ class TorchtitanRuns(unittest.TestCase):
                             str(per_node), "--report", str(report), str(TORCHRUN), f"--nproc_per_node={per_node}",
                             f"--nnodes={nodes}", "-m", "torchtitan.train", *TRAINING, *parallelism],
                            capture_output=True, text=True, env=env, timeout=900, cwd=self.work)
+        if fails:
+            self.assertNotEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-8000:])
+            return r
         self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-8000:])
         return r, json.loads(report.read_text())
 
@@ -112,27 +116,52 @@ class TorchtitanShapes(TorchtitanRuns):
     """torchtitan in shapes mode (values not computed, step time and memory modeled): the small
     control values it checks (positions against the RoPE cache, trunc_normal_'s rejection loop
     over DTensors) are computed or read as zero, and `fgpu --representative` predicts a 16-rank job
-    from one process as running every rank does (checked at 8 ranks here)."""
+    from one process, and a pipeline from a process per stage, as running every rank does (checked
+    at 8 ranks here); a pipeline without a process per stage runs again with them, or, where the
+    user listed the processes, is refused naming what to run."""
 
     SHAPES = {"FAKEGPU_TORCH_COMPUTE": "shapes"}
     FSDP_BY_TP = ("--training.steps", "3", "--parallelism.tensor-parallel-degree", "2")
+    PP_BY_FSDP = ("--training.steps", "3", "--parallelism.pipeline-parallel-degree", "2")
 
     def check_steps(self, r, report):
         self.assertEqual(report["steps"]["count"], 3, report["steps"])
         self.assertRegex(r.stdout + r.stderr, r"predicted step time: [\d.]+ ms \(median of steps 2-3")
         self.assertRegex(ANSI.sub("", r.stdout + r.stderr), r"step:\s*3\s+loss")
 
-    def test_fsdp_with_tensor_parallel_on_two_nodes_every_rank_and_representative(self):
-        full_run, full = self.train(8, *self.FSDP_BY_TP, nodes=2, env=self.SHAPES)
+    def check_representative(self, parallelism, processes):
+        """Eight ranks on two nodes of 4, every rank against `processes` standing for the rest."""
+        full_run, full = self.train(8, *parallelism, nodes=2, env=self.SHAPES)
         self.check_steps(full_run, full)
-        one_run, one = self.train(8, *self.FSDP_BY_TP, nodes=2, fgpu_options=["--representative"])
+        listed = {"FAKEGPU_REPRESENTATIVE": ",".join(map(str, processes))}
+        one_run, one = self.train(8, *parallelism, nodes=2, fgpu_options=["--representative"], env=listed)
         self.check_steps(one_run, one)
-        self.assertEqual(one["representative"]["processes"], [0], one["representative"])
+        self.assertEqual(one["representative"]["processes"], processes, one["representative"])
         self.assertAlmostEqual(one["steps"]["median_time_us"], full["steps"]["median_time_us"],
                                delta=0.01 * full["steps"]["median_time_us"])
         self.assertEqual(communicators(one), communicators(full))
         self.assertEqual(ranks(one), ranks(full))
         self.assertEqual(peaks(one), peaks(full))
+
+    def test_fsdp_with_tensor_parallel_on_two_nodes_every_rank_and_representative(self):
+        self.check_representative(self.FSDP_BY_TP, [0])
+
+    def test_pipeline_with_a_process_per_stage_as_every_rank(self):
+        # PP 2 x FSDP 4: stage 0 on the first node's ranks, stage 1 on the second's.
+        self.check_representative(self.PP_BY_FSDP, [0, 4])
+
+    def test_pipeline_from_one_process_runs_again_with_a_process_per_stage(self):
+        # Rank 0 alone, as the user listed: refused, naming what to run.
+        r = self.train(8, *self.PP_BY_FSDP, nodes=2, fgpu_options=["--representative"], fails=True,
+                       env={"FAKEGPU_REPRESENTATIVE": "0"})
+        self.assertIn("stages do different work, and ranks [4] run no process: run it with "
+                      "FAKEGPU_REPRESENTATIVE=0,4", r.stdout + r.stderr)
+        # No list: fgpu's first guess (rank 0) finds the pipeline, and fgpu runs the job again.
+        r, report = self.train(8, *self.PP_BY_FSDP, nodes=2, fgpu_options=["--representative"])
+        self.check_steps(r, report)
+        self.assertIn("fgpu: running the job again with a process for each kind of rank: FAKEGPU_REPRESENTATIVE=0,4",
+                      r.stderr)
+        self.assertEqual(report["representative"]["processes"], [0, 4], report["representative"])
 
     def test_sixteen_ranks_on_two_nodes_from_one_process(self):
         r, report = self.train(16, *self.FSDP_BY_TP, nodes=2, fgpu_options=["--representative"])

@@ -264,12 +264,11 @@ def _kernel(op, shapes_only):
     random = _fakegpu_random.draws_random(op._schema)
 
     def kernel(*args, **kwargs):
-        result = None
-        if shapes_only:
-            result, stream = _run_shapes_only(op, name, copy, random, args, kwargs)
-        if result is None:
+        ran = _run_shapes_only(op, name, copy, random, args, kwargs) if shapes_only else None
+        if ran is None:
             draws = _fakegpu_random.elementwise_draws(torch, args) if random else None
-            result, stream = _run(_CpuView, op, args, kwargs, draws)
+            ran = _run(_CpuView, op, args, kwargs, draws)
+        result, stream = ran
         facts = _fakegpu_cost.op_facts(torch, name, args, result)
         if facts.kind == _fakegpu_bridge.GEMM and not _fakegpu_capture.capturing(stream):
             _fakegpu_memory.before_product(stream)
@@ -285,14 +284,16 @@ def _kernel(op, shapes_only):
 
 def _run_shapes_only(op, name, copy, random, args, kwargs):
     """An operator in shapes mode: for real where its inputs hold computed values and it is small
-    (_fakegpu_values.py), else on the meta device; (None, None) where it must run on the CPU after
-    all (a copy that stays real, or no meta kernel, or result shapes that depend on the data)."""
+    (_fakegpu_values.py), else on the meta device; (results, stream), or None where it must run on
+    the CPU after all (a copy that stays real, or no meta kernel, or result shapes that depend on
+    the data). Operators that return nothing (foreach and fused ones, out= lists) return None as
+    results: they ran all the same."""
     if name.startswith("aten::_assert_async"):
         _fakegpu_values.check_assert(name, args)
     if copy and _real_copy(args[0], args[1]):
         if args[0].device.type == "cpu":
             _fakegpu_values.check_read(args[1], "a copy to the CPU")
-        return None, None
+        return None
     if _fakegpu_values.computable(op._schema, args, kwargs, random):
         try:
             return _run(_CpuView, op, args, kwargs)
@@ -301,7 +302,7 @@ def _run_shapes_only(op, name, copy, random, args, kwargs):
     try:
         return _run(_MetaView, op, args, kwargs)
     except (NotImplementedError, RuntimeError):
-        return None, None  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
+        return None  # no meta kernel, or one whose shapes depend on the data: run it on the CPU
 
 
 def _price(stream, name, facts):

@@ -1,13 +1,18 @@
 """Control values in shapes mode (FAKEGPU_TORCH_COMPUTE=shapes): what a program computes on the
 GPU from data it copied in (positions, lengths, arange, objects it exchanges) is computed for real,
 an init's rejection loop over values nobody computed ends, those values read as zero on every rank,
-and an assertion on one stops with a message naming where it came from. Prints what it saw as JSON
-(rank 0)."""
+an assertion on one stops with a message naming where it came from, and operators that return
+nothing stay on the meta device. Prints what it saw as JSON (rank 0)."""
 
 import json
 
 import torch
 import torch.distributed as dist
+
+
+def resident_mib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
 
 
 def main():
@@ -42,7 +47,21 @@ def main():
     except RuntimeError as e:
         seen["assertion"] = str(e)
 
+    # Operators that return nothing run on the meta device as well: FSDP2's copy-out and copy-in
+    # (split_with_sizes_copy, _foreach_copy_) over 512 MiB and a fused AdamW step over 256 MiB of
+    # parameters write no host memory.
+    before = resident_mib()
+    flat = torch.empty(128 << 20, device="cuda")
+    parts = [torch.empty(64 << 20, device="cuda") for _ in range(2)]
+    torch.ops.aten.split_with_sizes_copy.out(flat, [64 << 20, 64 << 20], 0, out=parts)
+    torch._foreach_copy_(parts, [torch.empty_like(p) for p in parts])
+    weights = [torch.nn.Parameter(torch.empty(32 << 20, device="cuda")) for _ in range(2)]
+    for w in weights:
+        w.grad = torch.empty_like(w)
+    torch.optim.AdamW(weights, fused=True).step()
     torch.cuda.synchronize()
+    seen["void_operators_growth_mib"] = resident_mib() - before
+
     dist.destroy_process_group()
     if rank == 0:
         print(json.dumps(seen), flush=True)

@@ -51,14 +51,11 @@ def tree_rss(pid):
     return total
 
 
-def run(world, size):
-    report = Path(tempfile.mkdtemp(prefix="fakegpu-scale-")) / "report.json"
-    command = [str(ROOT / "fgpu"), "--representative", "--gpu", "h100", "--nodes", str(world // 8),
-               "--gpus-per-node", "8", "--nproc", str(world), "--report", str(report), str(PYTHON), str(JOB),
-               "--style", "tp_dp", "--size", size]
-    env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
+def run_sampled(command, env, cwd=None):
+    """Runs a command; (wall seconds, peak host memory of it and its descendants in bytes, its
+    output, its exit code)."""
     start = time.monotonic()
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
     peak = [0]
 
     def sample():
@@ -71,11 +68,20 @@ def run(world, size):
     output = proc.communicate()[0]
     wall = time.monotonic() - start
     sampler.join()
-    if proc.returncode != 0:
+    return wall, peak[0], output, proc.returncode
+
+
+def run(world, size):
+    report = Path(tempfile.mkdtemp(prefix="fakegpu-scale-")) / "report.json"
+    command = [str(ROOT / "fgpu"), "--representative", "--gpu", "h100", "--nodes", str(world // 8),
+               "--gpus-per-node", "8", "--nproc", str(world), "--report", str(report), str(PYTHON), str(JOB),
+               "--style", "tp_dp", "--size", size]
+    wall, peak, output, code = run_sampled(command, dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
+    if code != 0:
         sys.exit(f"{world} ranks failed:\n{output[-3000:]}")
     r = json.loads(report.read_text())
     gpu = max(m["peak"]["bytes"] for m in r["memory"]["ranks"])
-    return wall, peak[0], r["steps"]["median_time_us"], gpu
+    return wall, peak, r["steps"]["median_time_us"], gpu
 
 
 def main():

@@ -209,6 +209,9 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
             env["FAKEGPU_REPRESENTATIVE_RERUN"] = str(rerun)
         env["FAKEGPU_REPRESENTATIVE"] = representatives
         env.setdefault("FAKEGPU_TORCH_COMPUTE", "shapes")  # values are not computed: stand-ins have none
+        # PyTorch has every 128th rank of a large communicator publish an NCCL id in the store for
+        # ncclCommInitRankScalable, and waits for them all; stood-in ranks publish nothing. One root.
+        env.setdefault("TORCH_NCCL_RANKS_PER_ROOT", str(1 << 30))
     live = {}
 
     def before_stop():

@@ -80,6 +80,14 @@ class Representative(unittest.TestCase):
     def test_fsdp_by_tensor_parallel_on_sixteen_ranks(self):
         self.check_same(2, 8, "tp_dp")
 
+    def test_communicators_of_more_than_128_ranks_from_one_process(self):
+        # PyTorch initialises a communicator of over 128 ranks from several roots, each of which
+        # publishes an NCCL id; stood-in roots publish none, so fgpu asks for one root.
+        r, report = self.run_job(17, 8, "fsdp", "--representative")
+        self.assertEqual(report["world_size"], 136)
+        self.assertIn(136, [len(c["global_ranks"]) for c in report["communicators"]])
+        self.assertEqual(report["steps"]["count"], 4)  # the job's four AdamW steps
+
     def test_a_split_communicator_is_refused_with_a_message(self):
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
         script = self.tmp / "split.py"

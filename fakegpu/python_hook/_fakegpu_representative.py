@@ -12,9 +12,10 @@ that, and only then:
 
 A stood-in rank repeats the nearest process below it, so ranks that do different work need
 processes of their own. Pipeline stages (torch.distributed.pipelining) are the common case: a
-stage whose pipeline has a stage on a rank that runs no process stops the job at once, with a
-message giving the FAKEGPU_REPRESENTATIVE that runs it (a process per stage), rather than
-sending activations to a rank that only repeats stage 0."""
+stage whose pipeline has a stage on a rank that runs no process stops the job at once, rather
+than send activations to a rank that only repeats stage 0. Where fgpu chose the processes
+(FAKEGPU_REPRESENTATIVE_RERUN set), it is told the FAKEGPU_REPRESENTATIVE that runs the job (a
+process per stage) and runs it again; otherwise the message gives it."""
 
 import ctypes
 import importlib
@@ -109,8 +110,8 @@ def check_stage_ranks(stage_ranks, stages, world, processes):
     (the pipeline as the outermost dimension of the mesh), as a stood-in rank follows the nearest
     process below it."""
     running = {int(r) for r in processes.split(",")}
-    block = world // len(stage_ranks)
-    if sorted(stage_ranks) != [i * block for i in range(len(stage_ranks))]:
+    block, first = world // len(stage_ranks), min(stage_ranks)
+    if first >= block or sorted(stage_ranks) != [first + i * block for i in range(len(stage_ranks))]:
         raise RuntimeError(f"fakegpu: --representative: this job runs a pipeline of {stages} stages on ranks "
                            f"{sorted(stage_ranks)} of {world}; a stood-in rank repeats the nearest process below it, "
                            "so each stage must hold a block of consecutive ranks (the pipeline as the outermost "

@@ -12,7 +12,8 @@ flash attention (_fakegpu_attention.py), memory-efficient attention on the same 
 other backends and native paths there. An operator with no CPU kernel fails with one
 line naming it, never a silent wrong answer. FAKEGPU_TORCH_COMPUTE=shapes runs the operators on
 the meta device instead (result shapes and modeled time, no values: for predicting the step time
-of models too large to compute on a CPU); FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's CUDA kernels
+of models too large to compute on a CPU; small control values are still computed,
+_fakegpu_values.py); FAKEGPU_TORCH_COMPUTE=0 leaves PyTorch's CUDA kernels
 in place (they then do not run: only copies, NCCL and cuBLAS compute). Under CUDA graph capture
 an operator's CPU work becomes a node of the graph (_fakegpu_capture.py)."""
 

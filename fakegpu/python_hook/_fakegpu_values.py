@@ -129,10 +129,6 @@ def _human(n):
         n /= 1024
 
 
-def _bytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 def _first_origin(tensors):
     return next((where for where in map(origin, tensors) if where is not None), None)
 
@@ -143,7 +139,7 @@ def computable(schema, args, kwargs, random):
     if random:
         return False
     tensors = _cuda_tensors((args, kwargs))
-    return _bytes(tensors) <= COMPUTE_BYTES and _first_origin(_read(schema, args, kwargs)) is None
+    return _fakegpu_cost.tensor_bytes(tensors) <= COMPUTE_BYTES and _first_origin(_read(schema, args, kwargs)) is None
 
 
 def record(op, args, kwargs, results, ran_for_real):
@@ -163,7 +159,7 @@ def record(op, args, kwargs, results, ran_for_real):
         return []
     if where is None:
         name = schema.name if schema is not None else str(op)
-        size = _bytes(_cuda_tensors((args, kwargs, results)))
+        size = _fakegpu_cost.tensor_bytes(_cuda_tensors((args, kwargs, results)))
         if not ran_for_real and schema is not None and _fakegpu_random.draws_random(schema):
             why = "random numbers are not drawn in shapes mode"
         elif size > COMPUTE_BYTES:

@@ -13,34 +13,18 @@ import os
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel
 
+from train_parallel import TransformerBlock
+
 STEPS, BATCH, SEQ, DIM, HEADS, LAYERS = 4, 4, 128, 256, 8, 2  # --size can make it larger
 
 
-class Block(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm1, self.norm2 = torch.nn.LayerNorm(DIM), torch.nn.LayerNorm(DIM)
-        self.q, self.k, self.v = (torch.nn.Linear(DIM, DIM) for _ in range(3))
-        self.o = torch.nn.Linear(DIM, DIM)
-        self.up, self.down = torch.nn.Linear(DIM, 4 * DIM), torch.nn.Linear(4 * DIM, DIM)
-
-    def forward(self, x):
-        h = self.norm1(x)
-        b, s, _ = h.shape
-        split = lambda t: t.view(b, s, -1, DIM // HEADS).transpose(1, 2)  # the heads local to this rank
-        a = F.scaled_dot_product_attention(split(self.q(h)), split(self.k(h)), split(self.v(h)), is_causal=True)
-        x = x + self.o(a.transpose(1, 2).reshape(b, s, -1))
-        return x + self.down(F.gelu(self.up(self.norm2(x))))
-
-
 def build(style, device):
-    model = torch.nn.Sequential(*(Block() for _ in range(LAYERS))).to(device)
+    model = torch.nn.Sequential(*(TransformerBlock(DIM, HEADS) for _ in range(LAYERS))).to(device)
     world = dist.get_world_size()
     if style == "ddp":
         return DistributedDataParallel(model, device_ids=[device])

@@ -9,10 +9,7 @@ import json
 import torch
 import torch.distributed as dist
 
-
-def resident_mib():
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+from untouched_weights import resident_mib
 
 
 def main():

@@ -23,26 +23,37 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 STEPS, PER_RANK, SEQ, DIM, HEADS, LR = 4, 2, 8, 32, 4, 0.05
 
 
-class Block(torch.nn.Module):
-    """Pre-norm attention and MLP; the projections are separate so that they can be split."""
+class TransformerBlock(torch.nn.Module):
+    """Pre-norm attention and MLP of width `dim` over `heads` heads; the projections are separate
+    so that they can be split."""
 
-    def __init__(self):
+    def __init__(self, dim, heads):
         super().__init__()
-        self.norm1, self.norm2 = torch.nn.LayerNorm(DIM), torch.nn.LayerNorm(DIM)
-        self.q, self.k, self.v = (torch.nn.Linear(DIM, DIM) for _ in range(3))
-        self.o = torch.nn.Linear(DIM, DIM)
-        self.up, self.down = torch.nn.Linear(DIM, 4 * DIM), torch.nn.Linear(4 * DIM, DIM)
-        self.head = torch.nn.Linear(DIM, 1)
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.o = torch.nn.Linear(dim, dim)
+        self.up, self.down = torch.nn.Linear(dim, 4 * dim), torch.nn.Linear(4 * dim, dim)
 
     def forward(self, x):
         h = self.norm1(x)
-        b, s, _ = h.shape
-        split = lambda t: t.view(b, s, -1, DIM // HEADS).transpose(1, 2)  # heads local to this rank
+        b, s, dim = h.shape
+        split = lambda t: t.view(b, s, -1, dim // self.heads).transpose(1, 2)  # heads local to this rank
         q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, -1)
         x = x + self.o(a)
-        x = x + self.down(F.gelu(self.up(self.norm2(x))))
-        return self.head(x).squeeze(-1)
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class Block(TransformerBlock):
+    """The block with a head giving one output per position."""
+
+    def __init__(self):
+        super().__init__(DIM, HEADS)
+        self.head = torch.nn.Linear(DIM, 1)
+
+    def forward(self, x):
+        return self.head(super().forward(x)).squeeze(-1)
 
 
 def make_model(device):

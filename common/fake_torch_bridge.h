@@ -1,6 +1,6 @@
-/* The interface fakegpu's CUDA runtime offers its PyTorch hook (fakegpu/python_hook): one
+/* The interface fakegpu's CUDA runtime offers its PyTorch hook (fakegpu/torch_hook): one
  * exported function, fakegpu_torch_bridge, hands out a table of typed function pointers, which
- * the hook mirrors with ctypes (_fakegpu_bridge.py) and calls through; nothing else is looked up
+ * the hook mirrors with ctypes (bridge.py) and calls through; nothing else is looked up
  * by name. Versioning as for the runtime's bridge to fakegpu's libraries (fake_cuda_bridge.h): the
  * caller asks for the version it was written against, and only that version is answered; a new
  * field goes at the end with a new version, in this header, compute_time.cpp's table and the hook.
@@ -17,7 +17,8 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_TORCH_BRIDGE_VERSION 5u  /* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush */
+/* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush; 6: describe_group */
+#define FAKEGPU_TORCH_BRIDGE_VERSION 6u
 
 /* Host work outside any one operator (host_event). */
 enum fakegpu_host_event {
@@ -67,6 +68,11 @@ typedef struct fakegpu_torch_bridge_table {
   /* Sends what the runtime logged so far (activity, operator totals, memory) to the coordinator
    * through fakegpu's NCCL library, connecting first if the process has not. */
   int (*flush_to_coordinator)(void);
+  /* ---- added in version 6 ---- */
+  /* Names a process group the program made (its name and the global ranks it holds) to the
+   * coordinator through fakegpu's NCCL library, for representative runs. cudaErrorNotSupported
+   * when that library is not loaded, cudaErrorUnknown when the message could not be sent. */
+  int (*describe_group)(const char* name, int nranks, const int32_t* ranks);
 } fakegpu_torch_bridge_table;
 
 const fakegpu_torch_bridge_table* fakegpu_torch_bridge(unsigned version);

@@ -1,6 +1,6 @@
 /* What fakegpu's PyTorch hook tells the runtime about one operator, and what the runtime answers:
  * the facts the kernel model (planner/kernel_model.h) prices. Plain C with fixed-width fields,
- * so that the hook can mirror it with ctypes (fakegpu/python_hook/_fakegpu_bridge.py); a change
+ * so that the hook can mirror it with ctypes (fakegpu/torch_hook/bridge.py); a change
  * here bumps FAKEGPU_TORCH_BRIDGE_VERSION (fake_torch_bridge.h). */
 #ifndef FAKEGPU_OP_FACTS_H
 #define FAKEGPU_OP_FACTS_H

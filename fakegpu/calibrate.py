@@ -93,7 +93,7 @@ def _require_real_gpu():
     except ImportError:
         sys.exit(f"fgpu calibrate: {sys.executable} has no PyTorch; give --python a Python with its CUDA build")
     # fgpu's sitecustomize hands fakegpu's runtime to the hook's binding before torch loads.
-    hook_bridge = sys.modules.get("_fakegpu_bridge")
+    hook_bridge = sys.modules.get("fakegpu.torch_hook.bridge")
     if hook_bridge is not None and hook_bridge.find() is not None:
         sys.exit("fgpu calibrate: this process runs on fakegpu's CUDA runtime, whose GPUs are the model; run "
                  "`fgpu calibrate` outside fgpu, on a machine with a real NVIDIA GPU")

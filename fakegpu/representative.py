@@ -1,5 +1,5 @@
 """`fgpu --representative`: start only the ranks that differ, and let the coordinator stand in for
-the others (coordinator/job_stand_ins.cpp, python_hook/_fakegpu_representative.py)."""
+the others (coordinator/job_stand_ins.cpp, torch_hook/representative.py)."""
 
 import os
 from pathlib import Path

@@ -121,7 +121,7 @@ int launch_host_func(void* stream, void (*fn)(void*), void* user) {
 }
 
 // fakegpu's NCCL library holds the connection to the coordinator; the runtime does not link it
-// (a program may load NVIDIA's), so it is found among the process's libraries when asked for.
+// (a program may load NVIDIA's), so its calls are found among the process's libraries when asked for.
 using FlushActivity = void (*)();
 FlushActivity nccl_flush() {
   return reinterpret_cast<FlushActivity>(dlsym(RTLD_DEFAULT, "fakegpu_nccl_flush_activity"));
@@ -138,10 +138,17 @@ int flush_to_coordinator() {
   return cudaSuccess;
 }
 
+int describe_group(const char* name, int nranks, const int32_t* ranks) {
+  using DescribeGroup = int (*)(const char*, int, const int32_t*);
+  auto describe = reinterpret_cast<DescribeGroup>(dlsym(RTLD_DEFAULT, "fakegpu_nccl_describe_group"));
+  if (!describe) return cudaErrorNotSupported;
+  return describe(name, nranks, ranks) == 0 ? cudaSuccess : cudaErrorUnknown;  // it says why itself
+}
+
 constexpr fakegpu_torch_bridge_table kTable = {
     FAKEGPU_TORCH_BRIDGE_VERSION, sizeof(fakegpu_torch_bridge_table), drain, record_op, host_event, matmul_share,
     mark_step, torch_memory, torch_out_of_memory, stream_capturing, launch_host_func, coordinator_linked,
-    flush_to_coordinator,
+    flush_to_coordinator, describe_group,
 };
 
 }  // namespace

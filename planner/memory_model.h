@@ -1,7 +1,7 @@
 // The memory model: what the CUDA context takes on a GPU, by the driver's rules, and the
 // kernels that load into it as PyTorch, cuBLAS and NCCL are first used. Pure: a GPU profile and
 // a setting in, bytes out; the fake runtime charges the context with it. (cuBLAS's workspaces
-// are PyTorch's allocations, which its hook makes: _fakegpu_memory.py. NCCL's buffers follow
+// are PyTorch's allocations, which its hook makes: fakegpu/torch_hook/memory.py. NCCL's buffers follow
 // NCCL's rules over a communicator's channels: nccl_memory.h.)
 #pragma once
 

@@ -3,9 +3,11 @@ on PYTHONPATH). PyTorch's CUDA build finds NVIDIA's libraries through RPATH, whi
 LD_LIBRARY_PATH cannot override. The dynamic loader, though, satisfies a library's dependency
 with an already loaded library of the same soname. So fakegpu's CUDA runtime, driver and cuBLAS
 are loaded here, globally, before anything imports torch; torch then runs on them unchanged.
+Once `import torch` has finished, fakegpu's PyTorch hook (fakegpu.torch_hook) installs itself.
 A sitecustomize of the user's own, later on the path, still runs afterwards."""
 
 import ctypes
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -54,10 +56,50 @@ def _preload():
         except OSError as e:
             sys.stderr.write(f"fakegpu: cannot load {path} ({e}); build fakegpu first\n")
             return False
-    import _fakegpu_bridge
+    _fakegpu_package()
+    from fakegpu.torch_hook import bridge
 
-    _fakegpu_bridge.use_runtime(handles[0])
+    bridge.use_runtime(handles[0])
     return True
+
+
+def _fakegpu_package():
+    """The fakegpu package this file belongs to, imported as `fakegpu`: the rank's Python may not
+    have it installed, and where it has, the hook must come from the build that loads its libraries."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    loaded = sys.modules.get("fakegpu")
+    if loaded is not None and os.path.dirname(os.path.abspath(loaded.__file__)) == package:
+        return
+    spec = importlib.util.spec_from_file_location("fakegpu", os.path.join(package, "__init__.py"),
+                                                  submodule_search_locations=[package])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fakegpu"] = module
+    spec.loader.exec_module(module)
+
+
+def _install_after_torch_import():
+    """Arranges for the hook's install() to run right after `import torch` completes."""
+
+    class AfterTorch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "torch":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            load = spec.loader.exec_module
+
+            def exec_module(module):
+                load(module)
+                import fakegpu.torch_hook
+
+                fakegpu.torch_hook.install()
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, AfterTorch())
 
 
 def _chain_user_sitecustomize():
@@ -70,7 +112,5 @@ def _chain_user_sitecustomize():
 
 
 if os.environ.get("FAKEGPU_MODE", "simulate") == "simulate" and _preload():
-    import _fakegpu_torch  # also marks steps when FAKEGPU_TORCH_COMPUTE=0, which computes nothing
-
-    _fakegpu_torch.install_after_torch_import()
+    _install_after_torch_import()
 _chain_user_sitecustomize()

@@ -1,4 +1,4 @@
-"""The PyTorch hook's ctypes mirror of the runtime's table (fakegpu/python_hook/_fakegpu_bridge.py)
+"""The PyTorch hook's ctypes mirror of the runtime's table (fakegpu/torch_hook/bridge.py)
 against the C headers it mirrors (common/op_facts.h, common/fake_torch_bridge.h): every enum value,
 flag, version and struct field the same, in the same order and of the same type. A header changed
 without its mirror fails here, not as wrong figures in a PyTorch job."""
@@ -10,8 +10,8 @@ import unittest
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "fakegpu" / "python_hook"))
-import _fakegpu_bridge as B  # noqa: E402
+sys.path.insert(0, str(REPO))
+from fakegpu.torch_hook import bridge as B  # noqa: E402
 
 HEADERS = {name: (REPO / "common" / name).read_text() for name in ("op_facts.h", "fake_torch_bridge.h",
                                                                     "fake_cuda_bridge.h")}

@@ -1,4 +1,4 @@
-"""What the PyTorch hook tells the kernel model about an operator (fakegpu/python_hook/_fakegpu_cost.py),
+"""What the PyTorch hook tells the kernel model about an operator (fakegpu/torch_hook/cost.py),
 from CPU tensors of the shapes and types a CUDA program would pass: no GPU, no fgpu run. Runs on
 the Python of build/torch-venv (skips, exit 77, without it)."""
 
@@ -18,14 +18,14 @@ except ImportError:
     print(f"skipped: needs PyTorch ({TORCH_VENV} has none; ./scripts/setup-torch installs it)")
     sys.exit(77)
 
-sys.path.insert(0, str(REPO / "fakegpu" / "python_hook"))
-import _fakegpu_bridge as B  # noqa: E402
-import _fakegpu_cost  # noqa: E402
+sys.path.insert(0, str(REPO))
+from fakegpu.torch_hook import bridge as B  # noqa: E402
+from fakegpu.torch_hook import cost  # noqa: E402
 
 
 def facts(name, *args):
     op = getattr(torch.ops.aten, name.split("::")[1].split(".")[0])
-    return _fakegpu_cost.op_facts(torch, name, args, op(*args))
+    return cost.op_facts(name, args, op(*args))
 
 
 class BatchNorm(unittest.TestCase):
@@ -39,7 +39,7 @@ class BatchNorm(unittest.TestCase):
         args = (x, weight, bias, torch.zeros(8), torch.ones(8), True, 0.1, 1e-5)
         # The CPU kernel takes one type; the facts need only the results' shapes.
         result = (torch.empty_like(x), torch.empty(8), torch.empty(8))
-        return _fakegpu_cost.op_facts(torch, "aten::native_batch_norm", args, result)
+        return cost.op_facts("aten::native_batch_norm", args, result)
 
     def test_who_runs_it(self):
         cases = {(torch.float32, torch.float32): 0, (torch.bfloat16, torch.bfloat16): 1,

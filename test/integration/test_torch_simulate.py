@@ -199,7 +199,7 @@ class DDP(TorchTest):
         figures = json.loads(result.read_text())
         self.assertTrue(figures["losses_agree"] and figures["weights_agree"], figures)
         # Dynamo never traces fakegpu's own kernels (it did, recompiling each up to its limit).
-        self.assertNotIn("python_hook", r.stderr, r.stderr[-3000:])
+        self.assertNotIn("torch_hook", r.stderr, r.stderr[-3000:])
         self.assertNotIn("recompile_limit", r.stderr, r.stderr[-3000:])
 
     def test_python_m_fakegpu(self):

@@ -7,7 +7,10 @@ statistics as it goes; the backward likewise reduces locally (batch_norm_backwar
 all-reduces, and finishes per element (batch_norm_backward_elemt). Sums run in float64 and
 results take CUDA's dtypes: statistics in float32 for half-precision inputs."""
 
-from _fakegpu_fallbacks import memory_bound
+import torch
+
+from fakegpu.torch_hook import kernels
+from fakegpu.torch_hook.operators.fallbacks import memory_bound
 
 STATS = "aten::batch_norm_stats"
 GATHER = "aten::batch_norm_gather_stats"
@@ -28,19 +31,19 @@ def _others(x):
     return (0,) + tuple(range(2, x.dim()))
 
 
-def _stats_dtype(torch, x):
+def _stats_dtype(x):
     return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
 
 
-def _stats(torch, x, eps):
+def _stats(x, eps):
     xd = x.double()
     mean = xd.mean(_others(x))
     var = (xd - _channel(mean, x)).pow(2).mean(_others(x))  # biased, as batch norm normalizes
-    dtype = _stats_dtype(torch, x)
+    dtype = _stats_dtype(x)
     return mean.to(dtype), (var + eps).rsqrt().to(dtype)
 
 
-def _gather_with_counts(torch, x, mean, invstd, running_mean, running_var, momentum, eps, counts):
+def _gather_with_counts(x, mean, invstd, running_mean, running_var, momentum, eps, counts):
     # Each rank's (count, mean, variance) pooled: the variance of the union is the weighted mean of
     # each part's variance plus its mean's squared distance from the pooled mean.
     n = counts.double().reshape(-1, 1)
@@ -57,12 +60,12 @@ def _gather_with_counts(torch, x, mean, invstd, running_mean, running_var, momen
     return pooled_mean.to(mean.dtype), (pooled_var + eps).rsqrt().to(mean.dtype)
 
 
-def _gather(torch, x, mean, invstd, running_mean, running_var, momentum, eps, count):
+def _gather(x, mean, invstd, running_mean, running_var, momentum, eps, count):
     counts = torch.full((mean.shape[0],), float(count), dtype=torch.float64, device=mean.device)
-    return _gather_with_counts(torch, x, mean, invstd, running_mean, running_var, momentum, eps, counts)
+    return _gather_with_counts(x, mean, invstd, running_mean, running_var, momentum, eps, counts)
 
 
-def _element(torch, x, weight, bias, mean, invstd, eps):
+def _element(x, weight, bias, mean, invstd, eps):
     y = (x.double() - _channel(mean, x)) * _channel(invstd, x)
     if weight is not None:
         y = y * _channel(weight, x)
@@ -71,7 +74,7 @@ def _element(torch, x, weight, bias, mean, invstd, eps):
     return y.to(x.dtype)
 
 
-def _backward_reduce(torch, grad_out, x, mean, invstd, weight, input_g, weight_g, bias_g):
+def _backward_reduce(grad_out, x, mean, invstd, weight, input_g, weight_g, bias_g):
     dy = grad_out.double()
     sum_dy = dy.sum(_others(x))
     sum_dy_xmu = (dy * (x.double() - _channel(mean, x))).sum(_others(x))
@@ -80,7 +83,7 @@ def _backward_reduce(torch, grad_out, x, mean, invstd, weight, input_g, weight_g
     return sum_dy.to(mean.dtype), sum_dy_xmu.to(mean.dtype), grad_weight, sum_dy.to(grad_dtype)
 
 
-def _backward_element(torch, grad_out, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
+def _backward_element(grad_out, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
     # d/dx of (x - mean) * invstd * w over all ranks' elements: the gradient less its mean, less
     # its projection on the normalized input, scaled back.
     total = count.double().sum()
@@ -92,9 +95,8 @@ def _backward_element(torch, grad_out, x, mean, invstd, weight, sum_dy, sum_dy_x
     return (grad * scale).to(x.dtype)
 
 
-def install(torch, register, run, price, view_type):
-    """Registers the operators with register(name, kernel); run(view_type, fn, args, kwargs) -> (results,
-    stream); price(stream, name, facts) queues an operator's modeled time."""
+def install():
+    """Registers the operators' CUDA kernels."""
     for name, fn in ((STATS, _stats), (GATHER, _gather), (GATHER_WITH_COUNTS, _gather_with_counts),
                      (ELEMENT, _element), (BACKWARD_REDUCE, _backward_reduce), (BACKWARD_ELEMENT, _backward_element)):
-        register(name, memory_bound(torch, run, price, view_type, name, fn))
+        kernels.register(name, memory_bound(name, fn))

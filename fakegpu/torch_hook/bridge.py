@@ -2,11 +2,11 @@
 with ctypes: the one binding between the hook and fakegpu's C libraries. The table is asked of the
 runtime sitecustomize loaded (its handle, never a search of the process's symbols), and every call
 goes through the typed table it returns, refused unless its version and size are the ones written
-here. test/integration/test_bridge_mirror.py checks this mirror against the headers."""
+here. test/integration/test_bridge_mirror.py checks this mirror against the headers. Imported before torch is."""
 
 import ctypes
 
-VERSION = 5
+VERSION = 6
 
 # fakegpu_op_kind
 (MEMORY, GEMM, CONV, ATTENTION, ATTENTION_BACKWARD, REDUCTION, NORM, NORM_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD,
@@ -53,7 +53,9 @@ class _Table(ctypes.Structure):
                 ("stream_capturing", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))),
                 ("launch_host_func", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, HOST_FN, ctypes.c_void_p)),
                 ("coordinator_linked", ctypes.CFUNCTYPE(_STATUS, ctypes.POINTER(ctypes.c_int))),
-                ("flush_to_coordinator", ctypes.CFUNCTYPE(_STATUS))]
+                ("flush_to_coordinator", ctypes.CFUNCTYPE(_STATUS)),
+                ("describe_group", ctypes.CFUNCTYPE(_STATUS, ctypes.c_char_p, ctypes.c_int,
+                                                    ctypes.POINTER(ctypes.c_int32)))]
 
 
 def facts(kind, math=MEMORY_BOUND, flops=0.0, nbytes=0.0, dims=(), flags=0, element_bytes=0, row_alignment=16):
@@ -127,6 +129,12 @@ class Bridge:
         """Sends what the runtime logged so far (activity, operator totals, memory) to the
         coordinator, connecting first if the process has not."""
         self._check(self._t.flush_to_coordinator(), "a flush to the coordinator")
+
+    def describe_group(self, name, ranks):
+        """Names a process group and its global ranks to the coordinator (representative runs);
+        returns the cudaError_t. fakegpu's NCCL library says itself when it could not send it."""
+        members = (ctypes.c_int32 * max(1, len(ranks)))(*ranks)
+        return self._t.describe_group(name.encode(), len(ranks), members)
 
 
 _runtime = None  # the ctypes handle of fakegpu's CUDA runtime, as sitecustomize loaded it

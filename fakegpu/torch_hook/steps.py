@@ -12,21 +12,23 @@ import re
 import sys
 import threading
 
-import _fakegpu_bridge
-import _fakegpu_memory
+import torch
+
+from fakegpu.torch_hook import bridge as B
+from fakegpu.torch_hook import memory
 
 _STEP_NAME = re.compile(r"step|iter", re.IGNORECASE)
 
 
-def install(torch):
+def install():
     try:
-        _install(torch)
+        _install()
     except Exception as e:  # the figures are worth less than the user's job
         sys.stderr.write(f"fakegpu: step marks are off, so the report has no step figures: {e}\n")
 
 
-def _install(torch):
-    bridge = _fakegpu_bridge.find()
+def _install():
+    bridge = B.find()
     if bridge is None or not bridge.coordinator_linked():
         return  # not fakegpu's runtime and NCCL: nothing to mark steps on
     # Per thread, as NVTX nests them: for each open range, whether it is a step; and how many
@@ -77,7 +79,7 @@ def _install(torch):
 
     def flush_at_exit():
         if torch.cuda.is_initialized():  # otherwise the GPU did nothing, and there is nothing to send
-            _fakegpu_memory.report_peaks()
+            memory.report_peaks()
             bridge.flush_to_coordinator()
 
     atexit.register(flush_at_exit)

@@ -1,12 +1,13 @@
 """The facts of one PyTorch operator that fakegpu's kernel model prices (planner/kernel_model.cpp,
-reached through _fakegpu_bridge): what kind of kernels PyTorch's CUDA backend launches for it, their
+reached through bridge.py): what kind of kernels PyTorch's CUDA backend launches for it, their
 math, FLOPs and bytes, and the shapes that decide how well they fill a GPU. Only facts are
-extracted here; every rule about time is in the C++ model. torch is passed in: this module is
-imported before torch is."""
+extracted here; every rule about time is in the C++ model."""
 
 import math
 
-import _fakegpu_bridge as B
+import torch
+
+from fakegpu.torch_hook import bridge as B
 
 
 def tensor_bytes(tensors):
@@ -70,7 +71,7 @@ def _gemm_dims(name, a, b):
     return batch, m, b.shape[-1], a.shape[-1]
 
 
-def _tf32(torch, matmul):
+def _tf32(matmul):
     """Whether fp32 products may run on TF32 tensor cores, as the program set it."""
     try:
         return torch.backends.cuda.matmul.allow_tf32 if matmul else torch.backends.cudnn.allow_tf32
@@ -81,11 +82,11 @@ def _tf32(torch, matmul):
         return backend.fp32_precision == "tf32"
 
 
-def math_of(torch, t, matmul=True):
+def math_of(t, matmul=True):
     if t.dtype == torch.float64:
         return B.FP64
     if t.dtype == torch.float32:
-        return B.TF32 if _tf32(torch, matmul) else B.FP32
+        return B.TF32 if _tf32(matmul) else B.FP32
     if t.dtype in (torch.float16, torch.bfloat16):
         return B.HALF
     if t.dtype.is_floating_point and t.element_size() == 1:
@@ -93,15 +94,15 @@ def math_of(torch, t, matmul=True):
     return B.MEMORY_BOUND
 
 
-def _gemm(torch, name, args, result, nbytes):
+def _gemm(name, args, result, nbytes):
     a, b, out = _gemm_matrices(name, args, result)
     batch, m, n, k = _gemm_dims(name, a, b)
     alignment = 16 if b.dim() == 1 else min(_row_alignment(x) for x in (a, b, out))
-    return B.facts(B.GEMM, math_of(torch, a), 2.0 * batch * m * n * k, nbytes, (batch, m, n, k),
+    return B.facts(B.GEMM, math_of(a), 2.0 * batch * m * n * k, nbytes, (batch, m, n, k),
                    element_bytes=a.element_size(), row_alignment=alignment)
 
 
-def _conv(torch, name, args, result, nbytes):
+def _conv(name, args, result, nbytes):
     if name == "aten::convolution":
         inp, weight, transposed, groups, passes, out = args[0], args[1], args[6], args[8], 0, result
     else:
@@ -119,11 +120,11 @@ def _conv(torch, name, args, result, nbytes):
     flops = flops_per_pass * (1 if passes == 0 else bin(passes).count("1"))
     dims = (inp.shape[0], inp.shape[1], _product(inp.shape[2:]), out.shape[1], taps, _product(out.shape[2:]), groups,
             passes)
-    return B.facts(B.CONV, math_of(torch, weight, matmul=False), flops, nbytes, dims,
+    return B.facts(B.CONV, math_of(weight, matmul=False), flops, nbytes, dims,
                    flags=B.CHANNELS_LAST if channels_last else 0, element_bytes=inp.element_size())
 
 
-def _pytorch_batch_norm(torch, x, weight):
+def _pytorch_batch_norm(x, weight):
     """Whether PyTorch runs the batch norm with its own kernels rather than cuDNN's: without an
     affine weight, for bf16 tensors, half ones without fp32 weights, and doubles, as its CUDA
     backend chooses."""
@@ -193,9 +194,9 @@ def _foreach(name, args, result, nbytes):
                    element_bytes=first[0].element_size())
 
 
-def op_facts(torch, name, args, result, flags=0):
+def op_facts(name, args, result, flags=0):
     """The kernel model's facts (an OpFacts) for one operator as PyTorch's CUDA backend would run
-    it. `flags` adds _fakegpu_bridge's IN_BACKWARD where autograd's engine launched it."""
+    it. `flags` adds bridge.py's IN_BACKWARD where autograd's engine launched it."""
     tensors = _distinct(t for t in tree_leaves((args, result)) if isinstance(t, torch.Tensor))
     nbytes = tensor_bytes(tensors)
     base = _base(name)
@@ -206,9 +207,9 @@ def op_facts(torch, name, args, result, flags=0):
     if base == "aten::copy_" and any(t.device.type == "cpu" for t in tensors):
         return B.facts(B.HOST_COPY, nbytes=args[1].numel() * args[1].element_size(), flags=flags)
     if base in GEMMS:
-        f = _gemm(torch, base, args, result, nbytes)
+        f = _gemm(base, args, result, nbytes)
     elif base in ("aten::convolution", "aten::convolution_backward"):
-        f = _conv(torch, base, args, result, nbytes)
+        f = _conv(base, args, result, nbytes)
     elif base in NORMS:
         f = B.facts(B.NORM, nbytes=nbytes, dims=_rows(args[0], _product(args[1])), element_bytes=args[0].element_size())
     elif base in NORM_BACKWARDS:
@@ -228,7 +229,7 @@ def op_facts(torch, name, args, result, flags=0):
         kind = B.BATCH_NORM_BACKWARD if base in BATCH_NORM_BACKWARDS else B.BATCH_NORM
         weight = args[2] if base in BATCH_NORM_BACKWARDS else args[1]
         f = B.facts(kind, nbytes=nbytes, dims=(x.numel() // max(channels, 1), channels, int(training),
-                                               int(_pytorch_batch_norm(torch, x, weight))),
+                                               int(_pytorch_batch_norm(x, weight))),
                     element_bytes=x.element_size())
     elif base == "aten::embedding_dense_backward":
         grad, indices = args[0], args[1]
@@ -255,7 +256,7 @@ def op_facts(torch, name, args, result, flags=0):
     return f
 
 
-def attention_facts(torch, query, key, tensors, is_causal, backward):
+def attention_facts(query, key, tensors, is_causal, backward):
     """A fused attention kernel (flash or memory-efficient) on batch x heads x length x dim tensors."""
     math_kind = B.HALF if query.dtype in (torch.float16, torch.bfloat16) else B.FP32
     batch_heads = query.shape[0] * query.shape[1]
@@ -270,11 +271,11 @@ def attention_facts(torch, query, key, tensors, is_causal, backward):
                    flags=flags, element_bytes=query.element_size())
 
 
-def flex_attention_facts(torch, query, key, visited, tensors, backward):
+def flex_attention_facts(query, key, visited, tensors, backward):
     """A FlexAttention kernel: fused attention that visits the share `visited` of (query block, key
     block) pairs its block mask keeps; with the mask's counts unknown (shapes mode) it is taken as
     causal, the mask most programs give it."""
-    facts = attention_facts(torch, query, key, tensors, visited is None, backward)
+    facts = attention_facts(query, key, tensors, visited is None, backward)
     facts.flags |= B.FLEX
     if visited is not None:
         facts.flops *= visited
@@ -282,7 +283,7 @@ def flex_attention_facts(torch, query, key, visited, tensors, backward):
     return facts
 
 
-def misalignment_hint(torch, name, args, result, alignment, share):
+def misalignment_hint(name, args, result, alignment, share):
     """One line for a matrix product whose rows are aligned to `alignment` bytes and which the
     runtime's model slows to `share` of its rate for that; None at full rate."""
     if share >= 1:

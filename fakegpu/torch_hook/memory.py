@@ -23,18 +23,19 @@ import os
 import sys
 import threading
 
-import _fakegpu_bridge
-import _fakegpu_cost
+import torch
 
-_torch = None
+from fakegpu.torch_hook import bridge as B
+from fakegpu.torch_hook import cost
+
 _bridge = None
 _workspaces = {}  # (thread, stream) -> the tensor that holds the workspace
 _LARGE_WORKSPACE_MAJORS = (9, 10, 12)
 
 
-def install(torch, bridge):
-    global _torch, _bridge
-    _torch, _bridge = torch, bridge
+def install():
+    global _bridge
+    _bridge = B.find()
     # The observer attaches to the allocator of each device, which exists once CUDA is set up.
     torch.cuda._lazy_call(_attach_observer)
 
@@ -55,41 +56,41 @@ def before_product(stream):
     key = (threading.get_ident(), stream)
     if key in _workspaces:
         return
-    device = _torch.cuda.current_device()
-    size = workspace_bytes(os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""), _torch.cuda.get_device_capability(device))
-    _workspaces[key] = _torch.empty(size, dtype=_torch.uint8, device=device) if size else None
+    device = torch.cuda.current_device()
+    size = workspace_bytes(os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""), torch.cuda.get_device_capability(device))
+    _workspaces[key] = torch.empty(size, dtype=torch.uint8, device=device) if size else None
 
 
 def library_workspaces(result, nbytes, calls):
     """A library's scratch memory for an operator whose results are `result`: `calls` times,
     `nbytes` taken from the allocator on the results' device and freed."""
-    device = next((t.device for t in _fakegpu_cost.tree_leaves(result) if isinstance(t, _torch.Tensor) and t.is_cuda), None)
+    device = next((t.device for t in cost.tree_leaves(result) if isinstance(t, torch.Tensor) and t.is_cuda), None)
     if device is None:
         return
     for _ in range(calls):
-        _torch.empty(nbytes, dtype=_torch.uint8, device=device)  # freed at once, kept in the cache
+        torch.empty(nbytes, dtype=torch.uint8, device=device)  # freed at once, kept in the cache
 
 
 def report_peaks():
     """PyTorch's peaks on each device it set up, to the runtime."""
-    if _torch is None or not _torch.cuda.is_initialized():
+    if _bridge is None or not torch.cuda.is_initialized():
         return
-    for device in range(_torch.cuda.device_count()):
-        reserved = _torch.cuda.max_memory_reserved(device)
+    for device in range(torch.cuda.device_count()):
+        reserved = torch.cuda.max_memory_reserved(device)
         if reserved:
-            _bridge.torch_memory(device, _torch.cuda.max_memory_allocated(device), reserved)
+            _bridge.torch_memory(device, torch.cuda.max_memory_allocated(device), reserved)
 
 
 def _attach_observer():
-    _torch._C._cuda_attach_out_of_memory_observer(_out_of_memory)
+    torch._C._cuda_attach_out_of_memory_observer(_out_of_memory)
 
 
 def _out_of_memory(device, requested, device_total, device_free):
     try:
-        blocks = [b["size"] for segment in _torch.cuda.memory._snapshot()["segments"] if segment["device"] == device
+        blocks = [b["size"] for segment in torch.cuda.memory._snapshot()["segments"] if segment["device"] == device
                   for b in segment["blocks"] if b["state"] == "active_allocated"]
         blocks.sort(reverse=True)
-        _bridge.torch_out_of_memory(device, requested, blocks[:_fakegpu_bridge.LARGEST_BLOCKS])
+        _bridge.torch_out_of_memory(device, requested, blocks[:B.LARGEST_BLOCKS])
         report_peaks()
         _bridge.flush_to_coordinator()  # sends nothing without fakegpu's NCCL library
     except Exception as e:  # the user's error matters more than the report's

@@ -12,7 +12,9 @@ GPU's (Philox), the discipline is the same."""
 
 import contextlib
 
-import _fakegpu_cost
+import torch
+
+from fakegpu.torch_hook import cost
 
 # Operators with a CUDA kernel that draw random numbers without a generator argument.
 _WITHOUT_GENERATOR_ARGUMENT = {"aten::native_dropout"}
@@ -33,7 +35,7 @@ def _mix(seed, offset):
     return x ^ (x >> 31)
 
 
-def _source(torch, args, kwargs):
+def _source(args, kwargs):
     """The CUDA generator an operator draws from: the one passed, or its device's default."""
     values = list(args) + list(kwargs.values())
     for v in values:
@@ -43,12 +45,12 @@ def _source(torch, args, kwargs):
     return torch.cuda.default_generators[torch.cuda.current_device() if index is None else index]
 
 
-def elementwise_draws(torch, args):
+def elementwise_draws(args):
     """How many numbers an operator over args draws, as a function of its results: one per
     element of its largest tensor, as an elementwise random kernel does."""
 
     def draws(results):
-        values = list(args) + _fakegpu_cost.tree_leaves(results)
+        values = list(args) + cost.tree_leaves(results)
         return max((v.numel() for v in values if isinstance(v, torch.Tensor)), default=1)
 
     return draws
@@ -60,11 +62,11 @@ class Drawing:
     generator on, as a GPU's does; while the graph is captured, the generator stays as it is).
     draws(results) is how many numbers the operator drew."""
 
-    def __init__(self, torch, op, draws, args, kwargs):
-        self.torch, self.op, self.draws, self.args, self.kwargs = torch, op, draws, args, kwargs
+    def __init__(self, op, draws, args, kwargs):
+        self.op, self.draws, self.args, self.kwargs = op, draws, args, kwargs
 
     def __call__(self, *args, **kwargs):
-        with drawing_from_cuda(self.torch, self.args, self.kwargs) as drawn:
+        with drawing_from_cuda(self.args, self.kwargs) as drawn:
             results = self.op(*args, **kwargs)
             drawn(self.draws(results))
         return results
@@ -74,7 +76,7 @@ class Drawing:
 
 
 @contextlib.contextmanager
-def drawing_from_cuda(torch, args, kwargs):
+def drawing_from_cuda(args, kwargs):
     """Runs the body with the CPU generator standing in for the operator's CUDA generator; yields a
     function the caller gives the count of numbers drawn, which moves the CUDA offset past them
     (CUDA's kernels reserve them in fours). Under stream capture the body only computes shapes and
@@ -82,7 +84,7 @@ def drawing_from_cuda(torch, args, kwargs):
     if torch.cuda.is_current_stream_capturing():
         yield lambda count: None
         return
-    cuda = _source(torch, args, kwargs)
+    cuda = _source(args, kwargs)
     seed, offset = cuda.initial_seed(), cuda.get_offset()
     cpu = torch.default_generator
     saved = cpu.get_state()

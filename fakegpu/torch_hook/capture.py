@@ -9,16 +9,16 @@ on whatever the graph's input buffers then hold. Its modeled time is a node of t
 import sys
 import traceback
 
-import _fakegpu_bridge
+from fakegpu.torch_hook import bridge as B
 
 _bridge = None
 _work = []  # host functions of captured operators: graphs may replay them for the process's life
 _failures = []  # replays that failed, raised in the program by the next operator it calls
 
 
-def install(bridge):
+def install():
     global _bridge
-    _bridge = bridge
+    _bridge = B.find()
 
 
 def capturing(stream):
@@ -43,7 +43,7 @@ def defer(stream, name, compute):
             print(message, file=sys.stderr, flush=True)
             _failures.append(message)
 
-    callback = _fakegpu_bridge.HOST_FN(host_fn)
+    callback = B.HOST_FN(host_fn)
     _work.append(callback)
     error = _bridge.launch_host_func(stream, callback)
     if error:

@@ -1,10 +1,12 @@
 """The host's share of an eager PyTorch step, for the runtime's modeled host clock: what each
-operator costs to launch is priced with the operator (_fakegpu_torch._price); what happens around
+operator costs to launch is priced with the operator (kernels.price); what happens around
 operators is reported here: a backward pass starting (autograd's engine hands the graph to its
 device threads and waits), an nn.Module call, an optimizer step's Python loop over its parameters.
 The costs themselves are the kernel model's (planner/kernel_rates.cpp)."""
 
-import _fakegpu_bridge as B
+import torch
+
+from fakegpu.torch_hook import bridge as B
 
 _bridge = None
 _graph_task = None  # torch._C._current_graph_task_id: -1 outside a backward pass
@@ -43,9 +45,9 @@ def backward_flags():
     return B.IN_BACKWARD
 
 
-def install(torch, bridge):
+def install():
     global _bridge, _graph_task
-    _bridge = bridge
+    _bridge = bridge = B.find()
     _graph_task = getattr(torch._C, "_current_graph_task_id", None)
     compiling = torch.compiler.is_compiling
 

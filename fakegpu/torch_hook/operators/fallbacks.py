@@ -9,7 +9,9 @@ of experts routers count the tokens sent to each expert so), and ctc_loss's ques
 use cuDNN or MIOpen. And pack_padded_sequence, whose batch sizes stay on the host, as CUDA's
 leaves them (nn.utils.rnn checks)."""
 
-import _fakegpu_cost
+import torch
+
+from fakegpu.torch_hook import cost, kernels
 
 RMS_NORM_BACKWARD = "aten::_fused_rms_norm_backward"
 LSTM_CELL = "aten::_thnn_fused_lstm_cell"
@@ -26,14 +28,14 @@ NAMES = (RMS_NORM_BACKWARD, LSTM_CELL, LSTM_CELL_BACKWARD, GRU_CELL, GRU_CELL_BA
          PACK_PADDED_SEQUENCE) + USE_LIBRARY_CTC_LOSS
 
 
-def _histc(torch, values, bins=100, min=0, max=0):
+def _histc(values, bins=100, min=0, max=0):
     if values.is_floating_point():
         return torch.histc(values, bins, min, max)
     # Integers, and the counts, are exact in double up to 2**53.
     return torch.histc(values.double(), bins, min, max).to(values.dtype)
 
 
-def _rms_norm_backward(torch, grad_out, x, normalized_shape, rstd, weight, output_mask):
+def _rms_norm_backward(grad_out, x, normalized_shape, rstd, weight, output_mask):
     # y = x * rstd * w over the last len(normalized_shape) dimensions, so with x^ = x * rstd and
     # g = dy * w: dx = rstd * (g - x^ * mean(g * x^)), dw = sum of dy * x^ over the other dims.
     dims = tuple(range(x.dim() - len(normalized_shape), x.dim()))
@@ -50,7 +52,7 @@ def _rms_norm_backward(torch, grad_out, x, normalized_shape, rstd, weight, outpu
     return grad_input, grad_weight
 
 
-def _lstm_cell(torch, input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
     gates = input_gates + hidden_gates
     if input_bias is not None:
         gates = gates + input_bias + hidden_bias
@@ -60,7 +62,7 @@ def _lstm_cell(torch, input_gates, hidden_gates, cx, input_bias=None, hidden_bia
     return o * torch.tanh(cy), cy, torch.cat([i, f, g, o], 1)
 
 
-def _lstm_cell_backward(torch, grad_hy, grad_cy, cx, cy, workspace, has_bias):
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     i, f, g, o = workspace.chunk(4, 1)
     tanh_cy = torch.tanh(cy)
     grad_c = grad_cy.clone() if grad_cy is not None else torch.zeros_like(cy)
@@ -73,7 +75,7 @@ def _lstm_cell_backward(torch, grad_hy, grad_cy, cx, cy, workspace, has_bias):
     return grad_gates, grad_c * f, grad_bias
 
 
-def _gru_cell(torch, input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+def _gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
     if input_bias is not None:
         input_gates, hidden_gates = input_gates + input_bias, hidden_gates + hidden_bias
     input_r, input_z, input_n = input_gates.chunk(3, 1)
@@ -83,7 +85,7 @@ def _gru_cell(torch, input_gates, hidden_gates, hx, input_bias=None, hidden_bias
     return n + z * (hx - n), torch.cat([r, z, n, hx, hidden_n], 1)
 
 
-def _gru_cell_backward(torch, grad_hy, workspace, has_bias):
+def _gru_cell_backward(grad_hy, workspace, has_bias):
     # hy = n + z * (hx - n), n = tanh(input_n + r * hidden_n), r and z sigmoids of their sums.
     r, z, n, hx, hidden_n = workspace.chunk(5, 1)
     grad_z = grad_hy * (hx - n) * z * (1 - z)
@@ -98,36 +100,35 @@ def _gru_cell_backward(torch, grad_hy, workspace, has_bias):
     return grad_input_gates, grad_hidden_gates, grad_hy * z, grad_input_bias, grad_hidden_bias
 
 
-def _pack_padded_sequence(torch, values, lengths, batch_first):
+def _pack_padded_sequence(values, lengths, batch_first):
     data, batch_sizes = torch.ops.aten._pack_padded_sequence(values, lengths, batch_first)
     return data, batch_sizes.tolist()  # not a tensor: the result stays on the host
 
 
-def memory_bound(torch, run, price, view_type, name, fn):
-    """CUDA operator `name`'s kernel, computing fn(torch, *args) on stand-ins for its tensors, its
-    time priced from its facts as the operator's (_fakegpu_cost.op_facts)."""
+def memory_bound(name, fn):
+    """CUDA operator `name`'s kernel, computing fn(*args) on stand-ins for its tensors, its
+    time priced from its facts as the operator's (cost.op_facts)."""
 
     def kernel(*args):
-        results, stream = run(view_type, fn, (torch,) + args, {})
-        price(stream, name, _fakegpu_cost.op_facts(torch, name, args, results))
+        results, stream = kernels.run(fn, args, {})
+        kernels.price(stream, name, cost.op_facts(name, args, results))
         return results
 
     return kernel
 
 
-def install(torch, register, run, price, view_type):
-    """Registers the operators with register(name, kernel); run(view_type, fn, args, kwargs) -> (results,
-    stream); price(stream, name, facts) queues an operator's modeled time."""
+def install():
+    """Registers the operators' CUDA kernels."""
     for name, fn in ((RMS_NORM_BACKWARD, _rms_norm_backward), (LSTM_CELL, _lstm_cell),
                      (LSTM_CELL_BACKWARD, _lstm_cell_backward), (GRU_CELL, _gru_cell),
                      (GRU_CELL_BACKWARD, _gru_cell_backward), (HISTC, _histc)):
-        register(name, memory_bound(torch, run, price, view_type, name, fn))
+        kernels.register(name, memory_bound(name, fn))
     for name in USE_LIBRARY_CTC_LOSS:
-        register(name, lambda *args: False)
-    pack = memory_bound(torch, run, price, view_type, PACK_PADDED_SEQUENCE, _pack_padded_sequence)
+        kernels.register(name, lambda *args: False)
+    pack = memory_bound(PACK_PADDED_SEQUENCE, _pack_padded_sequence)
 
     def pack_padded_sequence(*args):
         data, batch_sizes = pack(*args)
         return data, torch.tensor(batch_sizes, dtype=torch.int64)  # on the host, where CUDA's kernel leaves them
 
-    register(PACK_PADDED_SEQUENCE, pack_padded_sequence)
+    kernels.register(PACK_PADDED_SEQUENCE, pack_padded_sequence)

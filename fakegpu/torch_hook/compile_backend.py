@@ -11,6 +11,8 @@ import functools
 import os
 import sys
 
+import torch
+
 _said = False
 
 
@@ -27,7 +29,7 @@ def _say_once(mode, options):
           + (f"; inductor's {dropped} dropped" if dropped else "") + " (said once)", file=sys.stderr, flush=True)
 
 
-def install(torch):
+def install():
     """Replaces torch.compile (and so nn.Module.compile, which calls it) once per process."""
     original = torch.compile
     if getattr(original, "_fakegpu", False):

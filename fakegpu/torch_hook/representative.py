@@ -17,35 +17,36 @@ than send activations to a rank that only repeats stage 0. Where fgpu chose the 
 (FAKEGPU_REPRESENTATIVE_RERUN set), it is told the FAKEGPU_REPRESENTATIVE that runs the job (a
 process per stage) and runs it again; otherwise the message gives it."""
 
-import ctypes
 import importlib
 import os
 import sys
+
+import torch
+
+from fakegpu.torch_hook import bridge as B
 
 
 def enabled():
     return bool(os.environ.get("FAKEGPU_REPRESENTATIVE"))
 
 
-def _describe_group():
-    """fakegpu_nccl_describe_group of the loaded NCCL library; None (having said so) without it."""
-    try:
-        fn = ctypes.CDLL(None).fakegpu_nccl_describe_group
-    except AttributeError:
+def _runtime():
+    """fakegpu's runtime, where fakegpu's NCCL library is loaded beside it; None (having said so)
+    otherwise."""
+    runtime = B.find()
+    if runtime is None or not runtime.coordinator_linked():
         sys.stderr.write("fakegpu: FAKEGPU_REPRESENTATIVE is set but fakegpu's libnccl.so.2 is not loaded; "
                          "run the job under fgpu --representative\n")
         return None
-    fn.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int32))
-    fn.restype = ctypes.c_int
-    return fn
+    return runtime
 
 
-def install(torch):
+def install():
     """Patches torch.distributed as the module docstring says; nothing without FAKEGPU_REPRESENTATIVE."""
     if not enabled() or not torch.distributed.is_available():
         return
-    describe = _describe_group()
-    if describe is None:
+    runtime = _runtime()
+    if runtime is None:
         return
     distributed_c10d = importlib.import_module("torch.distributed.distributed_c10d")
     rendezvous = importlib.import_module("torch.distributed.rendezvous")  # the module, not its function
@@ -54,8 +55,7 @@ def install(torch):
 
     def process_group_name(ranks, *args, **kwargs):
         name = name_group(ranks, *args, **kwargs)
-        members = (ctypes.c_int32 * len(ranks))(*ranks)
-        describe(str(name).encode(), len(ranks), members)
+        runtime.describe_group(str(name), [int(r) for r in ranks])
         return name
 
     distributed_c10d._process_group_name = process_group_name
@@ -66,10 +66,10 @@ def install(torch):
         return create_store(hostname, port, rank, None, timeout, *args, **kwargs)  # None: wait for no one
 
     rendezvous._create_c10d_store = create_c10d_store
-    _check_pipeline_stages(torch)
+    _check_pipeline_stages()
 
 
-def _check_pipeline_stages(torch):
+def _check_pipeline_stages():
     stage = importlib.import_module("torch.distributed.pipelining.stage")
     init = stage._PipelineStageBase.__init__
 

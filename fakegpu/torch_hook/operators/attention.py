@@ -2,29 +2,30 @@
 no CPU twin under their own name, but PyTorch's CPU flash attention computes the same thing with
 the same tensors (query, key and value as batch x heads x length x dim; the log-sum-exp per
 query row). So scaled_dot_product_attention keeps choosing flash attention on a fake GPU, as on
-a real one, and its modeled time is one fused kernel's (_fakegpu_cost.attention_facts), not the
+a real one, and its modeled time is one fused kernel's (cost.attention_facts), not the
 materialised score matrix of the math path.
-With dropout, which the CPU kernel lacks, _fakegpu_attention_math.py computes it. Memory-efficient
-attention (_fakegpu_efficient_attention.py) is priced the same way."""
+With dropout, which the CPU kernel lacks, attention_math.py computes it. Memory-efficient
+attention (efficient_attention.py) is priced the same way."""
 
-import _fakegpu_attention_math
-import _fakegpu_cost
+import torch
+
+from fakegpu.torch_hook import cost, kernels
+from fakegpu.torch_hook.operators import attention_math
 
 FORWARD = "aten::_scaled_dot_product_flash_attention"
 BACKWARD = "aten::_scaled_dot_product_flash_attention_backward"
 NAMES = (FORWARD, BACKWARD)
 
 
-def install(torch, register, run, price, view_type):
-    """Registers the two CUDA operators with register(name, kernel); run(view_type, op, args, kwargs[,
-    draws]) -> (results, stream)."""
+def install():
+    """Registers the two operators' CUDA kernels."""
     cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
-    math = _fakegpu_attention_math
+    math = attention_math
 
     def cpu_forward(query, key, value, dropout_p, is_causal, *, scale):
         if dropout_p > 0:  # the CPU kernel has no dropout
-            seed = math.draw_seed(torch, query)
-            out, logsumexp = math.forward(torch, query, key, value, None, dropout_p, is_causal, scale, seed)
+            seed = math.draw_seed(query)
+            out, logsumexp = math.forward(query, key, value, None, dropout_p, is_causal, scale, seed)
             rng_state = torch.tensor([seed, 0], dtype=torch.uint64, device=query.device)
             # Laid out as the query, as CUDA's kernel does (when the value's width allows).
             if value.shape[-1] == query.shape[-1]:
@@ -41,7 +42,7 @@ def install(torch, register, run, price, view_type):
     def cpu_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, rng_state, *, scale):
         if dropout_p > 0:
             seed = 0 if rng_state.device.type == "meta" else int(rng_state[0].item())
-            grads = math.backward(torch, grad_out, query, key, value, None, dropout_p, is_causal, seed, scale)[:3]
+            grads = math.backward(grad_out, query, key, value, None, dropout_p, is_causal, seed, scale)[:3]
         else:
             grads = cpu_flash_backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale=scale)
         # CUDA's kernel gives each gradient its input's strides and dtype; the CPU paths do not.
@@ -52,10 +53,9 @@ def install(torch, register, run, price, view_type):
         # number per attention weight.
         weights = query.shape[0] * query.shape[1] * query.shape[2] * key.shape[2]
         draws = (lambda _: weights) if dropout_p > 0 else None
-        (out, logsumexp, rng_state), stream = run(view_type, cpu_forward, (query, key, value, dropout_p, is_causal),
-                                                  {"scale": scale}, draws)
-        price(stream, FORWARD, _fakegpu_cost.attention_facts(torch, query, key, (query, key, value, out), is_causal,
-                                                             False))
+        (out, logsumexp, rng_state), stream = kernels.run(cpu_forward, (query, key, value, dropout_p, is_causal),
+                                                          {"scale": scale}, draws)
+        kernels.price(stream, FORWARD, cost.attention_facts(query, key, (query, key, value, out), is_causal, False))
         # No cumulative sequence lengths (CUDA's kernel gives them for nested tensors only) and the
         # second part of its RNG state, shaped as its own; the backward below reads neither.
         unused = torch.empty((), dtype=torch.uint64, device=query.device)
@@ -64,12 +64,12 @@ def install(torch, register, run, price, view_type):
 
     def backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
                  is_causal, philox_seed, philox_offset, *, scale=None):
-        grads, stream = run(view_type, cpu_backward,
-                            (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, philox_seed),
-                            {"scale": scale})
-        price(stream, BACKWARD, _fakegpu_cost.attention_facts(torch, query, key, (grad_out, query, key, value, out) +
-                                                              tuple(grads), is_causal, True))
+        grads, stream = kernels.run(cpu_backward,
+                                    (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, philox_seed),
+                                    {"scale": scale})
+        tensors = (grad_out, query, key, value, out) + tuple(grads)
+        kernels.price(stream, BACKWARD, cost.attention_facts(query, key, tensors, is_causal, True))
         return grads
 
-    register(FORWARD, forward)
-    register(BACKWARD, backward)
+    kernels.register(FORWARD, forward)
+    kernels.register(BACKWARD, backward)

@@ -5,12 +5,14 @@ the blocks its block mask keeps; no kernel of that kind exists here, and PyTorch
 materialises every batch x heads x queries x keys score several times over in fp32, gigabytes
 per layer at ordinary lengths. So the two flex operators get kernels for the CUDA dispatch key
 that compute the same mathematics a slice of queries at a time, on CPU tensors over the device's
-bytes, and are priced as the fused kernel they stand for (_fakegpu_cost.flex_attention_facts)."""
+bytes, and are priced as the fused kernel they stand for (cost.flex_attention_facts)."""
 
 import math
 
-import _fakegpu_cost
-import _fakegpu_values
+import torch
+
+from fakegpu.torch_hook import cost, kernels, values
+from fakegpu.torch_hook.stand_ins import CpuView
 
 FORWARD = "flex_attention"
 BACKWARD = "flex_attention_backward"
@@ -28,7 +30,7 @@ def _slices(batch, heads, queries, keys):
             yield b, q0, min(queries, q0 + rows)
 
 
-def _expand_kv(torch, query, key, value):
+def _expand_kv(query, key, value):
     """Key and value with query's batch and one head per query head (grouped-query attention)."""
     groups = query.size(1) // key.size(1)
     key = key.expand((query.size(0), *key.size()[1:]))
@@ -43,11 +45,11 @@ class _Mods:
     """The score and mask functions vectorised over batch, head, query and key indices, as the
     operator defines them, for one slice of rows at a time."""
 
-    def __init__(self, torch, score_mod, mask_mod, score_buffers, mask_buffers, joint=None):
+    def __init__(self, score_mod, mask_mod, score_buffers, mask_buffers, joint=None):
         from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
         from torch.nn.attention.flex_attention import _vmap_for_bhqkv
 
-        self.torch, self.score_buffers, self.mask_buffers = torch, score_buffers, mask_buffers
+        self.score_buffers, self.mask_buffers = score_buffers, mask_buffers
         self.index_guard = TransformGetItemToIndex
         unbatched = (None,) * len(score_buffers)
         self.score = _vmap_for_bhqkv(score_mod, prefix=(0,), suffix=unbatched)
@@ -56,13 +58,12 @@ class _Mods:
             joint, prefix=(0,), suffix=(0,) + unbatched, out_dims=[0, None, None, None, None] + [None] * len(unbatched))
 
     def indices(self, b, heads, q0, q1, keys, device):
-        arange = self.torch.arange
+        arange = torch.arange
         return (arange(b, b + 1, device=device), arange(heads, device=device), arange(q0, q1, device=device),
                 arange(keys, device=device))
 
     def scores(self, q, k, scale, idx):
         """Raw scores (scaled), and the scores after score_mod with masked pairs at -inf."""
-        torch = self.torch
         raw = (q @ k.transpose(-2, -1)) * scale
         with self.index_guard():
             kept = self.mask(*idx, *self.mask_buffers)
@@ -76,16 +77,16 @@ class _Mods:
         return grad_raw, buffer_grads
 
 
-def _working_dtype(torch, dtype):
+def _working_dtype(dtype):
     """The precision scores are computed in: float64 for float64 inputs, float32 otherwise."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _working(torch, t):
-    return t.to(_working_dtype(torch, t.dtype))
+def _working(t):
+    return t.to(_working_dtype(t.dtype))
 
 
-def forward(torch, query, key, value, score_mod, block_mask, scale, score_buffers, mask_buffers):
+def forward(query, key, value, score_mod, block_mask, scale, score_buffers, mask_buffers):
     """flex_attention's results: the output (laid out as the query), and per query row the
     log-sum-exp and maximum of its scores, both base 2, -inf for a row with nothing kept."""
     from torch._higher_order_ops.flex_attention import _permute_strides
@@ -97,11 +98,11 @@ def forward(torch, query, key, value, score_mod, block_mask, scale, score_buffer
     max_scores = torch.empty_like(lse)
     if query.device.type == "meta":
         return out, lse, max_scores
-    key, value, _ = _expand_kv(torch, query, key, value)
-    mods = _Mods(torch, score_mod, block_mask[-1], score_buffers, mask_buffers)
+    key, value, _ = _expand_kv(query, key, value)
+    mods = _Mods(score_mod, block_mask[-1], score_buffers, mask_buffers)
     for b, q0, q1 in _slices(batch, heads, queries, keys):
         idx = mods.indices(b, heads, q0, q1, keys, query.device)
-        _, modded, _ = mods.scores(_working(torch, query[b:b + 1, :, q0:q1]), _working(torch, key[b:b + 1]), scale, idx)
+        _, modded, _ = mods.scores(_working(query[b:b + 1, :, q0:q1]), _working(key[b:b + 1]), scale, idx)
         row_lse = modded.logsumexp(dim=-1)
         empty = torch.isneginf(modded).all(dim=-1)
         lse[b:b + 1, :, q0:q1] = torch.where(empty, -math.inf, row_lse) / math.log(2)
@@ -111,7 +112,7 @@ def forward(torch, query, key, value, score_mod, block_mask, scale, score_buffer
     return out, lse, max_scores
 
 
-def backward(torch, query, key, value, out, lse, grad_out, grad_lse, fw_graph, joint_graph, block_mask, scale,
+def backward(query, key, value, out, lse, grad_out, grad_lse, fw_graph, joint_graph, block_mask, scale,
              score_buffers, mask_buffers):
     """flex_attention_backward's results: the gradients of query, key and value (laid out as
     they are) and of the score function's captured tensors."""
@@ -128,8 +129,8 @@ def backward(torch, query, key, value, out, lse, grad_out, grad_lse, fw_graph, j
         _, joint_graph = create_fw_bw_graph(fw_graph, examples, score_buffers)
     buffer_grads = _new_captured_grad_buffers(score_buffers, joint_graph)
     if query.device.type != "meta":
-        mods = _Mods(torch, fw_graph, block_mask[-1], score_buffers, mask_buffers, joint_graph)
-        dk, dv, sums = _accumulate_gradients(torch, query, key, value, out, lse, grad_out, grad_lse, mods, scale,
+        mods = _Mods(fw_graph, block_mask[-1], score_buffers, mask_buffers, joint_graph)
+        dk, dv, sums = _accumulate_gradients(query, key, value, out, lse, grad_out, grad_lse, mods, scale,
                                              grad_query)
         grad_key.copy_(dk)
         grad_value.copy_(dv)
@@ -138,29 +139,29 @@ def backward(torch, query, key, value, out, lse, grad_out, grad_lse, fw_graph, j
         tuple(buffer_grads)
 
 
-def _accumulate_gradients(torch, query, key, value, out, lse, grad_out, grad_lse, mods, scale, grad_query):
+def _accumulate_gradients(query, key, value, out, lse, grad_out, grad_lse, mods, scale, grad_query):
     """Writes the query's gradient into grad_query a slice of rows at a time; returns the key's and
     value's gradients per key head (summed over the query heads each served) in the working
     precision, and the sums of the captured tensors' gradients (None where a tensor got none)."""
     batch, heads, queries, _ = query.shape
     keys = key.size(2)
-    full_key, full_value, groups = _expand_kv(torch, query, key, value)
+    full_key, full_value, groups = _expand_kv(query, key, value)
     # Key and value gradients sum over every query row: kept in the working precision until done.
-    work = _working_dtype(torch, query.dtype)
+    work = _working_dtype(query.dtype)
     dk = torch.zeros((batch, heads, keys, key.size(3)), dtype=work)
     dv = torch.zeros((batch, heads, keys, value.size(3)), dtype=work)
     sums = [None] * len(mods.score_buffers)
     for b, q0, q1 in _slices(batch, heads, queries, keys):
         rows = (slice(b, b + 1), slice(None), slice(q0, q1))
         idx = mods.indices(b, heads, q0, q1, keys, query.device)
-        q, k, v = (_working(torch, t) for t in (query[rows], full_key[b:b + 1], full_value[b:b + 1]))
+        q, k, v = (_working(t) for t in (query[rows], full_key[b:b + 1], full_value[b:b + 1]))
         raw, modded, kept = mods.scores(q, k, scale, idx)
         row_lse = lse[rows].to(work) * math.log(2)
         weights = torch.where(torch.isneginf(row_lse).unsqueeze(-1), 0.0, torch.exp(modded - row_lse.unsqueeze(-1)))
-        d_out = _working(torch, grad_out[rows]) if grad_out is not None else q.new_zeros((*q.shape[:-1], v.size(-1)))
+        d_out = _working(grad_out[rows]) if grad_out is not None else q.new_zeros((*q.shape[:-1], v.size(-1)))
         dv[b:b + 1] += weights.transpose(-2, -1) @ d_out
         d_weights = d_out @ v.transpose(-2, -1)
-        row_dot = (_working(torch, out[rows]) * d_out).sum(-1, keepdim=True)
+        row_dot = (_working(out[rows]) * d_out).sum(-1, keepdim=True)
         d_lse = (grad_lse[rows].to(work) / math.log(2)).unsqueeze(-1) if grad_lse is not None else 0.0
         d_modded = weights * (d_weights - row_dot + d_lse)
         d_raw, slice_buffer_grads = mods.score_grads(raw, idx, d_modded)
@@ -191,40 +192,39 @@ def visited_share(block_mask):
     return visited / (counts.numel() * max(1, -(-kv_len // kv_block)))
 
 
-def install(torch, run, price, view_type, value_view):
-    """Registers the two flex attention operators' CUDA kernels; run(view_type, fn, args, kwargs)
-    -> (results, stream), price(stream, name, facts); value_view is the view that reads values."""
+def install():
+    """Registers the two flex attention operators' CUDA kernels."""
     from torch._C import DispatchKey
     from torch._higher_order_ops.flex_attention import flex_attention, flex_attention_backward
 
     def share_of(share, block_mask):
         # Shapes mode: a block mask made from computed values (positions, document ids) has
-        # computed counts, read through the view that reads values.
+        # computed counts, read through stand-ins that read values.
         counts = [block_mask[2], block_mask[4]]
-        if share is not None or not _fakegpu_values.active() or any(_fakegpu_values.origin(c) for c in counts):
+        if share is not None or not values.active() or any(values.origin(c) for c in counts):
             return share
-        return run(value_view, visited_share, (block_mask,), {})[0]
+        return kernels.run(visited_share, (block_mask,), {}, view_type=CpuView)[0]
 
     def cuda_forward(query, key, value, score_mod, block_mask, scale, kernel_options, score_mod_other_buffers=(),
                      mask_mod_other_buffers=()):
-        (results, share), stream = run(
-            view_type, lambda *a: (forward(torch, *a), visited_share(a[4])),
+        (results, share), stream = kernels.run(
+            lambda *a: (forward(*a), visited_share(a[4])),
             (query, key, value, score_mod, block_mask, scale, score_mod_other_buffers, mask_mod_other_buffers), {})
         share = share_of(share, block_mask)
-        price(stream, FORWARD, _fakegpu_cost.flex_attention_facts(torch, query, key, share,
-                                                                  (query, key, value, results[0]), False))
+        tensors = (query, key, value, results[0])
+        kernels.price(stream, FORWARD, cost.flex_attention_facts(query, key, share, tensors, False))
         return results
 
     def cuda_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph, joint_graph, block_mask,
                       scale, kernel_options, score_mod_other_buffers=(), mask_mod_other_buffers=()):
-        (results, share), stream = run(
-            view_type, lambda *a: (backward(torch, *a), visited_share(a[9])),
+        (results, share), stream = kernels.run(
+            lambda *a: (backward(*a), visited_share(a[9])),
             (query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph, joint_graph, block_mask, scale,
              score_mod_other_buffers, mask_mod_other_buffers), {})
         tensors = (query, key, value, out, grad_out) + tuple(results[:3])
         share = share_of(share, block_mask)
-        price(stream, BACKWARD, _fakegpu_cost.flex_attention_facts(torch, query, key, share,
-                                                                   tuple(t for t in tensors if t is not None), True))
+        kernels.price(stream, BACKWARD, cost.flex_attention_facts(query, key, share,
+                                                                  tuple(t for t in tensors if t is not None), True))
         return results
 
     flex_attention.py_impl(DispatchKey.CUDA)(torch.compiler.disable(cuda_forward))

@@ -22,8 +22,9 @@ import os
 import sys
 import weakref
 
-import _fakegpu_cost
-import _fakegpu_random
+import torch
+
+from fakegpu.torch_hook import cost, random_draws
 
 # Operators this small (every CUDA tensor they take or make, in bytes) run for real when their
 # inputs hold values: index and mask work is far below it, activations and weights far above.
@@ -32,18 +33,18 @@ COMPUTE_BYTES = 1 << 20
 # Operators that overwrite `self` without reading it.
 _OVERWRITE_SELF = {"aten::fill_", "aten::zero_", "aten::copy_"}
 
-_torch = None
+_active = False
 _marks = {}  # id(storage) -> (weak reference to the storage, where its values came from)
 _roles_by_schema = {}  # id(schema) -> (schema, _roles(schema))
 _read_said = False
 
 
-def install(torch):
+def install():
     """Turns the bookkeeping on (shapes mode only: in compute mode every value is computed), and
     has the host's reads of one value (`.item()`, `bool()`, `float()`, `int()`) checked. Copies to
     the CPU are checked by the copy kernel."""
-    global _torch
-    _torch = torch
+    global _active
+    _active = True
     for name, how in (("item", ".item()"), ("__bool__", "bool()"), ("__float__", "float()"), ("__int__", "int()")):
         setattr(torch.Tensor, name, _checking_read(getattr(torch.Tensor, name), how))
 
@@ -59,17 +60,17 @@ def _checking_read(read, how):
 
 
 def active():
-    return _torch is not None
+    return _active
 
 
 def _cuda_tensors(x):
-    return [t for t in _fakegpu_cost.tree_leaves(x) if isinstance(t, _torch.Tensor) and t.device.type == "cuda"]
+    return [t for t in cost.tree_leaves(x) if isinstance(t, torch.Tensor) and t.device.type == "cuda"]
 
 
 def origin(t):
     """Where t's values came from when shapes mode did not compute them; None when they are
     computed (or t is not a CUDA tensor)."""
-    if not isinstance(t, _torch.Tensor) or t.device.type != "cuda":
+    if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
         return None
     mark = _marks.get(id(t.untyped_storage()))
     return None if mark is None else mark[1]
@@ -139,7 +140,7 @@ def computable(schema, args, kwargs, random):
     if random:
         return False
     tensors = _cuda_tensors((args, kwargs))
-    return _fakegpu_cost.tensor_bytes(tensors) <= COMPUTE_BYTES and _first_origin(_read(schema, args, kwargs)) is None
+    return cost.tensor_bytes(tensors) <= COMPUTE_BYTES and _first_origin(_read(schema, args, kwargs)) is None
 
 
 def record(op, args, kwargs, results, ran_for_real):
@@ -159,8 +160,8 @@ def record(op, args, kwargs, results, ran_for_real):
         return []
     if where is None:
         name = schema.name if schema is not None else str(op)
-        size = _fakegpu_cost.tensor_bytes(_cuda_tensors((args, kwargs, results)))
-        if not ran_for_real and schema is not None and _fakegpu_random.draws_random(schema):
+        size = cost.tensor_bytes(_cuda_tensors((args, kwargs, results)))
+        if not ran_for_real and schema is not None and random_draws.draws_random(schema):
             why = "random numbers are not drawn in shapes mode"
         elif size > COMPUTE_BYTES:
             why = f"{_human(size)} of tensors; shapes mode computes operators of up to {_human(COMPUTE_BYTES)}"

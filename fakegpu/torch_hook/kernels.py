@@ -1,0 +1,102 @@
+"""What every CUDA kernel of the hook does: run its operator on stand-ins for the CUDA tensors
+(stand_ins.py) once the stream has reached it, price it with the runtime's kernel model, and be
+registered for PyTorch's CUDA dispatch key. dispatch.py registers one such kernel per ATen
+operator; operators/ holds the operators that need kernels of their own."""
+
+import torch
+
+from fakegpu.torch_hook import bridge as B
+from fakegpu.torch_hook import capture, cost, host, random_draws, values
+from fakegpu.torch_hook.stand_ins import CpuView, MetaView, copy_into, tree_map
+
+_bridge = None  # fakegpu's CUDA runtime (loaded by sitecustomize before torch)
+_library = None  # the registrations last as long as this torch.library.Library
+_view = CpuView  # the mode's stand-ins: MetaView in shapes mode
+
+
+def install(shapes_only):
+    """Binds the runtime; False when the loaded CUDA runtime is not fakegpu's."""
+    global _bridge, _library, _view
+    _bridge = B.find()
+    if _bridge is None:
+        return False
+    _library = torch.library.Library("aten", "IMPL")
+    _view = MetaView if shapes_only else CpuView
+    return True
+
+
+def runtime():
+    return _bridge
+
+
+def register(name, kernel):
+    """Makes kernel the CUDA kernel of ATen operator `name` ("aten::..."). Hidden from
+    torch.compile's frame hook: when a compiled graph runs an operator, dynamo would otherwise try
+    to trace the Python kernel itself, recompiling it for every new argument up to its limit and
+    warning on every rank."""
+    _library.impl(name[len("aten::"):], torch.compiler.disable(kernel), "CUDA")
+
+
+def run(op, args, kwargs, draws=None, view_type=None):
+    """The operator on stand-ins for its CUDA tensors (the mode's, unless view_type says), and its
+    results as CUDA tensors; also the current raw stream of the operator's device. For an operator
+    that draws random numbers, draws(results) is how many: it draws them from its CUDA generator
+    (random_draws.py)."""
+    if draws is not None:
+        op = random_draws.Drawing(op, draws, args, kwargs)
+    view_type = view_type or _view
+    capture.raise_failed_replay()
+    view = view_type()
+    stand_in_args = tree_map(view.alias, args)
+    stand_in_kwargs = tree_map(view.alias, kwargs)
+    if view.device is None:
+        view.device = torch.device("cuda", torch.cuda.current_device())
+    stream = torch._C._cuda_getCurrentRawStream(view.device.index)
+    if view_type is CpuView:
+        if capture.capturing(stream):
+            return _run_in_graph(op, args, kwargs, view.device, stream), stream
+        # Work queued on the stream (copies, collectives) must land before the CPU reads. The raw
+        # stream and the runtime's own wait cost far less than torch.cuda.Stream objects; unlike
+        # cudaStreamSynchronize, the wait leaves the modeled host clock alone, as the program
+        # itself waited for nothing.
+        _bridge.drain_stream(stream)
+    with host.INSIDE_KERNEL:
+        out = op(*stand_in_args, **stand_in_kwargs)
+    results = tree_map(view.result, out)
+    if values.active():
+        uncomputed = values.record(op, args, kwargs, results, view_type is not MetaView)
+        if uncomputed:
+            _bridge.drain_stream(stream)  # writes queued before this operator land first
+            for t in uncomputed:
+                values.zero(t)
+    return results, stream
+
+
+def _run_in_graph(op, args, kwargs, device, stream):
+    """The operator under stream capture: results allocated now, computed by every replay."""
+    shapes = MetaView()
+    shapes.device = device
+    try:
+        out = op(*tree_map(shapes.alias, args), **tree_map(shapes.alias, kwargs))
+    except (NotImplementedError, RuntimeError) as e:
+        raise RuntimeError(f"fakegpu: {op} cannot be captured in a CUDA graph: its results' shapes are not known "
+                           f"before it runs ({e})") from e
+    results = tree_map(shapes.result, out)
+
+    def compute():
+        view = CpuView()
+        with host.INSIDE_KERNEL:
+            computed = op(*tree_map(view.alias, args), **tree_map(view.alias, kwargs))
+        for target, value in zip(cost.tree_leaves(results), cost.tree_leaves(computed)):
+            if isinstance(value, torch.Tensor) and id(value) not in view.originals:  # not written in place
+                copy_into(target, value)
+
+    capture.defer(stream, str(op), compute)
+    return results
+
+
+def price(stream, name, facts):
+    """Queues an operator's modeled time (its launch on the host, its kernels on the stream) and
+    returns its OpCost."""
+    facts.flags |= host.backward_flags()
+    return _bridge.record(stream, facts, name)

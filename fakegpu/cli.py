@@ -12,14 +12,14 @@ from pathlib import Path
 from . import __version__
 from .calibrate import cmd_calibrate
 from .clusters import DEFAULT_GPU, cluster_config_path, cluster_layout, write_cluster_config
-from .configs import launcher_world_size
+from .launchers import launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
 from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
 from .failures import failure_table
 from .launch import rank_environment, rank_launches, share_gpus, virtual_nodes_value
 from .model_cmd import cmd_model
 from .modes import check_modes
-from .paths import REPO_ROOT, SetupError, build_dir, built
+from .paths import SetupError, build_dir, built, configs_dir
 from .report import load, summarize
 from .representative import check_representative, direct_command, representative_launches
 from .supervise import Interrupted, Launch, interruptible, supervise
@@ -281,7 +281,7 @@ def cmd_demo(argv) -> int:
     Path(a.report).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fakegpu-demo-") as tmp:
         args = main_parser().parse_args([
-            "--cluster-config", str(REPO_ROOT / "configs" / "demo_2node_16gpu.yaml"),
+            "--cluster-config", str(configs_dir() / "demo_2node_16gpu.yaml"),
             "--coordinator-transport", a.coordinator_transport, "--report", a.report, "--nproc", "16",
             str(built("nccl_check")), str(Path(tmp) / "unique-id"), "--count", "65536", "--iters", str(a.iters),
             "--tp", "8"])

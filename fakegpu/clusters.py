@@ -12,9 +12,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import REPO_ROOT, SetupError, built
+from .paths import SetupError, built, configs_dir
 
-PRESETS = REPO_ROOT / "configs" / "presets"
+PRESETS = configs_dir() / "presets"
 
 # The server a GPU name stands for: configs/presets/<family>-1node.yaml.
 FAMILY_OF_GPU = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "hgx-h200", "h20": "h20", "b200": "dgx-b200",

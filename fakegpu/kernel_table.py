@@ -92,8 +92,8 @@ def model_table(table, gpu, python):
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "modeled.jsonl"
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes", PYTHONPATH=str(REPO_ROOT))
-        cmd = [str(REPO_ROOT / "fgpu"), "--nodes", "1", "--gpus-per-node", "1", "--gpu", str(gpu), "--nproc", "1",
-               "--report", str(Path(tmp) / "report.json"), str(python), "-m", "fakegpu.kernel_table",
+        cmd = [sys.executable, "-m", "fakegpu", "--nodes", "1", "--gpus-per-node", "1", "--gpu", str(gpu),
+               "--nproc", "1", "--report", str(Path(tmp) / "report.json"), str(python), "-m", "fakegpu.kernel_table",
                "--run", str(table), "--out", str(out)]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0:

@@ -1,5 +1,5 @@
 """A GPU profile from a table of operator timings measured on that GPU (`fgpu calibrate`'s): the
-kernel model's rates (common/gpu_rates.h) read off the operators each one governs, and the speed
+kernel model's rates (common/cluster/gpu_rates.h) read off the operators each one governs, and the speed
 of the host the table was measured in.
 
 The model times every line of the table under fgpu with the rates it has so far; each rate is

@@ -1,4 +1,4 @@
-// The rank's side of peer exchange (common/peer_exchange.h): which collectives its ranks run
+// The rank's side of peer exchange (common/wire/peer_exchange.h): which collectives its ranks run
 // among themselves, running one through the communicator's mailbox, and what that needs from
 // the coordinator's replies (the communicator's clock, the uncontended time of each
 // latency-bound shape). A collective qualifies when its communicator has a mailbox, it is an

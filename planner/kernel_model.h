@@ -1,7 +1,7 @@
 // The kernel model: how long one PyTorch operator's CUDA kernels take on a GPU, and how long the
 // host takes to launch them. A pure function of the operator's facts (op_facts.h), the GPU's
 // profile and the measured rates (kernel_rates.h): no state, no clock. The runtime
-// (libfakecuda/compute_time.cpp) queues what it answers on the rank's streams and host clock.
+// (libfakecuda/runtime/compute_time.cpp) queues what it answers on the rank's streams and host clock.
 //
 // Each operator is priced as the kernels PyTorch's CUDA backend launches for it: matrix products
 // in tiles and waves over the SMs, convolutions as implicit products (with the layout transforms

@@ -3,7 +3,7 @@
 namespace fakegpu::kernels {
 namespace {
 
-// The host lines of verification/kernels/h100-sxm.jsonl (see common/gpu_rates.cpp) and its operators too small to keep the GPU busy: an add from
+// The host lines of verification/kernels/h100-sxm.jsonl (see common/cluster/gpu_rates.cpp) and its operators too small to keep the GPU busy: an add from
 // Python 7.5 us in a loop, 8 to 11 between CUDA events; a bf16 product of 128^3 through `@` 15
 // to 17 us; a sum 10 to 17; layer norm 16.8; scaled_dot_product_attention of 1 x 12 x 128 x 64,
 // 45 to 49 us; a Linear module 19.7; each of the six operators of an eager RMS norm on a tensor

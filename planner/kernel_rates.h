@@ -1,5 +1,5 @@
 // The measured constants of the kernel model (kernel_model.h), kept as data: what eager PyTorch
-// costs the host here; what a GPU's kernels reach is common/gpu_rates.h, beside the GPU profiles.
+// costs the host here; what a GPU's kernels reach is common/cluster/gpu_rates.h, beside the GPU profiles.
 #pragma once
 
 #include "gpu_profiles.h"

@@ -76,7 +76,7 @@ class TuningError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The NCCL settings the cost model reads (common/env.def's NCCL_ variables for the coordinator).
+// The NCCL settings the cost model reads (common/env/env.def's NCCL_ variables for the coordinator).
 // The planner reads no environment: its callers fill this in (tuning_from_env.h).
 struct TuningEnv {
   // The NCCL release whose rules apply (nccl_release.h): FAKEGPU_NCCL_VERSION, else the cluster's

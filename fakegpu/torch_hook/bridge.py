@@ -1,4 +1,4 @@
-"""The runtime's table for this hook (common/fake_torch_bridge.h and common/op_facts.h), mirrored
+"""The runtime's table for this hook (common/bridge/fake_torch_bridge.h and common/bridge/op_facts.h), mirrored
 with ctypes: the one binding between the hook and fakegpu's C libraries. The table is asked of the
 runtime sitecustomize loaded (its handle, never a search of the process's symbols), and every call
 goes through the typed table it returns, refused unless its version and size are the ones written

@@ -9,7 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from fakegpu.configs import write_single_node_config  # noqa: E402
+from cluster_files import write_single_node_config  # noqa: E402
 from fakegpu.coordinator import Coordinator as _Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment  # noqa: E402
 from fakegpu.paths import built  # noqa: E402

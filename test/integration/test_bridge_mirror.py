@@ -1,5 +1,5 @@
 """The PyTorch hook's ctypes mirror of the runtime's table (fakegpu/torch_hook/bridge.py)
-against the C headers it mirrors (common/op_facts.h, common/fake_torch_bridge.h): every enum value,
+against the C headers it mirrors (common/bridge/op_facts.h, common/bridge/fake_torch_bridge.h): every enum value,
 flag, version and struct field the same, in the same order and of the same type. A header changed
 without its mirror fails here, not as wrong figures in a PyTorch job."""
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from fakegpu.torch_hook import bridge as B  # noqa: E402
 
-HEADERS = {name: (REPO / "common" / name).read_text() for name in ("op_facts.h", "fake_torch_bridge.h",
+HEADERS = {name: (REPO / "common" / "bridge" / name).read_text() for name in ("op_facts.h", "fake_torch_bridge.h",
                                                                     "fake_cuda_bridge.h")}
 C_TYPES = {"int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64,
            "uint64_t": ctypes.c_uint64, "double": ctypes.c_double, "int": ctypes.c_int, "unsigned": ctypes.c_uint}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pynccl import DTYPES, NcclError, rank_main, run_ranks  # noqa: E402
-from fakegpu.configs import write_single_node_config  # noqa: E402
+from cluster_files import write_single_node_config  # noqa: E402
 from fakegpu.paths import SetupError, built  # noqa: E402
 from rank_jobs import Coordinator  # noqa: E402
 
@@ -31,7 +31,7 @@ I32 = DTYPES["int32"][1]
 COORDINATOR = str(built("fakegpu-coordinator"))
 DEADLOCK_MS = 1000
 PROTOCOL_VERSION = int(re.search(r"kProtocolVersion = (\d+);",
-                                 (Path(__file__).resolve().parents[2] / "common/wire.h").read_text()).group(1))
+                                 (Path(__file__).resolve().parents[2] / "common/wire/wire.h").read_text()).group(1))
 
 
 def status(transport, address, *extra, env=None):

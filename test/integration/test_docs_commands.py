@@ -25,6 +25,7 @@ COVERAGE = [
     (r"^FAKEGPU_TORCH_COMPUTE=shapes \./fgpu --representative ", "test", "test_fsdp_by_tensor_parallel_on_sixteen_ranks"),
     (r"^\./scripts/setup && \./fgpu demo$", "test", "test_demo_runs_the_tp_dp_job"),
     (r"^\./scripts/test$", "manual", "it is the suite itself; CI runs it through .ci/run"),
+    (r"^PYTHONPATH=\. python3 -m unittest discover -s test/python$", "test", "python_units"),
     (r"^\./fgpu --nproc 4 --cluster-config configs/cluster_valid\.yaml \./my_nccl_program$", "test",
      "test_runs_n_ranks_and_summarises"),
     (r"^\./fgpu --cluster-config configs/cluster_valid\.yaml \./launch_my_job\.sh$", "test",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pynccl import DTYPES, NcclError, rank_main, rank_preload  # noqa: E402
-from fakegpu.configs import write_single_node_config  # noqa: E402
+from cluster_files import write_single_node_config  # noqa: E402
 from rank_jobs import Coordinator, run_rank_processes  # noqa: E402
 
 I32 = DTYPES["int32"][1]

@@ -65,17 +65,6 @@ def report_hosts(path):
 
 
 class FgpuCli(unittest.TestCase):
-    def test_default_cluster_is_sized_by_the_launcher(self):
-        from fakegpu.configs import launcher_world_size
-        self.assertEqual(launcher_world_size(["mpirun", "-np", "4", "./a"]), 4)
-        self.assertEqual(launcher_world_size(["/usr/bin/mpiexec", "-n", "2", "./a"]), 2)
-        self.assertEqual(launcher_world_size(["torchrun", "--nproc_per_node=4", "--nnodes", "2", "t.py"]), 8)
-        self.assertEqual(launcher_world_size(["python3", "-m", "torch.distributed.run", "--nproc-per-node", "3", "t.py"]), 3)
-        # The script's own arguments are not torchrun's.
-        self.assertEqual(launcher_world_size(["torchrun", "--nproc_per_node", "2", "t.py", "--nnodes", "4"]), 2)
-        self.assertIsNone(launcher_world_size(["./a", "-np", "4"]), "only launchers' flags count")
-        self.assertIsNone(launcher_world_size(["mpirun", "./a"]))
-
     def test_validate_accepts_good_and_rejects_bad_configs(self):
         ok = fgpu("validate", CONFIGS / "cluster_valid.yaml")
         self.assertEqual(ok.returncode, 0, ok.stderr)

@@ -15,6 +15,10 @@ from pathlib import Path
 from torch_jobs import PYTHON, TORCH_SCRIPTS, TORCHRUN, fgpu_torch, require_torch
 
 JOB = TORCH_SCRIPTS / "representative_job.py"
+# PyTorch's caching allocator may take one more large segment in one run than in the other: a block
+# freed while a collective on another stream still uses it (DDP's buckets) is reused only once that
+# stream has really got there, which depends on how fast the processes ran, not on the model.
+ALLOCATOR_SEGMENT = 20 << 20
 
 
 def communicators(report):
@@ -64,7 +68,8 @@ class Representative(unittest.TestCase):
         self.assertEqual(ranks(rep), ranks(full))
         self.assertEqual(sorted(peaks(rep)), list(range(world)))
         for rank, bytes_ in peaks(full).items():
-            self.assertAlmostEqual(peaks(rep)[rank] / bytes_, 1.0, delta=0.005, msg=f"rank {rank}")
+            self.assertLessEqual(abs(peaks(rep)[rank] - bytes_), 0.005 * bytes_ + ALLOCATOR_SEGMENT,
+                                 f"rank {rank}: {peaks(rep)[rank]} bytes at its peak, {bytes_} with every rank run")
         return full, rep
 
     def test_ddp_on_eight_ranks(self):

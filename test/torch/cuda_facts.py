@@ -8,12 +8,12 @@ import os
 import torch
 import torch.distributed as dist
 
-# The profiles of configs/cluster_valid.yaml's nodes (common/gpu_profiles.cpp): name, compute
+# The profiles of configs/cluster_valid.yaml's nodes (common/cluster/gpu_profiles.cpp): name, compute
 # capability, SMs, MiB, FP32, TF32 and BF16 TFLOP/s, memory GB/s.
 A100 = ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 81920, 19.5, 156, 312, 2.0 * 1593 * 5120 / 8 / 1000)
 H100 = ("NVIDIA H100 80GB HBM3", (9, 0), 132, 81559, 67.0, 494.5, 989.5, 2.0 * 2619 * 5120 / 8 / 1000)
 # The share of the memory bandwidth the kernel model gives large memory-bound kernels
-# (common/gpu_rates.cpp).
+# (common/cluster/gpu_rates.cpp).
 MEMORY_SHARE = 0.9
 
 

@@ -1,4 +1,4 @@
-// Settings from the environment (common/env.def): each parsed one way, malformed ones refused
+// Settings from the environment (common/env/env.def): each parsed one way, malformed ones refused
 // with a message naming the variable, and docs/usage.md's table printed from the declarations.
 #include <gtest/gtest.h>
 
@@ -242,7 +242,7 @@ TEST(Env, DocsTableIsGenerated) {
   }
   ASSERT_TRUE(found) << path << " has no <!-- env-table: ... --> marker";
   EXPECT_EQ(table, env::markdown_table())
-      << "the table of environment variables in docs/usage.md is not the one common/env.def declares: run "
+      << "the table of environment variables in docs/usage.md is not the one common/env/env.def declares: run "
          "scripts/update-env-table after building, and edit the declarations, not the table";
 }
 

@@ -40,8 +40,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "test" / "integration"))  # the tests' cluster writer
 
-from fakegpu.configs import write_single_node_config  # noqa: E402
+from cluster_files import write_single_node_config  # noqa: E402
 from fakegpu.coordinator import Coordinator  # noqa: E402
 from fakegpu.launch import rank_environment, run_ranks  # noqa: E402
 from fakegpu.paths import built  # noqa: E402

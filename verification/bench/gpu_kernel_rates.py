@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""On a real GPU: some rates behind fakegpu's kernel model (common/gpu_rates.cpp), measured
+"""On a real GPU: some rates behind fakegpu's kernel model (common/cluster/gpu_rates.cpp), measured
 with PyTorch, so they can be checked on any GPU at hand (`fgpu calibrate` measures them all).
 
 - a bf16 product of 8192 x 8192 matrices and a device-to-device copy, against the datasheet

@@ -9,7 +9,7 @@
  * runtime answers only its own version, with a table whose `version` and `size` say which
  * layout it filled; anything else is refused (find_cuda_bridge in cuda_bridge_lookup.h).
  * Adding a function: append a field at the end, bump the version, fill it in
- * libfakecuda/bridge.cpp.
+ * libfakecuda/runtime/bridge.cpp.
  *
  * Plain C, so that C test programs can use it too. Streams are cudaStream_t values and error
  * codes cudaError_t values; they are spelled void* and int here so that this header needs no

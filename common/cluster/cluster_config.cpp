@@ -332,7 +332,7 @@ class Parser {
     return register_gpu_profile(gpu);
   }
 
-  // kernel_rates: any of the kernel model's measured rates (common/gpu_rates.h), by name.
+  // kernel_rates: any of the kernel model's measured rates (common/cluster/gpu_rates.h), by name.
   void parse_kernel_rates(const YAML::Node& map, const std::string& key, GpuRates& rates) const {
     expect_map(map, key);
     std::vector<std::string> names;

@@ -3,11 +3,13 @@
 registered for PyTorch's CUDA dispatch key. dispatch.py registers one such kernel per ATen
 operator; operators/ holds the operators that need kernels of their own."""
 
+import ctypes
+
 import torch
 
 from fakegpu.torch_hook import bridge as B
 from fakegpu.torch_hook import capture, cost, host, random_draws, values
-from fakegpu.torch_hook.stand_ins import CpuView, MetaView, copy_into, tree_map
+from fakegpu.torch_hook.stand_ins import CpuView, FrozenView, MetaView, freeze, tree_map
 
 _bridge = None  # fakegpu's CUDA runtime (loaded by sitecustomize before torch)
 _library = None  # the registrations last as long as this torch.library.Library
@@ -66,14 +68,30 @@ def run(op, args, kwargs, draws=None, view_type=None):
     if values.active():
         uncomputed = values.record(op, args, kwargs, results, view_type is not MetaView)
         if uncomputed:
-            _bridge.drain_stream(stream)  # writes queued before this operator land first
-            for t in uncomputed:
-                values.zero(t)
+            _zero(stream, op, uncomputed)
     return results, stream
 
 
+def _zero(stream, op, tensors):
+    """Zeros over small values shapes mode did not compute (values.py), in stream order: at once
+    where the stream runs, at every replay of a CUDA graph it captures."""
+    spans = [(t.data_ptr(), values.span_bytes(t)) for t in tensors]
+
+    def write():
+        for address, nbytes in spans:
+            if nbytes:
+                ctypes.memset(address, 0, nbytes)
+
+    if capture.capturing(stream):
+        capture.defer(stream, f"{op} (zeros for values shapes mode does not compute)", write)
+    else:
+        _bridge.drain_stream(stream)  # writes queued before this operator land first
+        write()
+
+
 def _run_in_graph(op, args, kwargs, device, stream):
-    """The operator under stream capture: results allocated now, computed by every replay."""
+    """The operator under stream capture: results allocated now, computed by every replay, in the
+    memory its tensors had now (stand_ins.Frozen)."""
     shapes = MetaView()
     shapes.device = device
     try:
@@ -82,14 +100,16 @@ def _run_in_graph(op, args, kwargs, device, stream):
         raise RuntimeError(f"fakegpu: {op} cannot be captured in a CUDA graph: its results' shapes are not known "
                            f"before it runs ({e})") from e
     results = tree_map(shapes.result, out)
+    frozen_args, frozen_kwargs = tree_map(freeze, args), tree_map(freeze, kwargs)
+    frozen_results = tree_map(freeze, results)
 
     def compute():
-        view = CpuView()
+        view = FrozenView()
         with host.INSIDE_KERNEL:
-            computed = op(*tree_map(view.alias, args), **tree_map(view.alias, kwargs))
-        for target, value in zip(cost.tree_leaves(results), cost.tree_leaves(computed)):
+            computed = op(*tree_map(view.alias, frozen_args), **tree_map(view.alias, frozen_kwargs))
+        for target, value in zip(cost.tree_leaves(frozen_results), cost.tree_leaves(computed)):
             if isinstance(value, torch.Tensor) and id(value) not in view.originals:  # not written in place
-                copy_into(target, value)
+                target.cpu().copy_(value)
 
     capture.defer(stream, str(op), compute)
     return results

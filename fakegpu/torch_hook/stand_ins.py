@@ -19,6 +19,15 @@ def tree_map(fn, x):
 
 
 
+def cpu_over(address, nbytes, dtype, offset, size, stride):
+    """A CPU tensor over `nbytes` of device memory at `address`, laid out as given (a fresh one
+    where there are no bytes)."""
+    if not nbytes:
+        return torch.empty_strided(size, stride, dtype=dtype)
+    raw = torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=torch.uint8)
+    return torch.empty(0, dtype=dtype).set_(raw.untyped_storage(), offset, size, stride)
+
+
 class CpuView:
     """CPU tensors over the bytes of CUDA tensors, for one operator call."""
 
@@ -36,13 +45,8 @@ class CpuView:
             return t
         self.device = self.device or t.device
         storage = t.untyped_storage()
-        address, nbytes = storage.data_ptr(), storage.nbytes()
-        cpu = torch.empty(0, dtype=t.dtype)
-        if nbytes:
-            raw = torch.frombuffer((ctypes.c_char * nbytes).from_address(address), dtype=torch.uint8)
-            cpu.set_(raw.untyped_storage(), t.storage_offset(), t.size(), t.stride())
-        else:
-            cpu = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
+        address = storage.data_ptr()
+        cpu = cpu_over(address, storage.nbytes(), t.dtype, t.storage_offset(), t.size(), t.stride())
         self.originals[id(cpu)] = (t, address, cpu)
         return cpu
 
@@ -115,3 +119,36 @@ class MetaView(CpuView):
         return torch.empty_strided(r.size(), r.stride(), dtype=r.dtype, device=self.device)
 
 
+
+
+class Frozen:
+    """Where a CUDA tensor's elements were in device memory when a CUDA graph captured an
+    operator. A replay reads and writes there, as the graph's kernels would with the addresses
+    baked into them, whatever the tensor object holds by then: FSDP2 frees its parameters'
+    storage after each pass and allocates it again for the next."""
+
+    __slots__ = ("address", "nbytes", "dtype", "offset", "size", "stride", "device")
+
+    def __init__(self, t):
+        storage = t.untyped_storage()
+        self.address, self.nbytes, self.dtype = storage.data_ptr(), storage.nbytes(), t.dtype
+        self.offset, self.size, self.stride, self.device = t.storage_offset(), t.size(), t.stride(), t.device
+
+    def cpu(self):
+        return cpu_over(self.address, self.nbytes, self.dtype, self.offset, self.size, self.stride)
+
+
+def freeze(x):
+    return Frozen(x) if isinstance(x, torch.Tensor) and x.device.type == "cuda" else x
+
+
+class FrozenView(CpuView):
+    """CPU tensors over the device memory of Frozen tensors, for one replay of an operator."""
+
+    def alias(self, t):
+        if not isinstance(t, Frozen):
+            return super().alias(t)
+        self.device = self.device or t.device
+        cpu = t.cpu()
+        self.originals[id(cpu)] = (t, t.address, cpu)
+        return cpu

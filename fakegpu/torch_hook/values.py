@@ -17,7 +17,6 @@ and in every run, however the value travels. Reading a marked value on the host 
 asserting on one stops with a message naming its origin, never the program's own assertion about
 values nobody computed."""
 
-import ctypes
 import os
 import sys
 import weakref
@@ -170,17 +169,10 @@ def record(op, args, kwargs, results, ran_for_real):
         where = f"{name}: {why}"
     for t in outputs:
         _mark(t, where)
-    return [t for t in outputs if _span_bytes(t) <= COMPUTE_BYTES]
+    return [t for t in outputs if span_bytes(t) <= COMPUTE_BYTES]
 
 
-def zero(t):
-    """Writes zeros over t's span (an uncomputed value's, which a program may read or pass on)."""
-    nbytes = _span_bytes(t)
-    if nbytes:
-        ctypes.memset(t.data_ptr(), 0, nbytes)
-
-
-def _span_bytes(t):
+def span_bytes(t):
     """The bytes from t's first element to its last."""
     if not t.numel():
         return 0

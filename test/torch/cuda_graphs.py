@@ -2,7 +2,8 @@
 whole training step (forward, backward, a capturable Adam) warmed up on a side stream, captured
 once and replayed on new data must train exactly as the same steps run eagerly; flash and
 memory-efficient attention replay on new inputs; random operators draw afresh at each replay, as
-the same operators run eagerly from the same generator state; an all-reduce captured between
+the same operators run eagerly from the same generator state; a replay uses the memory its
+operators had at capture, though their tensors' storage was freed since; an all-reduce captured between
 operators sums each replay's data across the ranks; a replay takes modeled time, the same each
 time; and an operator whose result's shape depends on its data cannot be captured, and says so.
 Run under fgpu with two ranks or more; each prints one line, or raises naming what differs."""
@@ -117,6 +118,23 @@ def main():
     for i in (1, 2):
         if any(torch.equal(a, b) for a, b in zip(replays[0], replays[i])):
             bad.append(f"random operators of replay {i}, which must draw afresh")
+
+    # A replay works in the memory its operators had at capture, as a graph's kernels do, though
+    # the tensor objects have moved on: FSDP2 frees an unsharded parameter's storage after use
+    # and allocates it again for the next pass.
+    weight, x = torch.randn(32, device="cuda"), torch.randn(32, device="cuda")
+    resized = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(resized):
+        unsharded = torch.empty(32, device="cuda")
+        unsharded.copy_(weight)
+        product = x * unsharded
+        unsharded.untyped_storage().resize_(0)
+    for i in range(2):
+        weight.add_(1)
+        x.copy_(torch.randn(32, device="cuda"))
+        resized.replay()
+        if not torch.equal(product, x * weight):
+            bad.append(f"replay {i} of operators whose tensor's storage was freed after capture")
 
     # Captured on a side stream, as ProcessGroupNCCL requires for an all-reduce inside a graph.
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -54,6 +54,7 @@ COVERAGE = [
     (r"^python3 verification/bench/torch_ddp_bench\.py", "test", "torch_bench_runs"),
     (r"^python3 verification/bench/gpu_kernel_rates\.py", "test", "gpu_kernel_rates_runs"),
     (r"^python3 verification/bench/kernel_fidelity\.py", "test", "kernel_fidelity_runs"),
+    (r"^python3 verification/bench/torchtitan_host_memory\.py", "test", "torchtitan_host_memory_runs"),
     (r"^python3 verification/bench/step_fidelity\.py", "test", "step_fidelity_runs"),
     (r"^\./fgpu calibrate --fit ", "test", "rate_fit_runs"),
     (r"^\./fgpu --gpu \S+\.gpu\.yaml ", "test", "test_fgpu_builds_the_base_gpus_servers_of_the_file"),

@@ -1,7 +1,8 @@
 """torchtitan (pytorch/torchtitan), unchanged, trains its llama3 debug model under fgpu on one
-simulated node in compute mode: FSDP over 4 ranks, FSDP 2 x TP 2 and PP 2 x FSDP 2, five steps
-each, its own per-step log showing the loss falling, and fgpu's report one step per training step;
-FSDP 2 x TP 2 gives the losses of FSDP over the same 2 data-parallel ranks, as torchtitan says.
+simulated node in compute mode: FSDP over 4 ranks, HSDP 2 x 2, FSDP 2 x TP 2, FSDP 2 x CP 2 and
+PP 2 x FSDP 2, five steps each, its own per-step log showing the loss falling, and fgpu's report
+one step per training step. As torchtitan's converging guide says, each gives the losses of FSDP
+over the same data-parallel ranks (within 2%), and its CUDA graphs the losses of its eager steps.
 Its dataset and tokenizer are made here (a JSON line per document, a byte-level BPE), as a
 torchtitan checkout's tests/assets would give them. Skips (exit 77) without PyTorch's CUDA build
 or torchtitan in build/torch-venv (scripts/setup-torch installs it)."""
@@ -119,6 +120,17 @@ class Torchtitan(TorchtitanRuns):
         # Steps replayed from CUDA graphs (FSDP2 frees and reallocates its parameters' memory around
         # each pass) compute what the same steps compute eagerly.
         self.assertEqual(graphed, self.check_training(*self.train(4, *self.SEED, *EAGER)))
+        # HSDP, 2 replicas of FSDP over 2, keeps FSDP 4's data-parallel degree and so its tokens.
+        r, report = self.train(4, "--parallelism.data-parallel-replicate-degree", "2",
+                               "--parallelism.data-parallel-shard-degree", "2", *self.SEED)
+        self.check_same_losses(graphed, self.check_training(r, report), "FSDP 4", "HSDP 2 x 2")
+        sizes = sorted(len(c["global_ranks"]) for c in report["communicators"])
+        self.assertGreaterEqual(sizes.count(2), 4, f"HSDP's shard and replica groups, each of 2 ranks: {sizes}")
+
+    def check_same_losses(self, reference, other, reference_name, other_name):
+        for step, loss in reference.items():
+            self.assertAlmostEqual(other[step], loss, delta=self.SAME_LOSS * loss,
+                                   msg=f"step {step}: {reference_name} {reference}, {other_name} {other}")
 
     def test_fsdp_with_tensor_parallel(self):
         r, report = self.train(4, "--parallelism.tensor-parallel-degree", "2", *self.SEED)
@@ -126,9 +138,14 @@ class Torchtitan(TorchtitanRuns):
         self.assertGreater(len(report["communicators"]), 2, "TP and FSDP each have communicators of their own")
         # The same training as FSDP over the same two data-parallel ranks alone: the same losses.
         fsdp = self.check_training(*self.train(2, *self.SEED, *EAGER))
-        for step, loss in fsdp.items():
-            self.assertAlmostEqual(with_tp[step], loss, delta=self.SAME_LOSS * loss,
-                                   msg=f"step {step}: FSDP 2 {fsdp}, FSDP 2 x TP 2 {with_tp}")
+        self.check_same_losses(fsdp, with_tp, "FSDP 2", "FSDP 2 x TP 2")
+
+    def test_context_parallel_with_fsdp(self):
+        # Context parallelism splits each sequence in blocks of 128 tokens per rank: 256 tokens over 2.
+        longer = ("--training.seq-len", "256", *self.SEED)
+        with_cp = self.check_training(*self.train(4, "--parallelism.context-parallel-degree", "2", *longer))
+        self.check_same_losses(self.check_training(*self.train(2, *longer, *EAGER)), with_cp, "FSDP 2",
+                               "FSDP 2 x CP 2")
 
     def test_pipeline_with_fsdp(self):
         r, report = self.train(4, "--parallelism.pipeline-parallel-degree", "2", *EAGER)

@@ -42,8 +42,8 @@ KEEP_CUDA = {
 
 COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 
-# Operators given kernels of their own (operators/) (no CPU kernel computes them as CUDA would).
-OWN_KERNELS = (attention.NAMES + efficient_attention.NAMES + fallbacks.NAMES + sync_batch_norm.NAMES)
+# Operators with kernels of their own in operators/: no CPU kernel computes them as CUDA would.
+OWN_KERNELS = attention.NAMES + efficient_attention.NAMES + fallbacks.NAMES + sync_batch_norm.NAMES
 
 
 def _takes_device(schema):

@@ -8,6 +8,7 @@ import ctypes
 
 import torch
 
+
 # Operator arguments and results are tensors, scalars, and lists, tuples and dicts of them: a
 # plain walk over those is several times cheaper than torch's general pytree, and runs per operator.
 def tree_map(fn, x):
@@ -16,7 +17,6 @@ def tree_map(fn, x):
     if isinstance(x, dict):
         return {k: tree_map(fn, v) for k, v in x.items()}
     return fn(x)
-
 
 
 def cpu_over(address, nbytes, dtype, offset, size, stride):
@@ -117,8 +117,6 @@ class MetaView(CpuView):
                 cuda.resize_(r.size())
             return cuda
         return torch.empty_strided(r.size(), r.stride(), dtype=r.dtype, device=self.device)
-
-
 
 
 class Frozen:

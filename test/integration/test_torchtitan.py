@@ -84,10 +84,11 @@ class TorchtitanRuns(unittest.TestCase):
         return r, json.loads(report.read_text())
 
 
-def step_losses(r):
-    """{step: set of the losses its ranks logged}; ranks without the loss (earlier pipeline stages) log -2."""
+def step_losses(output):
+    """{step: set of the losses its ranks logged} in a run's output; ranks without the loss (earlier
+    pipeline stages) log -2."""
     losses = {}
-    for line in ANSI.sub("", r.stdout + r.stderr).splitlines():
+    for line in ANSI.sub("", output).splitlines():
         m = STEP_LINE.search(line)
         if m and float(m.group(2)) > 0:
             losses.setdefault(int(m.group(1)), set()).add(round(float(m.group(2)), 5))
@@ -104,7 +105,7 @@ class Torchtitan(TorchtitanRuns):
     SAME_LOSS = 0.02
 
     def check_training(self, r, report):
-        losses = step_losses(r)
+        losses = step_losses(r.stdout + r.stderr)
         self.assertEqual(sorted(losses), [1, 2, 3, 4, 5], r.stderr[-4000:])
         self.assertTrue(all(len(v) == 1 for v in losses.values()), f"ranks disagree on the loss: {losses}")
         first, last = min(losses[1]), min(losses[5])

@@ -27,8 +27,8 @@ PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 JOB = ROOT / "test" / "torch" / "representative_job.py"
 
 
-def tree_rss(pid):
-    """Resident memory of a process and all its descendants, in bytes (from /proc)."""
+def descendants(pid):
+    """A process and all its descendants (from /proc)."""
     children = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -39,28 +39,36 @@ def tree_rss(pid):
             children.setdefault(parent, []).append(int(entry))
         except (OSError, ValueError, IndexError):
             pass
-    total, todo = 0, [pid]
+    found, todo = [], [pid]
     while todo:
         p = todo.pop()
+        found.append(p)
         todo += children.get(p, [])
-        try:
-            with open(f"/proc/{p}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError):
-            pass
-    return total
+    return found
 
 
-def run_sampled(command, env, cwd=None):
+def resident(pid):
+    """A process's resident memory in bytes; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def run_sampled(command, env, cwd=None, watch=None):
     """Runs a command; (wall seconds, peak host memory of it and its descendants in bytes, its
-    output, its exit code)."""
+    output, its exit code). watch(pids), where given, sees the processes at every sample."""
     start = time.monotonic()
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
     peak = [0]
 
     def sample():
         while proc.poll() is None:
-            peak[0] = max(peak[0], tree_rss(proc.pid))
+            pids = descendants(proc.pid)
+            peak[0] = max(peak[0], sum(resident(p) for p in pids))
+            if watch is not None:
+                watch(pids)
             time.sleep(0.5)
 
     sampler = threading.Thread(target=sample, daemon=True)

@@ -19,12 +19,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "integration"))
+from representative_scale import resident, run_sampled  # noqa: E402
+from test_torchtitan import TRAINING, make_workspace, step_losses  # noqa: E402
+
 PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 
 # name -> (ranks, torchtitan's options beyond the shared ones)
@@ -44,68 +45,40 @@ CONFIGS = {
 }
 
 
-def rank_processes(root):
-    """{pid: RANK} of the processes under root whose environment gives them a rank."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    ranks, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                python = b"python" in f.read().split(b"\0")[0]
-        except OSError:
-            continue
-        if python and b"RANK" in env and b"LOCAL_RANK" in env and b"TORCHELASTIC_RUN_ID" in env:
-            ranks[pid] = int(env[b"RANK"])
-    return ranks
-
-
-def resident(pid):
+def rank_of(pid):
+    """The RANK torchrun gave a Python process, or None for any other process."""
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            python = b"python" in f.read().split(b"\0")[0]
+    except OSError:
+        return None
+    if python and b"RANK" in env and b"LOCAL_RANK" in env and b"TORCHELASTIC_RUN_ID" in env:
+        return int(env[b"RANK"])
+    return None
 
 
-def run(name, ranks, options, workspace, losses_of):
+def run(name, ranks, options, workspace):
     report = Path(tempfile.mkdtemp(prefix=f"fakegpu-titan-{name}-")) / "report.json"
-    from test_torchtitan import TRAINING
     command = [str(ROOT / "fgpu"), "--gpu", "h100", "--nodes", "1", "--gpus-per-node", str(ranks), "--report",
                str(report), str(PYTHON.parent / "torchrun"), f"--nproc_per_node={ranks}", "-m", "torchtitan.train",
                *TRAINING, *options]
     env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    start = time.monotonic()
-    proc = subprocess.Popen(command, env=env, cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    peaks = {}
+    peaks = {}  # rank -> its process's peak resident memory
 
-    def sample():
-        while proc.poll() is None:
-            for pid, rank in rank_processes(proc.pid).items():
+    def watch(pids):
+        for pid in pids:
+            rank = rank_of(pid)
+            if rank is not None:
                 peaks[rank] = max(peaks.get(rank, 0), resident(pid))
-            time.sleep(0.5)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    output = proc.communicate()[0]
-    sampler.join()
-    wall = time.monotonic() - start
-    if proc.returncode != 0:
+    wall, _, output, code = run_sampled(command, env, cwd=workspace, watch=watch)
+    if code != 0:
         return None, output
     r = json.loads(report.read_text())
     gpu = {m["global_rank"]: m["peak"]["bytes"] for m in r["memory"]["ranks"]}
-    losses = losses_of(output)
+    losses = {step: min(v) for step, v in step_losses(output).items()}
     fell = bool(losses) and losses[max(losses)] < losses[min(losses)] - 0.5
     return (wall, peaks, gpu, r["steps"]["median_time_us"], fell), output
 
@@ -118,11 +91,6 @@ def main():
                                              capture_output=True).returncode != 0:
         print(f"skipped: needs PyTorch's CUDA build and torchtitan in {PYTHON.parent.parent} (./scripts/setup-torch)")
         sys.exit(77)
-    from test_torchtitan import make_workspace, step_losses
-
-    def losses_of(output):
-        return {step: min(v) for step, v in step_losses(subprocess.CompletedProcess([], 0, output, "")).items()}
-
     names = args.only.split(",") if args.only else list(CONFIGS)
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
@@ -133,7 +101,7 @@ def main():
     failed = []
     for name in names:
         ranks, options = CONFIGS[name]
-        figures, output = run(name, ranks, options, workspace, losses_of)
+        figures, output = run(name, ranks, options, workspace)
         if figures is None:
             tail = " ".join(output[-400:].split())
             print(f"{name:<14} {ranks:>5} failed: {tail}", flush=True)

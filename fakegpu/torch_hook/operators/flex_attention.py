@@ -58,9 +58,8 @@ class _Mods:
             joint, prefix=(0,), suffix=(0,) + unbatched, out_dims=[0, None, None, None, None] + [None] * len(unbatched))
 
     def indices(self, b, heads, q0, q1, keys, device):
-        arange = torch.arange
-        return (arange(b, b + 1, device=device), arange(heads, device=device), arange(q0, q1, device=device),
-                arange(keys, device=device))
+        return (torch.arange(b, b + 1, device=device), torch.arange(heads, device=device),
+                torch.arange(q0, q1, device=device), torch.arange(keys, device=device))
 
     def scores(self, q, k, scale, idx):
         """Raw scores (scaled), and the scores after score_mod with masked pairs at -inf."""

@@ -171,7 +171,7 @@ void Job::on_frame(ClientId id, const wire::FrameHeader& header, std::vector<uin
       case wire::MsgType::kRankActivity: handle_rank_activity(client, fields(wire::RankActivity{})); break;
       case wire::MsgType::kRankOperators: handle_rank_operators(client, fields(wire::RankOperators{})); break;
       case wire::MsgType::kRankMemory: handle_rank_memory(client, fields(wire::RankMemory{})); break;
-      case wire::MsgType::kGroupRanks: handle_group_ranks(fields(wire::GroupRanks{})); break;
+      case wire::MsgType::kGroupRanks: handle_group_ranks(client, fields(wire::GroupRanks{})); break;
       case wire::MsgType::kShareSegment: {
         auto msg = fields(wire::ShareSegment{});
         handle_share_segment(client, msg, std::exchange(owned.fd, -1));

@@ -166,6 +166,9 @@ class Job {
     // representative (the client below) for it, and nothing is ever sent to it.
     bool stood_in = false;
     ClientId representative = 0;
+    // Under FAKEGPU_REPRESENTATIVE, the process group it named last (wire::GroupRanks): PyTorch
+    // names the group it is making just before it splits a communicator for it.
+    std::string last_group;
     // Under FAKEGPU_REPRESENTATIVE, the NCCL buffers the rank's library charged (as
     // libnccl_stub/comm_memory.cpp does), kept for representatives and stand-ins alike: a
     // stand-in's memory is its representative's, corrected by the difference of the two.
@@ -181,6 +184,9 @@ class Job {
   // An init's ranks meet by the key of their ncclUniqueId; the name is the communicator's.
   struct PendingInit : Rendezvous {
     std::string name;
+    // Under FAKEGPU_REPRESENTATIVE, an ncclCommSplit of this communicator made as an init of the
+    // group it is for (split_for_group); 0 for an ncclCommInitRank.
+    uint64_t split_parent = 0;
   };
   // One operation (or init, split, shrink) a rank has joined and that still waits for others.
   struct Wait {
@@ -285,7 +291,12 @@ class Job {
   bool stands_in() const { return !representatives_.empty(); }
   // Whether a client id is a stand-in's (stand_in() numbers them from kStandInClientBase).
   static bool is_stand_in(ClientId id) { return id >= kStandInClientBase; }
-  void handle_group_ranks(const wire::GroupRanks& msg);
+  void handle_group_ranks(Client& client, const wire::GroupRanks& msg);
+  // An ncclCommSplit when ranks are stood in for: they post no split of their own, so the child
+  // is made as an init of the group the process named last (its DeviceMesh dimension's, from
+  // split_group, or new_group's), which brings its stand-ins and mirrors the groups of its kind.
+  void split_for_group(ClientId id, Client& client, const Comm& parent, const wire::CommSplit& msg,
+                       uint64_t request_id);
   // The group a communicator was made for, by the group name its comm_name ends with; null when
   // none is known.
   const Group* group_of(const std::string& comm_name) const;
@@ -321,8 +332,8 @@ class Job {
                       const std::vector<MirroredPart>& parts);
   // The representative `id` destroyed its rank of `comm` or left: so did the ranks it stands for.
   void retire_stand_ins(Comm& comm, ClientId id);
-  // Why a split or shrink cannot go on when ranks are stood in for.
-  std::string regroup_refusal(const char* call, const Comm& parent) const;
+  // Why a shrink cannot go on when ranks are stood in for.
+  std::string shrink_refusal(const Comm& parent) const;
   // Notes in a rank's NCCL ledger what its library charges at an init, and at a completed call
   // (`rank` its comm rank in it).
   void ledger_init(ClientId client, uint64_t comm, const wire::NcclMemory& plan);

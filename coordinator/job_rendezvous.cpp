@@ -31,10 +31,12 @@ std::string exclusion_problem(const std::vector<int>& excluded, int n, int rank)
 }  // namespace
 
 void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& msg, uint64_t request_id) {
-  ++client.comm_inits;
   const auto now = std::chrono::steady_clock::now();
-  note_post(client, Posted::kInit, 0, 0, now);
   PendingInit& pending = pending_inits_[msg.key];
+  if (!pending.split_parent) {  // split_for_group counted and noted its split
+    ++client.comm_inits;
+    note_post(client, Posted::kInit, 0, 0, now);
+  }
   if (pending.failed()) {
     reply_error(id, request_id, Status::kInvalidUsage, pending.failure());
     return;
@@ -88,6 +90,7 @@ void Job::handle_comm_init(ClientId id, Client& client, const wire::CommInit& ms
 void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
   Comm& comm = comms_.create();
   comm.name = pending.name;
+  comm.parent = pending.split_parent;
   const bool spans_world = pending.nranks() == cluster_.world_size();
   for (int r = 0; r < pending.nranks(); ++r) {
     const Rendezvous::Arrival& a = pending.arrival(r);
@@ -110,7 +113,11 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
     const Rendezvous::Arrival& a = pending.arrival(r);
     const wire::NcclMemory plan = nccl_memory(comm, r);
     if (stands_in()) ledger_init(a.client, comm.id, plan);
-    reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank, plan});
+    if (pending.split_parent)
+      reply(a.client, a.request_id,
+            wire::CommSplitDone{comm.id, pending.nranks(), r, comm.members[r].global_rank, plan});
+    else
+      reply(a.client, a.request_id, wire::CommInitDone{comm.id, comm.members[r].global_rank, plan});
   }
   pending_inits_.erase(key);
 }
@@ -118,13 +125,13 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
 void Job::handle_comm_split(ClientId id, const wire::CommSplit& msg, uint64_t request_id) {
   Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id);
   if (!parent) return;
-  if (stands_in()) {
-    reply_error(id, request_id, Status::kInvalidUsage, regroup_refusal("ncclCommSplit", *parent));
-    return;
-  }
   if (msg.color < 0 && msg.color != -1) {
     reply_error(id, request_id, Status::kInvalidArgument,
                 fmt::format("ncclCommSplit: color {} is invalid: use a value >= 0 or NCCL_SPLIT_NOCOLOR", msg.color));
+    return;
+  }
+  if (stands_in()) {
+    split_for_group(id, clients_[id], *parent, msg, request_id);
     return;
   }
   const auto now = std::chrono::steady_clock::now();
@@ -185,7 +192,7 @@ void Job::handle_comm_shrink(ClientId id, const wire::CommShrink& msg, uint64_t 
   Comm* parent = member_comm(id, msg.parent_comm, msg.rank, request_id, nullptr, /*allow_failed=*/true);
   if (!parent) return;
   if (stands_in()) {
-    reply_error(id, request_id, Status::kInvalidUsage, regroup_refusal("ncclCommShrink", *parent));
+    reply_error(id, request_id, Status::kInvalidUsage, shrink_refusal(*parent));
     return;
   }
   const int n = static_cast<int>(parent->members.size());

@@ -7,8 +7,10 @@
 // representative's groups joins that communicator; the groups of the same kind that hold no
 // process (the other tensor-parallel groups, say) become mirrors, communicators that go through
 // each of the representative's operations once more, counted and modeled on their own GPUs and
-// links but moving no data. So every collective is matched and modeled with its full membership
-// on the whole cluster, from a few processes.
+// links but moving no data. An ncclCommSplit (split_group, and new_group once init_process_group
+// has a device_id) is made as an init of the group the process named just before it. So every
+// collective is matched and modeled with its full membership on the whole cluster, from a few
+// processes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -70,8 +72,9 @@ std::vector<int> parse_rank_list(const std::string& text, int world) {
   return ranks;
 }
 
-void Job::handle_group_ranks(const wire::GroupRanks& msg) {
+void Job::handle_group_ranks(Client& client, const wire::GroupRanks& msg) {
   if (!stands_in()) return;  // every rank runs: its communicators' members come themselves
+  client.last_group = msg.name;
   for (const Group& g : groups_)
     if (g.name == msg.name) return;  // another representative named it too
   Group group{msg.name, {msg.ranks.begin(), msg.ranks.end()}};
@@ -134,14 +137,14 @@ std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& ms
   }
   if (static_cast<int>(group->ranks.size()) != msg.nranks || group->ranks[msg.rank] != client.global_rank)
     return fmt::format("ncclCommInitRank of '{}': global rank {} joins it as rank {} of {}, but process group '{}' "
-                       "holds ranks {}", msg.comm_name, client.global_rank, msg.rank, msg.nranks, group->name,
+                       "holds {}", msg.comm_name, client.global_rank, msg.rank, msg.nranks, group->name,
                        plural_ranks(group->ranks));
   for (int r = 0; r < msg.nranks; ++r) {
     const int rank = group->ranks[r];
     if (std::binary_search(representatives_.begin(), representatives_.end(), rank) || pending.has_arrived(r)) continue;
     if (representative_of(rank) != client.global_rank) continue;  // its own representative brings it
     const ClientId stand = stand_in(rank, id);
-    ++clients_[stand].comm_inits;
+    if (!pending.split_parent) ++clients_[stand].comm_inits;
     pending.arrive(r, {stand, kStandInRequest, now, local_rank_of(cluster_, rank)});
   }
   return "";
@@ -178,7 +181,7 @@ void Job::make_mirrors(Comm& comm) {
     for (int rank : g->ranks)
       mirror.members.push_back({stand_in(rank, process(rank)), rank, local_rank_of(cluster_, rank), false});
     for (int r = 0; r < static_cast<int>(mirror.members.size()); ++r) {
-      ++clients_[mirror.members[r].client].comm_inits;
+      if (!comm.parent) ++clients_[mirror.members[r].client].comm_inits;  // a split counts no init
       ledger_init(mirror.members[r].client, mirror.id, nccl_memory(mirror, r));
     }
     comm.mirrors.push_back(mirror.id);
@@ -258,11 +261,51 @@ void Job::retire_stand_ins(Comm& comm, ClientId id) {
   }
 }
 
-std::string Job::regroup_refusal(const char* call, const Comm& parent) const {
-  return fmt::format("{} of communicator {} ('{}') under FAKEGPU_REPRESENTATIVE: the ranks no process runs "
-                     "cannot split or shrink their communicators; make the groups with new_group (a DeviceMesh does, "
-                     "unless init_process_group was given a device_id), or run without --representative",
-                     call, parent.id, parent.name);
+void Job::split_for_group(ClientId id, Client& client, const Comm& parent, const wire::CommSplit& msg,
+                          uint64_t request_id) {
+  if (msg.color == -1) {  // NCCL_SPLIT_NOCOLOR: in no child, so no child waits for it either
+    reply(id, request_id, wire::CommSplitDone{0, 0, -1, -1, {}});
+    return;
+  }
+  const Group* group = nullptr;
+  for (const Group& g : groups_)
+    if (g.name == client.last_group) group = &g;
+  auto in_parent = [&](int rank) {
+    return std::any_of(parent.members.begin(), parent.members.end(), [&](const Member& m) { return m.global_rank == rank; });
+  };
+  const auto mine = group ? std::find(group->ranks.begin(), group->ranks.end(), client.global_rank)
+                          : std::vector<int>::const_iterator{};
+  if (!group || mine == group->ranks.end() || !std::all_of(group->ranks.begin(), group->ranks.end(), in_parent)) {
+    reply_error(id, request_id, wire::Status::kInvalidUsage,
+                fmt::format("ncclCommSplit of communicator {} ('{}') by global rank {} under FAKEGPU_REPRESENTATIVE: "
+                            "the split is for no process group the program named ({}), so which ranks each part "
+                            "holds is unknown; split with PyTorch's split_group or new_group, or run without "
+                            "--representative", parent.id, parent.name, client.global_rank,
+                            group ? fmt::format("the last, '{}', holds {}", group->name,
+                                                plural_ranks(group->ranks))
+                                  : "it named none"));
+    return;
+  }
+  note_post(client, Posted::kSplit, msg.parent_comm, msg.split_index, std::chrono::steady_clock::now());
+  // The ranks of one child meet at one key: the parent, the number of its split and the colour.
+  wire::CommInit init;
+  const uint64_t parts[] = {parent.id, msg.split_index, static_cast<uint32_t>(msg.color)};
+  for (int i = 0; i < 6; ++i) init.key.bytes[i] = static_cast<uint8_t>(parts[0] >> (8 * i));
+  for (int i = 0; i < 4; ++i) init.key.bytes[6 + i] = static_cast<uint8_t>(parts[1] >> (8 * i));
+  for (int i = 0; i < 4; ++i) init.key.bytes[10 + i] = static_cast<uint8_t>(parts[2] >> (8 * i));
+  init.key.bytes[14] = 0x5a;  // apart from ncclUniqueIds' keys, which tests number from 0
+  init.key.bytes[15] = 0xa5;
+  init.nranks = static_cast<int32_t>(group->ranks.size());
+  init.rank = static_cast<int32_t>(mine - group->ranks.begin());
+  init.cuda_device = parent.members[msg.rank].cuda_device;
+  init.comm_name = parent.name.substr(0, parent.name.rfind(':') + 1) + group->name;
+  pending_inits_[init.key].split_parent = parent.id;
+  handle_comm_init(id, client, init, request_id);
+}
+
+std::string Job::shrink_refusal(const Comm& parent) const {
+  return fmt::format("ncclCommShrink of communicator {} ('{}') under FAKEGPU_REPRESENTATIVE: the ranks no process "
+                     "runs cannot shrink their communicators; run without --representative", parent.id, parent.name);
 }
 
 void Job::ledger_init(ClientId client, uint64_t comm, const wire::NcclMemory& plan) {

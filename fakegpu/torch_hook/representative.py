@@ -4,8 +4,9 @@ that, and only then:
 
 - The env:// rendezvous does not wait for every rank of the world to reach its store: the store
   on rank 0 is made without a count of workers, since most of them never come.
-- Every process group the program makes (new_group, a DeviceMesh's groups, the default group) is
-  named to the coordinator with its global ranks, through fakegpu's NCCL library. Every rank
+- Every process group the program makes (new_group, a DeviceMesh's groups, the default group,
+  every part of a split_group) is named to the coordinator with its global ranks, through
+  fakegpu's NCCL library. Every rank
   makes every group, member or not, under the same name, and a group's NCCL communicators carry
   that name; so the coordinator knows whom each communicator holds, and which groups are of one
   kind, without a process for their ranks.
@@ -18,6 +19,7 @@ than send activations to a rank that only repeats stage 0. Where fgpu chose the 
 process per stage) and runs it again; otherwise the message gives it."""
 
 import importlib
+import inspect
 import os
 import sys
 
@@ -52,13 +54,16 @@ def install():
     rendezvous = importlib.import_module("torch.distributed.rendezvous")  # the module, not its function
 
     name_group = distributed_c10d._process_group_name
+    naming = [True]  # off while split_group runs: it names its parts itself
 
     def process_group_name(ranks, *args, **kwargs):
         name = name_group(ranks, *args, **kwargs)
-        runtime.describe_group(str(name), [int(r) for r in ranks])
+        if naming[0]:
+            runtime.describe_group(str(name), [int(r) for r in ranks])
         return name
 
     distributed_c10d._process_group_name = process_group_name
+    _name_split_parts(runtime, distributed_c10d, naming)
 
     create_store = rendezvous._create_c10d_store
 
@@ -67,6 +72,34 @@ def install():
 
     rendezvous._create_c10d_store = create_c10d_store
     _check_pipeline_stages()
+
+
+def _name_split_parts(runtime, distributed_c10d, naming):
+    """split_group (a DeviceMesh's way once init_process_group has a device_id) makes every part
+    of a split at once, with one ncclCommSplit, and PyTorch names only the part of the rank that
+    calls it. Its other parts are named here too, with their global ranks, before the process's
+    own: the coordinator makes the part the process named last, and the others of its kind
+    (the same size, apart) become its mirrors."""
+    split = distributed_c10d.split_group
+    signature = inspect.signature(split)
+
+    def split_group(*args, **kwargs):
+        given = signature.bind(*args, **kwargs).arguments
+        parent = given.get("parent_pg") or distributed_c10d._get_default_group()
+        to_global = torch.distributed.get_process_group_ranks(parent)
+        mine = torch.distributed.get_rank(parent)
+        parts = sorted(given.get("split_ranks") or [], key=lambda part: mine in part)  # the process's last
+        for part in parts:
+            runtime.describe_group(distributed_c10d._hash_ranks_to_str(part), [int(to_global[r]) for r in part])
+        naming[0] = False
+        try:
+            return split(*args, **kwargs)
+        finally:
+            naming[0] = True
+
+    for module in (distributed_c10d, torch.distributed, importlib.import_module("torch.distributed.device_mesh")):
+        if getattr(module, "split_group", None) is split:
+            module.split_group = split_group
 
 
 def _check_pipeline_stages():

@@ -2,7 +2,8 @@
 (test/torch/representative_job.py, shapes mode) on the same cluster, once with a process per rank and
 once with rank 0 alone, the coordinator standing in for the rest. The predicted step time, every
 communicator's collectives, every rank's calls, bytes and communicator inits, and every rank's
-peak GPU memory must agree; a job that splits communicators is refused with a message. Skips
+peak GPU memory must agree, also where PyTorch makes the groups by splitting the world's
+communicator. Skips
 (exit 77) without PyTorch's CUDA build in build/torch-venv."""
 
 import json
@@ -38,20 +39,20 @@ class Representative(unittest.TestCase):
     def setUp(self):
         self.tmp = Path(tempfile.mkdtemp(prefix="fakegpu-representative-"))
 
-    def run_job(self, nodes, per_node, style, *flags, torchrun=False):
-        report = self.tmp / f"{style}-{nodes}x{per_node}{''.join(flags)}.json"
+    def run_job(self, nodes, per_node, style, *flags, torchrun=False, job_flags=()):
+        report = self.tmp / f"{style}-{nodes}x{per_node}{''.join(flags + job_flags)}.json"
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
         world = nodes * per_node
         command = ([TORCHRUN, f"--nnodes={nodes}", f"--nproc_per_node={per_node}", JOB] if torchrun
                    else ["--nproc", world, PYTHON, JOB])
         r = fgpu_torch(*flags, "--gpu", "h100", "--nodes", nodes, "--gpus-per-node", per_node, "--report", report,
-                       *command, "--style", style, env=env, timeout=900)
+                       *command, "--style", style, *job_flags, env=env, timeout=900)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-6000:])
         return r, json.loads(report.read_text())
 
-    def check_same(self, nodes, per_node, style, torchrun=False):
-        _, full = self.run_job(nodes, per_node, style)
-        r, rep = self.run_job(nodes, per_node, style, "--representative", torchrun=torchrun)
+    def check_same(self, nodes, per_node, style, torchrun=False, job_flags=()):
+        _, full = self.run_job(nodes, per_node, style, job_flags=job_flags)
+        r, rep = self.run_job(nodes, per_node, style, "--representative", torchrun=torchrun, job_flags=job_flags)
         world = nodes * per_node
         self.assertEqual(rep["representative"]["processes"], [0])
         self.assertEqual(rep["representative"]["stood_in"], list(range(1, world)))
@@ -93,7 +94,13 @@ class Representative(unittest.TestCase):
         self.assertIn(136, [len(c["global_ranks"]) for c in report["communicators"]])
         self.assertEqual(report["steps"]["count"], 4)  # the job's four AdamW steps
 
-    def test_a_split_communicator_is_refused_with_a_message(self):
+    def test_fsdp_by_tensor_parallel_from_split_communicators_on_eight_ranks(self):
+        # With a device_id, PyTorch splits each mesh dimension's groups from the world's
+        # communicator in one ncclCommSplit instead of making them with new_group.
+        full, _ = self.check_same(2, 4, "tp_dp", job_flags=("--device-id",))
+        self.assertTrue(any("/split" in c["name"] for c in full["communicators"]), full["communicators"])
+
+    def test_split_group_from_one_process(self):
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
         script = self.tmp / "split.py"
         script.write_text(
@@ -102,12 +109,14 @@ class Representative(unittest.TestCase):
             "dist.init_process_group('nccl', device_id=device)\n"
             "dist.all_reduce(torch.ones(4, device=device))\n"
             "half = dist.split_group(split_ranks=[[0, 1], [2, 3]])\n"
-            "dist.all_reduce(torch.ones(4, device=device), group=half)\n")
-        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 1, "--gpus-per-node", 4, "--nproc", 4, PYTHON,
-                       script, env=env, timeout=600)
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("under FAKEGPU_REPRESENTATIVE: the ranks no process runs cannot split", r.stdout + r.stderr)
-
+            "dist.all_reduce(torch.ones(4, device=device), group=half)\n"
+            "dist.destroy_process_group()\n")
+        report = self.tmp / "split.json"
+        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 1, "--gpus-per-node", 4, "--nproc", 4,
+                       "--report", report, PYTHON, script, env=env, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        by_ranks = {tuple(c["global_ranks"]): c["collectives"] for c in json.loads(report.read_text())["communicators"]}
+        self.assertEqual(by_ranks, {(0, 1, 2, 3): 1, (0, 1): 1, (2, 3): 1})
 
 if __name__ == "__main__":
     require_torch()

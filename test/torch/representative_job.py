@@ -6,6 +6,8 @@ few steps with AdamW.
 --style fsdp: fully_shard (FSDP2) over the world.
 --style tp_dp: a (dp, tp) DeviceMesh, tp the ranks of one node: the blocks' linear layers split
   column- and row-wise over tp, and fully_shard over dp.
+--device-id: init_process_group binds the rank's GPU, so PyTorch makes the DeviceMesh's groups by
+  splitting the world's communicator (split_group, ncclCommSplit) instead of with new_group.
 Nothing is written: the figures are the cluster report's."""
 
 import argparse
@@ -46,12 +48,13 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--style", choices=("ddp", "fsdp", "tp_dp"), required=True)
     p.add_argument("--size", help="BATCH,SEQ,DIM,HEADS,LAYERS in place of the small default")
+    p.add_argument("--device-id", action="store_true", help="bind each rank's GPU in init_process_group")
     args = p.parse_args()
     if args.size:
         global BATCH, SEQ, DIM, HEADS, LAYERS
         BATCH, SEQ, DIM, HEADS, LAYERS = map(int, args.size.split(","))
-    dist.init_process_group("nccl")
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group("nccl", device_id=device if args.device_id else None)
     torch.cuda.set_device(device)
     torch.manual_seed(0)
     model = build(args.style, device)

@@ -118,13 +118,52 @@ TEST_F(StandInTest, ACommunicatorOfNoKnownGroupIsRefused) {
   EXPECT_NE(report.find("no process group of that name was made"), std::string::npos) << report;
 }
 
-TEST_F(StandInTest, ASplitIsRefusedWithAMessage) {
+TEST_F(StandInTest, ASplitMakesTheGroupItsProcessNamedAndMirrorsTheOthersOfItsKind) {
   post(GroupRanks{"0", {}});
   const uint64_t world = init("default_pg:0", 4);
-  post(CommSplit{world, 0, 0, 0, 0});
+  ASSERT_NE(world, 0u);
+  // split_group over a 2 x 2 mesh's dp dimension: every group of it named, then the process's own.
+  post(GroupRanks{"a", {0, 2}});
+  post(GroupRanks{"b", {1, 3}});
+  post(GroupRanks{"a", {0, 2}});
+  post(CommSplit{world, 0, 0, 11, 0});
   auto frames = out.take(1);
   ASSERT_EQ(frames.size(), 1u);
-  EXPECT_NE(error_text(frames[0]).find("cannot split or shrink"), std::string::npos);
+  ASSERT_EQ(frames[0].type, MsgType::kCommSplitDone) << error_text(frames[0]);
+  const auto done = decode_fields<CommSplitDone>(frames[0].fields.data(), frames[0].fields.size());
+  EXPECT_EQ(done.nranks, 2);
+  EXPECT_EQ(done.rank, 0);
+  EXPECT_EQ(done.global_rank, 0);
+  Collective c = allreduce(done.comm_id, 0, 1, 256);
+  c.flags |= kNoPayload;
+  post(c);
+  EXPECT_EQ(out.take(1).at(0).type, MsgType::kCollectiveDone);
+  std::map<std::vector<int>, int> want = {{{0, 1, 2, 3}, 0}, {{0, 2}, 1}, {{1, 3}, 1}};
+  EXPECT_EQ(collectives(), want);
+  const nlohmann::json report = job.report();
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(report["ranks"][r]["comm_inits"], 1) << "a split is no init";
+}
+
+TEST_F(StandInTest, ARankInNoPartOfASplitIsAnsweredAtOnce) {
+  post(GroupRanks{"0", {}});
+  const uint64_t world = init("default_pg:0", 4);
+  post(CommSplit{world, 0, 0, -1, 0});  // NCCL_SPLIT_NOCOLOR
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  ASSERT_EQ(frames[0].type, MsgType::kCommSplitDone);
+  EXPECT_EQ(decode_fields<CommSplitDone>(frames[0].fields.data(), frames[0].fields.size()).comm_id, 0u);
+}
+
+TEST_F(StandInTest, ASplitForNoNamedGroupOfItsRankIsRefusedWithAMessage) {
+  post(GroupRanks{"0", {}});
+  const uint64_t world = init("default_pg:0", 4);
+  post(GroupRanks{"b", {1, 3}});  // not rank 0's
+  post(CommSplit{world, 0, 0, 3, 0});
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  const std::string text = error_text(frames[0]);
+  EXPECT_NE(text.find("the split is for no process group the program named (the last, 'b', holds ranks 1, 3)"),
+            std::string::npos) << text;
 }
 
 TEST(RankList, ReadsRanksAndRangesAndRefusesTheRest) {

@@ -38,6 +38,8 @@ struct Member {
   int global_rank = -1;
   int cuda_device = 0;
   bool destroyed = false;
+  // Under FAKEGPU_REPRESENTATIVE, a rank no process runs: the process whose calls it repeats here.
+  ClientId follows = 0;
 };
 
 // One rank's side of an operation: where its data comes from and where its result goes.

@@ -304,8 +304,16 @@ class Job {
   int representative_of(int rank) const;
   // The connected process of a representative's global rank; throws when it has none.
   ClientId process_of(int rank) const;
-  // The client that stands for global rank `rank`, made at its first use.
-  ClientId stand_in(int rank, ClientId representative);
+  // The client that stands for global rank `rank`, made at its first use; `bringer`, the process
+  // that needs it, saves looking up its representative when it is that.
+  ClientId stand_in(int rank, ClientId bringer);
+  // The process rank whose calls stood-in rank `rank` repeats on a communicator of `group`: its
+  // representative where that is in the group, else the group's lowest process (every process of
+  // the group posts the same calls on it).
+  int follows_in(const Group& group, int rank) const;
+  bool is_process(int rank) const {
+    return std::binary_search(representatives_.begin(), representatives_.end(), rank);
+  }
   // A rank's figures (activity, operators, memory): a stand-in's are its representative's.
   const Client& figures_of(const Client& client) const;
   // Arrives, at an init the client `id` just joined, the ranks the communicator's group holds
@@ -435,6 +443,7 @@ class Job {
   std::vector<int> representatives_;
   std::vector<Group> groups_;           // in the order the program made them
   std::map<int, ClientId> stand_ins_;   // by global rank
+  std::shared_ptr<std::vector<uint8_t>> stand_in_zeros_;  // what stood-in broadcast roots send
   uint64_t next_stand_in_ = 0;
   // Stand-ins' client ids, far above any connection's; request ids answered to nobody.
   static constexpr ClientId kStandInClientBase = ClientId{1} << 62;

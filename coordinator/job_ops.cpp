@@ -357,6 +357,13 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       comm.p2p.erase(key);
       return;
     }
+    if (p.receiver.out && !p.sender.in) {  // a stand-in's message into shared memory: zeros, in place
+      std::memset(p.receiver.out, 0, bytes);
+      reply(receiver, p.recv_request, done);
+      reply(sender, p.send_request, done);
+      comm.p2p.erase(key);
+      return;
+    }
     if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
       bulk.push_back({p.sender.body, static_cast<size_t>(p.sender.in - p.sender.body->data()), bytes});
     } else if (bytes && !payload_free(p.send)) {

@@ -95,7 +95,7 @@ void Job::complete_init(const wire::CommKey& key, const PendingInit& pending) {
   for (int r = 0; r < pending.nranks(); ++r) {
     const Rendezvous::Arrival& a = pending.arrival(r);
     Client& client = clients_[a.client];
-    Member m{a.client, -1, a.cuda_device, false};
+    Member m{a.client, -1, a.cuda_device, false, a.follows};
     if (spans_world) {
       // The first communicator over the whole world defines identities the launcher did not give.
       m.global_rank = r;

@@ -7,17 +7,21 @@
 // representative's groups joins that communicator; the groups of the same kind that hold no
 // process (the other tensor-parallel groups, say) become mirrors, communicators that go through
 // each of the representative's operations once more, counted and modeled on their own GPUs and
-// links but moving no data. An ncclCommSplit (split_group, and new_group once init_process_group
-// has a device_id) is made as an init of the group the process named just before it. So every
-// collective is matched and modeled with its full membership on the whole cluster, from a few
-// processes.
+// links but moving no data. A stand-in in a group that holds processes but not its representative
+// repeats the group's first rank there, which must run as a process (a group's broadcasts and
+// scatters start at its first rank). An ncclCommSplit (split_group, and new_group once
+// init_process_group has a device_id) is made as an init of the group the process named just
+// before it. So every collective is matched and modeled with its full membership on the whole
+// cluster, from a few processes.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
 
 #include "coll_shape.h"
 #include "job.h"
+#include "reduce.h"
 
 namespace fakegpu::coord {
 
@@ -102,9 +106,11 @@ ClientId Job::process_of(int rank) const {
   throw std::runtime_error(fmt::format("representative rank {} has no process connected to the coordinator", rank));
 }
 
-ClientId Job::stand_in(int rank, ClientId representative) {
+ClientId Job::stand_in(int rank, ClientId bringer) {
   auto it = stand_ins_.find(rank);
   if (it != stand_ins_.end() && !clients_.at(it->second).disconnected) return it->second;
+  const int rep = representative_of(rank);
+  const ClientId representative = clients_.at(bringer).global_rank == rep ? bringer : process_of(rep);
   // A stand-in of an earlier job on this coordinator stays in that job's report; this one is new.
   const ClientId id = kStandInClientBase + next_stand_in_++;
   Client& c = clients_[id];
@@ -116,6 +122,16 @@ ClientId Job::stand_in(int rank, ClientId representative) {
   c.hello.env_rank = rank;
   stand_ins_[rank] = id;
   return id;
+}
+
+int Job::follows_in(const Group& group, int rank) const {
+  const int rep = representative_of(rank);
+  int lowest = -1;
+  for (int r : group.ranks) {
+    if (r == rep) return rep;
+    if (is_process(r) && (lowest < 0 || r < lowest)) lowest = r;
+  }
+  return lowest;
 }
 
 const Job::Client& Job::figures_of(const Client& client) const {
@@ -139,13 +155,28 @@ std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& ms
     return fmt::format("ncclCommInitRank of '{}': global rank {} joins it as rank {} of {}, but process group '{}' "
                        "holds {}", msg.comm_name, client.global_rank, msg.rank, msg.nranks, group->name,
                        plural_ranks(group->ranks));
+  const int first = *std::min_element(group->ranks.begin(), group->ranks.end());
+  if (!is_process(first)) {
+    // A group's first rank is where a broadcast's or a scatter's sends start; only a process of
+    // its own can post them (a stand-in repeats collectives, and meets messages sent to it).
+    std::vector<int> with = representatives_;
+    with.push_back(first);
+    std::sort(with.begin(), with.end());
+    return fmt::format("ncclCommInitRank of '{}' under FAKEGPU_REPRESENTATIVE: process group '{}' ({}) holds rank "
+                       "{}, which runs as a process, but its first rank, {}, runs none; a group that holds a process "
+                       "needs its first rank to run as one too: run it with FAKEGPU_REPRESENTATIVE={}",
+                       msg.comm_name, group->name, plural_ranks(group->ranks), client.global_rank, first,
+                       fmt::join(with, ","));
+  }
   for (int r = 0; r < msg.nranks; ++r) {
     const int rank = group->ranks[r];
-    if (std::binary_search(representatives_.begin(), representatives_.end(), rank) || pending.has_arrived(r)) continue;
-    if (representative_of(rank) != client.global_rank) continue;  // its own representative brings it
+    if (is_process(rank) || pending.has_arrived(r)) continue;
+    if (follows_in(*group, rank) != client.global_rank) continue;  // another process of the group brings it
     const ClientId stand = stand_in(rank, id);
     if (!pending.split_parent) ++clients_[stand].comm_inits;
-    pending.arrive(r, {stand, kStandInRequest, now, local_rank_of(cluster_, rank)});
+    Rendezvous::Arrival arrival{stand, kStandInRequest, now, local_rank_of(cluster_, rank)};
+    arrival.follows = id;
+    pending.arrive(r, arrival);
   }
   return "";
 }
@@ -171,10 +202,12 @@ void Job::make_mirrors(Comm& comm) {
     return it != processes.end() ? it->second : processes[rep] = process_of(rep);
   };
   for (const Group* g : kind) {
-    if (g == group || std::any_of(g->ranks.begin(), g->ranks.end(), [&](int r) {
-          return std::binary_search(representatives_.begin(), representatives_.end(), r);
-        }))
+    if (g == group || std::any_of(g->ranks.begin(), g->ranks.end(), [&](int r) { return is_process(r); }))
       continue;  // a representative's own group gets its own communicator when it makes it
+    // A group of stand-ins repeats the group of its kind that its first rank's representative is
+    // in (the others' may do other work); the groups of a kind are apart, so only one holds it.
+    const int leader = representative_of(*std::min_element(g->ranks.begin(), g->ranks.end()));
+    if (std::find(group->ranks.begin(), group->ranks.end(), leader) == group->ranks.end()) continue;
     Comm& mirror = comms_.create();
     mirror.name = prefix + g->name;
     mirror.mirror_of = comm.id;
@@ -191,10 +224,9 @@ void Job::make_mirrors(Comm& comm) {
 bool Job::join_stand_ins(Comm& comm, PendingOp& op, const wire::Collective& msg, const RankData& data,
                          std::chrono::steady_clock::time_point now) {
   bool complete = false;
-  const ClientId representative = comm.members[msg.rank].client;
+  const ClientId process = comm.members[msg.rank].client;
   for (int r = 0; r < static_cast<int>(comm.members.size()); ++r) {
-    const Client& member = clients_.at(comm.members[r].client);
-    if (!member.stood_in || member.representative != representative || op.joined(r)) continue;
+    if (comm.members[r].follows != process || op.joined(r)) continue;
     wire::Collective call = msg;
     call.rank = r;
     complete = op.join(call, kStandInRequest, now);
@@ -205,6 +237,14 @@ bool Job::join_stand_ins(Comm& comm, PendingOp& op, const wire::Collective& msg,
     mine.in_segment = data.in_segment;
     mine.body = data.body;
     mine.scalar = data.scalar;
+    if (!mine.in && call.coll == wire::CollType::kBroadcast && call.root == r) {
+      // A stood-in root of a broadcast the process only receives: it sends zeros.
+      const size_t bytes = msg.count * dtype_size(msg.dtype);
+      if (!stand_in_zeros_ || stand_in_zeros_->size() < bytes)
+        stand_in_zeros_ = std::make_shared<std::vector<uint8_t>>(bytes);  // a new one: earlier work may read the old
+      mine.body = stand_in_zeros_;
+      mine.in = stand_in_zeros_->data();
+    }
   }
   return complete;
 }
@@ -244,10 +284,8 @@ void Job::run_on_mirrors(const Comm& comm, const wire::Collective& call, uint64_
 }
 
 void Job::retire_stand_ins(Comm& comm, ClientId id) {
-  for (Member& m : comm.members) {
-    const Client& member = clients_.at(m.client);
-    if (member.stood_in && member.representative == id) m.destroyed = true;
-  }
+  for (Member& m : comm.members)
+    if (m.follows == id) m.destroyed = true;
   // Its mirrors go once every rank of it has.
   const bool gone = std::all_of(comm.members.begin(), comm.members.end(), [&](const Member& m) {
     return m.destroyed || clients_.at(m.client).disconnected;
@@ -355,7 +393,8 @@ nlohmann::json Job::representative_report() const {
   for (const auto& [rank, id] : stand_ins_) stood_in.push_back(rank);
   return {{"processes", representatives_}, {"stood_in", stood_in},
           {"how", "the ranks under stood_in ran no process: each repeated the calls of the nearest process "
-                  "below it, on its own communicators; their figures are their representative's"}};
+                  "below it (in a group without that process, of the group's first rank), on its own "
+                  "communicators; their figures are their representative's"}};
 }
 
 }  // namespace fakegpu::coord

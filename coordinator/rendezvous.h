@@ -25,6 +25,7 @@ class Rendezvous {
     int cuda_device = 0;  // an init's
     int color = 0;        // a split's
     int key = 0;
+    ClientId follows = 0;  // an init's stood-in rank (FAKEGPU_REPRESENTATIVE): the process that posted it
   };
 
   // Waits for `nranks` ranks, but for the `excluded` ones (sorted), which never come.

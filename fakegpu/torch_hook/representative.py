@@ -60,6 +60,7 @@ def install():
         name = name_group(ranks, *args, **kwargs)
         if naming[0]:
             runtime.describe_group(str(name), [int(r) for r in ranks])
+            _check_first_rank([int(r) for r in ranks])
         return name
 
     distributed_c10d._process_group_name = process_group_name
@@ -91,6 +92,8 @@ def _name_split_parts(runtime, distributed_c10d, naming):
         parts = sorted(given.get("split_ranks") or [], key=lambda part: mine in part)  # the process's last
         for part in parts:
             runtime.describe_group(distributed_c10d._hash_ranks_to_str(part), [int(to_global[r]) for r in part])
+        if parts and mine in parts[-1]:
+            _check_first_rank([int(to_global[r]) for r in parts[-1]])
         naming[0] = False
         try:
             return split(*args, **kwargs)
@@ -112,16 +115,31 @@ def _check_pipeline_stages():
             check_stage_ranks(torch.distributed.get_process_group_ranks(self.group), self.num_stages,
                               torch.distributed.get_world_size(), os.environ["FAKEGPU_REPRESENTATIVE"])
         except NeedsProcesses as e:
-            rerun = os.environ.get("FAKEGPU_REPRESENTATIVE_RERUN")
-            if not rerun:
-                raise
-            with open(rerun, "w") as f:  # fgpu runs the job again with these processes
-                f.write(e.processes)
-            print(f"{e.what}: fgpu runs it again with FAKEGPU_REPRESENTATIVE={e.processes}", file=sys.stderr,
-                  flush=True)
-            os._exit(EXIT_FOR_RERUN)
+            _run_again_or_raise(e)
 
     stage._PipelineStageBase.__init__ = checked_init
+
+
+def _check_first_rank(ranks):
+    """check_group_ranks for a group this process makes (global ranks; none: the world)."""
+    if not ranks or not torch.distributed.is_initialized():
+        return
+    try:
+        check_group_ranks(ranks, torch.distributed.get_rank(), os.environ["FAKEGPU_REPRESENTATIVE"])
+    except NeedsProcesses as e:
+        _run_again_or_raise(e)
+
+
+def _run_again_or_raise(e):
+    """Where fgpu chose the processes, tells it the ones to run the job with and ends the
+    process; otherwise raises `e`, which names them."""
+    rerun = os.environ.get("FAKEGPU_REPRESENTATIVE_RERUN")
+    if not rerun:
+        raise e
+    with open(rerun, "w") as f:  # fgpu runs the job again with these processes
+        f.write(e.processes)
+    print(f"{e.what}: fgpu runs it again with FAKEGPU_REPRESENTATIVE={e.processes}", file=sys.stderr, flush=True)
+    os._exit(EXIT_FOR_RERUN)
 
 
 # How a rank that asked fgpu to run the job again ends (sysexits' EX_TEMPFAIL).
@@ -132,9 +150,21 @@ class NeedsProcesses(RuntimeError):
     """Ranks that do different work run no process: `what` says so, `processes` is the
     FAKEGPU_REPRESENTATIVE that runs them."""
 
-    def __init__(self, what, processes):
-        super().__init__(f"{what}: run it with FAKEGPU_REPRESENTATIVE={processes} (a process for each stage)")
+    def __init__(self, what, processes, which="a process for each stage"):
+        super().__init__(f"{what}: run it with FAKEGPU_REPRESENTATIVE={processes} ({which})")
         self.what, self.processes = what, processes
+
+
+def check_group_ranks(ranks, rank, processes):
+    """Raises NeedsProcesses where `rank`, a process, is in a group (global ranks) whose first
+    rank runs none: a group's broadcasts and scatters start there, and only a process posts the
+    messages they send (a stand-in repeats collectives, and meets messages sent to it)."""
+    running = {int(r) for r in processes.split(",")}
+    first = min(ranks)
+    if rank in ranks and first not in running:
+        raise NeedsProcesses(f"fakegpu: --representative: process group of ranks {sorted(ranks)} holds rank {rank}, "
+                             f"which runs as a process, but its first rank, {first}, runs none",
+                             ",".join(str(r) for r in sorted(running | {first})), "a process for each group's first rank")
 
 
 def check_stage_ranks(stage_ranks, stages, world, processes):

@@ -8,7 +8,6 @@ communicator. Skips
 
 import json
 import os
-import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -39,9 +38,11 @@ class Representative(unittest.TestCase):
     def setUp(self):
         self.tmp = Path(tempfile.mkdtemp(prefix="fakegpu-representative-"))
 
-    def run_job(self, nodes, per_node, style, *flags, torchrun=False, job_flags=()):
-        report = self.tmp / f"{style}-{nodes}x{per_node}{''.join(flags + job_flags)}.json"
+    def run_job(self, nodes, per_node, style, *flags, torchrun=False, job_flags=(), processes=None):
+        report = self.tmp / f"{style}-{nodes}x{per_node}{''.join(flags + job_flags)}{processes or ''}.json"
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
+        if processes:
+            env["FAKEGPU_REPRESENTATIVE"] = processes
         world = nodes * per_node
         command = ([TORCHRUN, f"--nnodes={nodes}", f"--nproc_per_node={per_node}", JOB] if torchrun
                    else ["--nproc", world, PYTHON, JOB])
@@ -50,14 +51,16 @@ class Representative(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-6000:])
         return r, json.loads(report.read_text())
 
-    def check_same(self, nodes, per_node, style, torchrun=False, job_flags=()):
+    def check_same(self, nodes, per_node, style, torchrun=False, job_flags=(), processes=None):
         _, full = self.run_job(nodes, per_node, style, job_flags=job_flags)
-        r, rep = self.run_job(nodes, per_node, style, "--representative", torchrun=torchrun, job_flags=job_flags)
+        r, rep = self.run_job(nodes, per_node, style, "--representative", torchrun=torchrun, job_flags=job_flags,
+                              processes=processes)
         world = nodes * per_node
-        self.assertEqual(rep["representative"]["processes"], [0])
-        self.assertEqual(rep["representative"]["stood_in"], list(range(1, world)))
-        self.assertIn(f"representative run: 1 rank(s) ran as processes (0); the coordinator stood in for {world - 1}",
-                      r.stdout)
+        ran = [int(p) for p in processes.split(",")] if processes else [0]
+        self.assertEqual(rep["representative"]["processes"], ran)
+        self.assertEqual(rep["representative"]["stood_in"], [r for r in range(world) if r not in ran])
+        self.assertIn(f"representative run: {len(ran)} rank(s) ran as processes", r.stdout)
+        self.assertIn(f"the coordinator stood in for {world - len(ran)}", r.stdout)
         self.assertEqual(full["steps"]["count"], rep["steps"]["count"])
         self.assertAlmostEqual(rep["steps"]["median_time_us"] / full["steps"]["median_time_us"], 1.0, delta=0.01)
         self.assertEqual(communicators(rep), communicators(full))
@@ -99,6 +102,43 @@ class Representative(unittest.TestCase):
         # communicator in one ncclCommSplit instead of making them with new_group.
         full, _ = self.check_same(2, 4, "tp_dp", job_flags=("--device-id",))
         self.assertTrue(any("/split" in c["name"] for c in full["communicators"]), full["communicators"])
+
+    def test_rank_one_as_a_process_too(self):
+        # How a job whose rank 0 does work of its own runs: ranks 2-7 repeat rank 1. On a 2 x 4
+        # (dp, tp) mesh rank 4 repeats rank 1, but its dp group (0, 4) holds rank 0, not rank 1,
+        # so there it repeats rank 0; the dp groups (2, 6) and (3, 7) repeat rank 1's (1, 5).
+        self.check_same(2, 4, "tp_dp", processes="0,1")
+
+    def test_a_group_whose_first_rank_runs_no_process_is_refused(self):
+        # Rank 7's dp group (3, 7) starts at rank 3, and its tp group (4-7) at rank 4: a group's
+        # broadcasts and scatters start at its first rank, which only a process can post.
+        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 2, "--gpus-per-node", 4, "--nproc", 8, PYTHON,
+                       JOB, "--style", "tp_dp", env=dict(os.environ, FAKEGPU_REPRESENTATIVE="0,7"), timeout=600)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("process group of ranks [3, 7] holds rank 7, which runs as a process, but its first rank, 3, "
+                      "runs none: run it with FAKEGPU_REPRESENTATIVE=0,3,7", r.stdout + r.stderr)
+
+    def test_messages_and_broadcasts_from_stood_in_ranks(self):
+        # Rank 0 receives from rank 1 and takes a broadcast from rank 2, both stood in: they send
+        # zeros (a stand-in repeats collectives, not its own data).
+        script = self.tmp / "from_stand_ins.py"
+        script.write_text(
+            "import os, torch, torch.distributed as dist\n"
+            "device = torch.device('cuda', int(os.environ['LOCAL_RANK']))\n"
+            "dist.init_process_group('nccl', device_id=device)  # messages on the group's communicator\n"
+            "t = torch.full((4096,), 7.0, device=device)\n"
+            "if dist.get_rank() == 0:\n"
+            "    dist.recv(t, src=1)\n"
+            "elif dist.get_rank() == 1:\n"
+            "    dist.send(t, dst=0)\n"
+            "u = torch.full((4096,), 7.0, device=device)\n"
+            "dist.broadcast(u, src=2)\n"
+            "print('received', t.sum().item(), u.sum().item())\n"
+            "dist.destroy_process_group()\n")
+        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 1, "--gpus-per-node", 4, "--nproc", 4, PYTHON,
+                       script, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="1"), timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("received 0.0 0.0", r.stdout)
 
     def test_split_group_from_one_process(self):
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")

@@ -112,6 +112,19 @@ TEST_F(StandInTest, ASendToAStandInIsMetByItsReceive) {
   EXPECT_EQ(job.report()["collectives"]["Send"]["calls"], 1);
 }
 
+TEST_F(StandInTest, ABroadcastFromAStandInSendsZeros) {
+  post(GroupRanks{"0", {}});
+  const uint64_t world = init("default_pg:0", 4);
+  Collective bcast = allreduce(world, 0, 1, 4);
+  bcast.coll = CollType::kBroadcast;
+  bcast.root = 2;  // stood in: the process only receives, so it sends no data
+  post(bcast);
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  ASSERT_EQ(frames[0].type, MsgType::kCollectiveDone) << error_text(frames[0]);
+  EXPECT_EQ(result_of(frames[0]), (std::vector<float>{0, 0, 0, 0}));
+}
+
 TEST_F(StandInTest, ACommunicatorOfNoKnownGroupIsRefused) {
   EXPECT_EQ(init("mystery:9", 4), 0u);
   const std::string report = job.report()["errors"].dump();
@@ -163,6 +176,37 @@ TEST_F(StandInTest, ASplitForNoNamedGroupOfItsRankIsRefusedWithAMessage) {
   ASSERT_EQ(frames.size(), 1u);
   const std::string text = error_text(frames[0]);
   EXPECT_NE(text.find("the split is for no process group the program named (the last, 'b', holds ranks 1, 3)"),
+            std::string::npos) << text;
+}
+
+// Processes for ranks 0 and 2.
+struct TwoProcessesEnv {
+  TwoProcessesEnv() { env::assign(env::kRepresentative, "0,2"); }
+  ~TwoProcessesEnv() { env::assign(env::kRepresentative, ""); }
+};
+
+class TwoProcessesTest : private TwoProcessesEnv, public JobTest {
+ protected:
+  TwoProcessesTest() {
+    connect(1, 0);
+    connect(2, 2);
+  }
+};
+
+TEST_F(TwoProcessesTest, AGroupWhoseFirstRankRunsNoProcessIsRefusedNamingTheProcessesToRun) {
+  post(1, GroupRanks{"0", {}});
+  post(2, GroupRanks{"0", {}});
+  post(1, GroupRanks{"g", {1, 2}});
+  post(2, GroupRanks{"g", {1, 2}});
+  CommKey key = {};
+  key.bytes[0] = 9;
+  post(2, CommInit{key, 2, 1, 0, "pg:g"});
+  auto frames = out.take(2);
+  ASSERT_EQ(frames.size(), 1u);
+  const std::string text = error_text(frames[0]);
+  EXPECT_NE(text.find("process group 'g' (ranks 1-2) holds rank 2, which runs as a process, but its first rank, 1, "
+                      "runs none; a group that holds a process needs its first rank to run as one too: run it with "
+                      "FAKEGPU_REPRESENTATIVE=0,1,2"),
             std::string::npos) << text;
 }
 

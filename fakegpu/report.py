@@ -116,6 +116,9 @@ def summarize(report: dict) -> str:
         processes, stood_in = rep.get("processes", []), rep.get("stood_in", [])
         lines.append(f"representative run: {len(processes)} rank(s) ran as processes ({span_list(processes)}); the "
                      f"coordinator stood in for {len(stood_in)}, each repeating the nearest process below it")
+        if processes == [0] and 1 in stood_in:
+            lines.append("  (rank 0's work stands for every rank's: if rank 0 does work of its own on the GPU, "
+                         "FAKEGPU_REPRESENTATIVE=0,1 runs the others as rank 1)")
     colls = report.get("collectives", {})
     if colls:
         for name, stats in sorted(colls.items()):

@@ -25,6 +25,7 @@ import sys
 
 import torch
 
+from fakegpu.representative import NeedsProcesses, check_group_ranks, check_stage_ranks
 from fakegpu.torch_hook import bridge as B
 
 
@@ -144,43 +145,3 @@ def _run_again_or_raise(e):
 
 # How a rank that asked fgpu to run the job again ends (sysexits' EX_TEMPFAIL).
 EXIT_FOR_RERUN = 75
-
-
-class NeedsProcesses(RuntimeError):
-    """Ranks that do different work run no process: `what` says so, `processes` is the
-    FAKEGPU_REPRESENTATIVE that runs them."""
-
-    def __init__(self, what, processes, which="a process for each stage"):
-        super().__init__(f"{what}: run it with FAKEGPU_REPRESENTATIVE={processes} ({which})")
-        self.what, self.processes = what, processes
-
-
-def check_group_ranks(ranks, rank, processes):
-    """Raises NeedsProcesses where `rank`, a process, is in a group (global ranks) whose first
-    rank runs none: a group's broadcasts and scatters start there, and only a process posts the
-    messages they send (a stand-in repeats collectives, and meets messages sent to it)."""
-    running = {int(r) for r in processes.split(",")}
-    first = min(ranks)
-    if rank in ranks and first not in running:
-        raise NeedsProcesses(f"fakegpu: --representative: process group of ranks {sorted(ranks)} holds rank {rank}, "
-                             f"which runs as a process, but its first rank, {first}, runs none",
-                             ",".join(str(r) for r in sorted(running | {first})), "a process for each group's first rank")
-
-
-def check_stage_ranks(stage_ranks, stages, world, processes):
-    """Raises, naming what to run instead, unless every rank of this pipeline runs as a process and
-    every other rank repeats the process of its own stage: stages as blocks of consecutive ranks
-    (the pipeline as the outermost dimension of the mesh), as a stood-in rank follows the nearest
-    process below it."""
-    running = {int(r) for r in processes.split(",")}
-    block, first = world // len(stage_ranks), min(stage_ranks)
-    if first >= block or sorted(stage_ranks) != [first + i * block for i in range(len(stage_ranks))]:
-        raise RuntimeError(f"fakegpu: --representative: this job runs a pipeline of {stages} stages on ranks "
-                           f"{sorted(stage_ranks)} of {world}; a stood-in rank repeats the nearest process below it, "
-                           "so each stage must hold a block of consecutive ranks (the pipeline as the outermost "
-                           "dimension of the device mesh). Run every rank (leave out --representative)")
-    if not running.issuperset(stage_ranks):
-        raise NeedsProcesses(f"fakegpu: --representative: this job runs a pipeline of {stages} stages on ranks "
-                             f"{sorted(stage_ranks)}, whose stages do different work, and ranks "
-                             f"{sorted(set(stage_ranks) - running)} run no process",
-                             ",".join(str(r) for r in sorted(running | set(stage_ranks))))

@@ -73,6 +73,15 @@ class Load(unittest.TestCase):
         self.assertIn("ranks seen: 2, communicators: 1", text)
         self.assertIn("errors: 1 (first: rank 1 hung)", text)
 
+    def test_a_representative_run_from_rank_0_alone_says_how_to_run_rank_0s_own_work(self):
+        def summary(processes, stood_in):
+            return report.summarize({"world_size": 4, "cluster": {"name": "tiny"},
+                                     "representative": {"processes": processes, "stood_in": stood_in}})
+        self.assertIn("representative run: 1 rank(s) ran as processes (0); the coordinator stood in for 3",
+                      summary([0], [1, 2, 3]))
+        self.assertIn("FAKEGPU_REPRESENTATIVE=0,1 runs the others as rank 1", summary([0], [1, 2, 3]))
+        self.assertNotIn("FAKEGPU_REPRESENTATIVE=0,1", summary([0, 1], [2, 3]))
+
 
 if __name__ == "__main__":
     unittest.main()

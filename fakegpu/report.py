@@ -106,6 +106,20 @@ def span_list(ranks, sep=", ") -> str:
     return sep.join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
+def own_work_of_rank_0(report: dict) -> list:
+    """Where ranks 0 and 1 both ran as processes: whether rank 0's steps compute more or less than
+    rank 1's, whose work the ranks after it repeat (the last step of each, past warm-up)."""
+    compute = {r["global_rank"]: r["per_step"][-1]["compute_us"]
+               for r in report.get("steps", {}).get("ranks", []) if r.get("per_step")}
+    if 0 not in compute or 1 not in compute:
+        return []
+    zero, one = compute[0], compute[1]
+    if abs(zero - one) <= 0.01 * max(zero, one):
+        return [f"  ranks 0 and 1 compute alike: {one / 1000:.2f} ms in their last step"]
+    return [f"  rank 0 computes {zero / 1000:.2f} ms in its last step, rank 1 {one / 1000:.2f} ms: the ranks rank 1 "
+            "stands for take rank 1's"]
+
+
 def summarize(report: dict) -> str:
     cluster = report.get("cluster", {})
     nodes = cluster.get("nodes", [])
@@ -119,6 +133,8 @@ def summarize(report: dict) -> str:
         if processes == [0] and 1 in stood_in:
             lines.append("  (rank 0's work stands for every rank's: if rank 0 does work of its own on the GPU, "
                          "FAKEGPU_REPRESENTATIVE=0,1 runs the others as rank 1)")
+        elif {0, 1} <= set(processes):
+            lines += own_work_of_rank_0(report)
     colls = report.get("collectives", {})
     if colls:
         for name, stats in sorted(colls.items()):

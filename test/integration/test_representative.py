@@ -74,7 +74,7 @@ class Representative(unittest.TestCase):
         for rank, bytes_ in peaks(full).items():
             self.assertLessEqual(abs(peaks(rep)[rank] - bytes_), 0.005 * bytes_ + ALLOCATOR_SEGMENT,
                                  f"rank {rank}: {peaks(rep)[rank]} bytes at its peak, {bytes_} with every rank run")
-        return full, rep
+        return full, rep, r.stdout
 
     def test_ddp_on_eight_ranks(self):
         self.check_same(2, 4, "ddp")
@@ -83,7 +83,7 @@ class Representative(unittest.TestCase):
         self.check_same(2, 4, "fsdp")
 
     def test_fsdp_by_tensor_parallel_on_eight_ranks_from_torchrun(self):
-        full, _ = self.check_same(2, 4, "tp_dp", torchrun=True)
+        full, _, _ = self.check_same(2, 4, "tp_dp", torchrun=True)
         self.assertGreater(len(full["communicators"]), 3, "TP and FSDP groups each have communicators")
 
     def test_fsdp_by_tensor_parallel_on_sixteen_ranks(self):
@@ -100,14 +100,15 @@ class Representative(unittest.TestCase):
     def test_fsdp_by_tensor_parallel_from_split_communicators_on_eight_ranks(self):
         # With a device_id, PyTorch splits each mesh dimension's groups from the world's
         # communicator in one ncclCommSplit instead of making them with new_group.
-        full, _ = self.check_same(2, 4, "tp_dp", job_flags=("--device-id",))
+        full, _, _ = self.check_same(2, 4, "tp_dp", job_flags=("--device-id",))
         self.assertTrue(any("/split" in c["name"] for c in full["communicators"]), full["communicators"])
 
     def test_rank_one_as_a_process_too(self):
         # How a job whose rank 0 does work of its own runs: ranks 2-7 repeat rank 1. On a 2 x 4
         # (dp, tp) mesh rank 4 repeats rank 1, but its dp group (0, 4) holds rank 0, not rank 1,
         # so there it repeats rank 0; the dp groups (2, 6) and (3, 7) repeat rank 1's (1, 5).
-        self.check_same(2, 4, "tp_dp", processes="0,1")
+        _, _, output = self.check_same(2, 4, "tp_dp", processes="0,1")
+        self.assertIn("ranks 0 and 1 compute alike", output)
 
     def test_a_group_whose_first_rank_runs_no_process_is_refused(self):
         # Rank 7's dp group (3, 7) starts at rank 3, and its tp group (4-7) at rank 4: a group's

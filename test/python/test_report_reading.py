@@ -82,6 +82,15 @@ class Load(unittest.TestCase):
         self.assertIn("FAKEGPU_REPRESENTATIVE=0,1 runs the others as rank 1", summary([0], [1, 2, 3]))
         self.assertNotIn("FAKEGPU_REPRESENTATIVE=0,1", summary([0, 1], [2, 3]))
 
+    def test_a_representative_run_from_ranks_0_and_1_compares_their_work(self):
+        def summary(zero_us, one_us):
+            steps = {"ranks": [{"global_rank": r, "per_step": [{"compute_us": 1.0}, {"compute_us": us}]}
+                               for r, us in ((0, zero_us), (1, one_us))]}
+            return report.summarize({"world_size": 4, "cluster": {"name": "tiny"}, "steps": steps,
+                                     "representative": {"processes": [0, 1], "stood_in": [2, 3]}})
+        self.assertIn("ranks 0 and 1 compute alike: 2.01 ms in their last step", summary(2000, 2010))
+        self.assertIn("rank 0 computes 3.00 ms in its last step, rank 1 2.00 ms", summary(3000, 2000))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -162,8 +162,9 @@ class Job {
     std::vector<wire::OperatorTotal> operators;
     // Its GPUs' memory (wire::RankMemory) by device, the latest it sent.
     std::map<int32_t, wire::RankMemory> memory;
-    // Under FAKEGPU_REPRESENTATIVE, a rank no process runs: the coordinator posts the calls of its
-    // representative (the client below) for it, and nothing is ever sent to it.
+    // Under FAKEGPU_REPRESENTATIVE, a rank no process runs: the coordinator posts for it the calls
+    // of a process (on each communicator, Member::follows: mostly its representative, the client
+    // below, whose figures are its own), and nothing is ever sent to it.
     bool stood_in = false;
     ClientId representative = 0;
     // Under FAKEGPU_REPRESENTATIVE, the process group it named last (wire::GroupRanks): PyTorch

@@ -151,6 +151,12 @@ std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& ms
                        "runs follow PyTorch's process groups (run without --representative)",
                        msg.comm_name, msg.nranks);
   }
+  if (msg.nranks == 2 && group->ranks.size() > 2)
+    return fmt::format("ncclCommInitRank of '{}' (2 ranks) under FAKEGPU_REPRESENTATIVE: a communicator of two ranks "
+                       "of process group '{}' ({}), as PyTorch makes for a send or recv between two ranks when "
+                       "init_process_group has no device_id; which rank is the other one is unknown here. Give "
+                       "init_process_group a device_id (messages then go on the group's communicator), or run "
+                       "without --representative", msg.comm_name, group->name, plural_ranks(group->ranks));
   if (static_cast<int>(group->ranks.size()) != msg.nranks || group->ranks[msg.rank] != client.global_rank)
     return fmt::format("ncclCommInitRank of '{}': global rank {} joins it as rank {} of {}, but process group '{}' "
                        "holds {}", msg.comm_name, client.global_rank, msg.rank, msg.nranks, group->name,
@@ -309,7 +315,8 @@ void Job::split_for_group(ClientId id, Client& client, const Comm& parent, const
   for (const Group& g : groups_)
     if (g.name == client.last_group) group = &g;
   auto in_parent = [&](int rank) {
-    return std::any_of(parent.members.begin(), parent.members.end(), [&](const Member& m) { return m.global_rank == rank; });
+    return std::any_of(parent.members.begin(), parent.members.end(),
+                       [&](const Member& m) { return m.global_rank == rank; });
   };
   const auto mine = group ? std::find(group->ranks.begin(), group->ranks.end(), client.global_rank)
                           : std::vector<int>::const_iterator{};

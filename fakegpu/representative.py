@@ -79,7 +79,8 @@ def check_group_ranks(ranks, rank, processes):
     if rank in ranks and first not in running:
         raise NeedsProcesses(f"fakegpu: --representative: process group of ranks {sorted(ranks)} holds rank {rank}, "
                              f"which runs as a process, but its first rank, {first}, runs none",
-                             ",".join(str(r) for r in sorted(running | {first})), "a process for each group's first rank")
+                             ",".join(str(r) for r in sorted(running | {first})),
+                             "a process for each group's first rank")
 
 
 def check_stage_ranks(stage_ranks, stages, world, processes):

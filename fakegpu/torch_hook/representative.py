@@ -6,17 +6,17 @@ that, and only then:
   on rank 0 is made without a count of workers, since most of them never come.
 - Every process group the program makes (new_group, a DeviceMesh's groups, the default group,
   every part of a split_group) is named to the coordinator with its global ranks, through
-  fakegpu's NCCL library. Every rank
-  makes every group, member or not, under the same name, and a group's NCCL communicators carry
-  that name; so the coordinator knows whom each communicator holds, and which groups are of one
-  kind, without a process for their ranks.
+  fakegpu's NCCL library. Every rank makes every group, member or not, under the same name, and a
+  group's NCCL communicators carry that name; so the coordinator knows whom each communicator
+  holds, and which groups are of one kind, without a process for their ranks.
 
 A stood-in rank repeats the nearest process below it, so ranks that do different work need
 processes of their own. Pipeline stages (torch.distributed.pipelining) are the common case: a
 stage whose pipeline has a stage on a rank that runs no process stops the job at once, rather
-than send activations to a rank that only repeats stage 0. Where fgpu chose the processes
-(FAKEGPU_REPRESENTATIVE_RERUN set), it is told the FAKEGPU_REPRESENTATIVE that runs the job (a
-process per stage) and runs it again; otherwise the message gives it."""
+than send activations to a rank that only repeats stage 0. So does a process in a group whose
+first rank runs none: the group's broadcasts and scatters start there. Where fgpu chose the
+processes (FAKEGPU_REPRESENTATIVE_RERUN set), it is told the FAKEGPU_REPRESENTATIVE that runs the
+job and runs it again; otherwise the message gives it."""
 
 import importlib
 import inspect

@@ -140,6 +140,13 @@ class Representative(unittest.TestCase):
                        script, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="1"), timeout=600)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
         self.assertIn("received 0.0 0.0", r.stdout)
+        # Without a device_id, PyTorch makes a two-rank communicator for the message: refused, saying how.
+        script.write_text(script.read_text().replace(", device_id=device)", ")\ntorch.cuda.set_device(device)"))
+        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 1, "--gpus-per-node", 4, "--nproc", 4, PYTHON,
+                       script, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="1"), timeout=600)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("as PyTorch makes for a send or recv between two ranks when init_process_group has no device_id",
+                      r.stdout + r.stderr)
 
     def test_split_group_from_one_process(self):
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")

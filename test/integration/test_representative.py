@@ -1,10 +1,10 @@
 """`fgpu --representative` against running every rank: the same SPMD training job
 (test/torch/representative_job.py, shapes mode) on the same cluster, once with a process per rank and
-once with rank 0 alone, the coordinator standing in for the rest. The predicted step time, every
-communicator's collectives, every rank's calls, bytes and communicator inits, and every rank's
-peak GPU memory must agree, also where PyTorch makes the groups by splitting the world's
-communicator. Skips
-(exit 77) without PyTorch's CUDA build in build/torch-venv."""
+once with rank 0 alone (or the processes a test lists), the coordinator standing in for the rest.
+The predicted step time, every communicator's collectives, every rank's calls, bytes and
+communicator inits, and every rank's peak GPU memory must agree, also where PyTorch makes the
+groups by splitting the world's communicator. Besides: what a representative run refuses, and what
+stood-in ranks send. Skips (exit 77) without PyTorch's CUDA build in build/torch-venv."""
 
 import json
 import os

@@ -151,6 +151,13 @@ std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& ms
                        "runs follow PyTorch's process groups (run without --representative)",
                        msg.comm_name, msg.nranks);
   }
+  if (msg.nranks == 2 && group->ranks.size() > 2) {
+    // PyTorch's communicator for the messages between two ranks of the group (no device_id): the
+    // pair the process named before its first message (torch_hook/representative.py).
+    const std::string pair = group->name + "/pair:";
+    for (const Group& g : groups_)
+      if (client.last_group.rfind(pair, 0) == 0 && g.name == client.last_group) group = &g;
+  }
   if (msg.nranks == 2 && group->ranks.size() > 2)
     return fmt::format("ncclCommInitRank of '{}' (2 ranks) under FAKEGPU_REPRESENTATIVE: a communicator of two ranks "
                        "of process group '{}' ({}), as PyTorch makes for a send or recv between two ranks when "
@@ -189,7 +196,7 @@ std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& ms
 
 void Job::make_mirrors(Comm& comm) {
   const Group* group = group_of(comm.name);
-  if (!group) return;
+  if (!group || group->ranks.size() != comm.members.size()) return;  // a pair's messages: no kind
   const size_t at = group - groups_.data();
   // The groups of its kind: those made next to it, of its size, each apart from the others
   // (a DeviceMesh makes the groups of one dimension so).

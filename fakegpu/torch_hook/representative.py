@@ -18,6 +18,7 @@ first rank runs none: the group's broadcasts and scatters start there. Where fgp
 processes (FAKEGPU_REPRESENTATIVE_RERUN set), it is told the FAKEGPU_REPRESENTATIVE that runs the
 job and runs it again; otherwise the message gives it."""
 
+import functools
 import importlib
 import inspect
 import os
@@ -66,6 +67,7 @@ def install():
 
     distributed_c10d._process_group_name = process_group_name
     _name_split_parts(runtime, distributed_c10d, naming)
+    _name_message_pairs(runtime, distributed_c10d)
 
     create_store = rendezvous._create_c10d_store
 
@@ -104,6 +106,42 @@ def _name_split_parts(runtime, distributed_c10d, naming):
     for module in (distributed_c10d, torch.distributed, importlib.import_module("torch.distributed.device_mesh")):
         if getattr(module, "split_group", None) is split:
             module.split_group = split_group
+
+
+def _name_message_pairs(runtime, distributed_c10d):
+    """Without a device_id, PyTorch makes a communicator of two ranks for the messages between
+    them (send, recv, isend, irecv), named as their group. The pair is named to the coordinator
+    ("<group>/pair:<low>:<high>") before its first message, so that the coordinator can bring the
+    stood-in one."""
+    named = set()
+
+    def naming(send_or_recv, peer_name, group_peer_name):
+        signature = inspect.signature(send_or_recv)
+
+        @functools.wraps(send_or_recv)
+        def call(*args, **kwargs):
+            given = signature.bind(*args, **kwargs).arguments
+            group = given.get("group") or distributed_c10d._get_default_group()
+            peer = given.get(peer_name)
+            if peer is None and given.get(group_peer_name) is not None:
+                peer = distributed_c10d.get_global_rank(group, given[group_peer_name])
+            me = torch.distributed.get_rank()
+            if peer is not None and peer != me and getattr(group, "bound_device_id", None) is None:
+                pair = [min(me, peer), max(me, peer)]
+                if (group.group_name, *pair) not in named:
+                    named.add((group.group_name, *pair))
+                    runtime.describe_group(f"{group.group_name}/pair:{pair[0]}:{pair[1]}", pair)
+                    _check_first_rank(pair)
+            return send_or_recv(*args, **kwargs)
+
+        return call
+
+    for name, peer_name in (("send", "dst"), ("isend", "dst"), ("recv", "src"), ("irecv", "src")):
+        original = getattr(distributed_c10d, name)
+        wrapped = naming(original, peer_name, f"group_{peer_name}")
+        for module in (distributed_c10d, torch.distributed):
+            if getattr(module, name, None) is original:
+                setattr(module, name, wrapped)
 
 
 def _check_pipeline_stages():

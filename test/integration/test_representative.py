@@ -121,7 +121,8 @@ class Representative(unittest.TestCase):
 
     def test_messages_and_broadcasts_from_stood_in_ranks(self):
         # Rank 0 receives from rank 1 and takes a broadcast from rank 2, both stood in: they send
-        # zeros (a stand-in repeats collectives, not its own data).
+        # zeros (a stand-in repeats collectives, not its own data). With a device_id the message
+        # goes on the group's communicator.
         script = self.tmp / "from_stand_ins.py"
         script.write_text(
             "import os, torch, torch.distributed as dist\n"
@@ -140,13 +141,15 @@ class Representative(unittest.TestCase):
                        script, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="1"), timeout=600)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
         self.assertIn("received 0.0 0.0", r.stdout)
-        # Without a device_id, PyTorch makes a two-rank communicator for the message: refused, saying how.
+        # Without a device_id, PyTorch makes a communicator of the two ranks for the message; the
+        # hook names the pair, and the coordinator brings the stood-in one.
         script.write_text(script.read_text().replace(", device_id=device)", ")\ntorch.cuda.set_device(device)"))
-        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 1, "--gpus-per-node", 4, "--nproc", 4, PYTHON,
-                       script, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="1"), timeout=600)
-        self.assertNotEqual(r.returncode, 0)
-        self.assertIn("as PyTorch makes for a send or recv between two ranks when init_process_group has no device_id",
-                      r.stdout + r.stderr)
+        report = self.tmp / "pair.json"
+        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 1, "--gpus-per-node", 4, "--nproc", 4,
+                       "--report", report, PYTHON, script, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="1"), timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("received 0.0 0.0", r.stdout)
+        self.assertIn([0, 1], [c["global_ranks"] for c in json.loads(report.read_text())["communicators"]])
 
     def test_split_group_from_one_process(self):
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")

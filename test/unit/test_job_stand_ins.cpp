@@ -125,6 +125,19 @@ TEST_F(StandInTest, ABroadcastFromAStandInSendsZeros) {
   EXPECT_EQ(result_of(frames[0]), (std::vector<float>{0, 0, 0, 0}));
 }
 
+TEST_F(StandInTest, ATwoRankCommunicatorOfAGroupIsThePairTheProcessNamed) {
+  post(GroupRanks{"0", {}});
+  // PyTorch's communicator for messages between two ranks, named as their group.
+  EXPECT_EQ(init("default_pg:0", 2), 0u);
+  std::string errors = job.report()["errors"].dump();
+  EXPECT_NE(errors.find("as PyTorch makes for a send or recv between two ranks when init_process_group has no "
+                        "device_id"), std::string::npos) << errors;
+  post(GroupRanks{"0/pair:0:3", {0, 3}});  // what the hook names before the first message
+  const uint64_t pair = init("default_pg:0", 2);
+  ASSERT_NE(pair, 0u);
+  EXPECT_EQ(collectives().count({0, 3}), 1u);
+}
+
 TEST_F(StandInTest, ACommunicatorOfNoKnownGroupIsRefused) {
   EXPECT_EQ(init("mystery:9", 4), 0u);
   const std::string report = job.report()["errors"].dump();

@@ -301,6 +301,7 @@ class Job {
   // The group a communicator was made for, by the group name its comm_name ends with; null when
   // none is known.
   const Group* group_of(const std::string& comm_name) const;
+  const Group* group_named(const std::string& name) const;
   // The process whose calls global rank `rank` repeats: the nearest representative below it.
   int representative_of(int rank) const;
   // The connected process of a representative's global rank; throws when it has none.
@@ -308,10 +309,6 @@ class Job {
   // The client that stands for global rank `rank`, made at its first use; `bringer`, the process
   // that needs it, saves looking up its representative when it is that.
   ClientId stand_in(int rank, ClientId bringer);
-  // The process rank whose calls stood-in rank `rank` repeats on a communicator of `group`: its
-  // representative where that is in the group, else the group's lowest process (every process of
-  // the group posts the same calls on it).
-  int follows_in(const Group& group, int rank) const;
   bool is_process(int rank) const {
     return std::binary_search(representatives_.begin(), representatives_.end(), rank);
   }

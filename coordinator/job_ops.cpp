@@ -341,26 +341,22 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       run_on_mirrors(comm, p.send, bytes, std::max(p.send.ready_us, p.recv.ready_us),
                      {{src, p.send.ready_us, p.send.track}, {dst, p.recv.ready_us, p.recv.track}});
     std::vector<Bulk> bulk;
-    // A payload-free message has no buffers on either side, and a stand-in has none to send or
-    // to receive into: nothing below moves.
-    if (p.receiver.out && p.sender.in) {
+    // A payload-free message has no buffers on either side, and a stand-in has none to receive
+    // into; one that sends has no data, so the receiver gets zeros.
+    if (p.receiver.out) {  // in place, in the receiver's shared memory
       move_data(
           bytes,
           [sent = std::move(p.sender), received = std::move(p.receiver), bytes](Executor& pool) {
-            copy_parallel(received.out, sent.in, bytes, pool);
+            if (sent.in)
+              copy_parallel(received.out, sent.in, bytes, pool);
+            else
+              std::memset(received.out, 0, bytes);  // a stand-in's message
           },
           [this, done](const Replyees& to) {  // the receiver first, as below
             reply(to[1].first, to[1].second, done);
             reply(to[0].first, to[0].second, done);
           },
           {{sender, p.send_request}, {receiver, p.recv_request}}, p.send);
-      comm.p2p.erase(key);
-      return;
-    }
-    if (p.receiver.out && !p.sender.in) {  // a stand-in's message into shared memory: zeros, in place
-      std::memset(p.receiver.out, 0, bytes);
-      reply(receiver, p.recv_request, done);
-      reply(sender, p.send_request, done);
       comm.p2p.erase(key);
       return;
     }

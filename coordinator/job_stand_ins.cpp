@@ -79,20 +79,22 @@ std::vector<int> parse_rank_list(const std::string& text, int world) {
 void Job::handle_group_ranks(Client& client, const wire::GroupRanks& msg) {
   if (!stands_in()) return;  // every rank runs: its communicators' members come themselves
   client.last_group = msg.name;
-  for (const Group& g : groups_)
-    if (g.name == msg.name) return;  // another representative named it too
+  if (group_named(msg.name)) return;  // another representative named it too
   Group group{msg.name, {msg.ranks.begin(), msg.ranks.end()}};
   if (group.ranks.empty())
     for (int r = 0; r < cluster_.world_size(); ++r) group.ranks.push_back(r);
   groups_.push_back(std::move(group));
 }
 
-const Job::Group* Job::group_of(const std::string& comm_name) const {
-  const size_t colon = comm_name.rfind(':');
-  const std::string name = colon == std::string::npos ? comm_name : comm_name.substr(colon + 1);
+const Job::Group* Job::group_named(const std::string& name) const {
   for (const Group& g : groups_)
     if (g.name == name) return &g;
   return nullptr;
+}
+
+const Job::Group* Job::group_of(const std::string& comm_name) const {
+  const size_t colon = comm_name.rfind(':');
+  return group_named(colon == std::string::npos ? comm_name : comm_name.substr(colon + 1));
 }
 
 int Job::representative_of(int rank) const {
@@ -124,16 +126,6 @@ ClientId Job::stand_in(int rank, ClientId bringer) {
   return id;
 }
 
-int Job::follows_in(const Group& group, int rank) const {
-  const int rep = representative_of(rank);
-  int lowest = -1;
-  for (int r : group.ranks) {
-    if (r == rep) return rep;
-    if (is_process(r) && (lowest < 0 || r < lowest)) lowest = r;
-  }
-  return lowest;
-}
-
 const Job::Client& Job::figures_of(const Client& client) const {
   if (!client.stood_in) return client;
   auto it = clients_.find(client.representative);
@@ -154,16 +146,16 @@ std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& ms
   if (msg.nranks == 2 && group->ranks.size() > 2) {
     // PyTorch's communicator for the messages between two ranks of the group (no device_id): the
     // pair the process named before its first message (torch_hook/representative.py).
-    const std::string pair = group->name + "/pair:";
-    for (const Group& g : groups_)
-      if (client.last_group.rfind(pair, 0) == 0 && g.name == client.last_group) group = &g;
+    const Group* pair =
+        client.last_group.rfind(group->name + "/pair:", 0) == 0 ? group_named(client.last_group) : nullptr;
+    if (!pair)
+      return fmt::format("ncclCommInitRank of '{}' (2 ranks) under FAKEGPU_REPRESENTATIVE: a communicator of two "
+                         "ranks of process group '{}' ({}), as PyTorch makes for a send or recv between two ranks "
+                         "when init_process_group has no device_id; which rank is the other one is unknown here. "
+                         "Give init_process_group a device_id (messages then go on the group's communicator), or "
+                         "run without --representative", msg.comm_name, group->name, plural_ranks(group->ranks));
+    group = pair;
   }
-  if (msg.nranks == 2 && group->ranks.size() > 2)
-    return fmt::format("ncclCommInitRank of '{}' (2 ranks) under FAKEGPU_REPRESENTATIVE: a communicator of two ranks "
-                       "of process group '{}' ({}), as PyTorch makes for a send or recv between two ranks when "
-                       "init_process_group has no device_id; which rank is the other one is unknown here. Give "
-                       "init_process_group a device_id (messages then go on the group's communicator), or run "
-                       "without --representative", msg.comm_name, group->name, plural_ranks(group->ranks));
   if (static_cast<int>(group->ranks.size()) != msg.nranks || group->ranks[msg.rank] != client.global_rank)
     return fmt::format("ncclCommInitRank of '{}': global rank {} joins it as rank {} of {}, but process group '{}' "
                        "holds {}", msg.comm_name, client.global_rank, msg.rank, msg.nranks, group->name,
@@ -184,7 +176,10 @@ std::string Job::arrive_stand_ins(PendingInit& pending, const wire::CommInit& ms
   for (int r = 0; r < msg.nranks; ++r) {
     const int rank = group->ranks[r];
     if (is_process(rank) || pending.has_arrived(r)) continue;
-    if (follows_in(*group, rank) != client.global_rank) continue;  // another process of the group brings it
+    // It repeats its representative where that is in the group, else the group's first rank.
+    const int rep = representative_of(rank);
+    const bool rep_here = std::find(group->ranks.begin(), group->ranks.end(), rep) != group->ranks.end();
+    if ((rep_here ? rep : first) != client.global_rank) continue;  // another process of the group brings it
     const ClientId stand = stand_in(rank, id);
     if (!pending.split_parent) ++clients_[stand].comm_inits;
     Rendezvous::Arrival arrival{stand, kStandInRequest, now, local_rank_of(cluster_, rank)};
@@ -318,9 +313,7 @@ void Job::split_for_group(ClientId id, Client& client, const Comm& parent, const
     reply(id, request_id, wire::CommSplitDone{0, 0, -1, -1, {}});
     return;
   }
-  const Group* group = nullptr;
-  for (const Group& g : groups_)
-    if (g.name == client.last_group) group = &g;
+  const Group* group = group_named(client.last_group);
   auto in_parent = [&](int rank) {
     return std::any_of(parent.members.begin(), parent.members.end(),
                        [&](const Member& m) { return m.global_rank == rank; });

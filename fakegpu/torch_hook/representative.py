@@ -103,9 +103,8 @@ def _name_split_parts(runtime, distributed_c10d, naming):
         finally:
             naming[0] = True
 
-    for module in (distributed_c10d, torch.distributed, importlib.import_module("torch.distributed.device_mesh")):
-        if getattr(module, "split_group", None) is split:
-            module.split_group = split_group
+    _replace("split_group", split, split_group,
+             (distributed_c10d, torch.distributed, importlib.import_module("torch.distributed.device_mesh")))
 
 
 def _name_message_pairs(runtime, distributed_c10d):
@@ -115,33 +114,44 @@ def _name_message_pairs(runtime, distributed_c10d):
     stood-in one."""
     named = set()
 
-    def naming(send_or_recv, peer_name, group_peer_name):
+    def name_pair(group, peer):
+        me = torch.distributed.get_rank()
+        if peer is None or peer == me or getattr(group, "bound_device_id", None) is not None:
+            return  # no communicator of its own: with a device_id, messages use the group's
+        low, high = sorted((me, peer))
+        if (group.group_name, low, high) in named:
+            return
+        named.add((group.group_name, low, high))
+        runtime.describe_group(f"{group.group_name}/pair:{low}:{high}", [low, high])
+        _check_first_rank([low, high])
+
+    def naming_pairs(send_or_recv, peer_name):
         signature = inspect.signature(send_or_recv)
 
         @functools.wraps(send_or_recv)
         def call(*args, **kwargs):
             given = signature.bind(*args, **kwargs).arguments
             group = given.get("group") or distributed_c10d._get_default_group()
-            peer = given.get(peer_name)
-            if peer is None and given.get(group_peer_name) is not None:
-                peer = distributed_c10d.get_global_rank(group, given[group_peer_name])
-            me = torch.distributed.get_rank()
-            if peer is not None and peer != me and getattr(group, "bound_device_id", None) is None:
-                pair = [min(me, peer), max(me, peer)]
-                if (group.group_name, *pair) not in named:
-                    named.add((group.group_name, *pair))
-                    runtime.describe_group(f"{group.group_name}/pair:{pair[0]}:{pair[1]}", pair)
-                    _check_first_rank(pair)
+            peer, group_peer = given.get(peer_name), given.get(f"group_{peer_name}")
+            if peer is None and group_peer is not None:
+                peer = distributed_c10d.get_global_rank(group, group_peer)
+            name_pair(group, peer)
             return send_or_recv(*args, **kwargs)
 
         return call
 
     for name, peer_name in (("send", "dst"), ("isend", "dst"), ("recv", "src"), ("irecv", "src")):
         original = getattr(distributed_c10d, name)
-        wrapped = naming(original, peer_name, f"group_{peer_name}")
-        for module in (distributed_c10d, torch.distributed):
-            if getattr(module, name, None) is original:
-                setattr(module, name, wrapped)
+        wrapped = naming_pairs(original, peer_name)
+        _replace(name, original, wrapped, (distributed_c10d, torch.distributed))
+
+
+def _replace(name, original, replacement, modules):
+    """Puts `replacement` wherever these modules hold `original` as `name` (torch.distributed and
+    the device mesh import PyTorch's functions under their own names)."""
+    for module in modules:
+        if getattr(module, name, None) is original:
+            setattr(module, name, replacement)
 
 
 def _check_pipeline_stages():

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "comm_model.h"
@@ -108,6 +109,9 @@ struct Comm {
   // operations as it does; and, on such a one, the communicator it follows.
   std::vector<uint64_t> mirrors;
   uint64_t mirror_of = 0;
+  // What a process last sent each stood-in rank, kept for that rank's message back (a small one:
+  // Job::stand_in_message): by (stood-in rank, process's rank), the message's number and bytes.
+  std::map<std::pair<int, int>, std::pair<uint64_t, std::shared_ptr<std::vector<uint8_t>>>> sent_to_stand_ins;
 };
 
 }  // namespace fakegpu::coord

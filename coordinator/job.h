@@ -325,8 +325,18 @@ class Job {
   bool join_stand_ins(Comm& comm, PendingOp& op, const wire::Collective& msg, const RankData& data,
                       std::chrono::steady_clock::time_point now);
   // A representative's Send or Recv `msg` whose peer no process runs: posts the side that peer's
-  // program would, so that it is matched and modeled (a stand-in sends no data: it receives zeros).
+  // program would, so that it is matched and modeled (what the stand-in sends: stand_in_message).
   void post_stand_in_side(Comm& comm, const wire::Collective& msg, std::chrono::steady_clock::time_point now);
+  // A process's Send `msg` of an exchange (its group receives too), repeated by the stood-in ranks
+  // that follow it here to the peers as far from them as its peer is from it, where those peers
+  // are stood in too (no process posts such a message): both sides are posted.
+  void post_stood_in_messages(Comm& comm, ClientId process, const wire::Collective& msg,
+                              std::chrono::steady_clock::time_point now);
+  // The bytes a stood-in rank sends a process in message `p`: what the process sent it in the
+  // message of the same number the other way, kept when small (an all-to-all's counts), else null
+  // (zeros). Keeps what a process sends a stand-in for that.
+  std::shared_ptr<std::vector<uint8_t>> stand_in_message(Comm& comm, int src, int dst, const PendingP2P& p,
+                                                          uint64_t bytes);
   // Counts and models a completed operation once more on each of the communicator's mirrors,
   // with the comm ranks that took part (all of a collective's, a message's two ends).
   struct MirroredPart {

@@ -53,17 +53,19 @@ wire::CollectiveDone Job::count_completed(const wire::Collective& call, uint64_t
   // Collectives of a communicator run one after another. Sends and receives run as soon as
   // both ends' streams reach them, so those of one NCCL group run side by side, sharing links;
   // without ready times (NVIDIA's runtime keeps no modeled clock) they queue like collectives.
-  // A latency-bound collective (its data phase no longer than its fixed cost) threads its few
-  // packets through other traffic instead of waiting for it. Its time is then a function of
-  // what its ranks know between them (their streams' times, and the ends of the communicator's
-  // operations each took part in), which lets ranks exchanging it among themselves
-  // (peer_exchange.h) compute it as done here.
+  // A latency-bound operation (its data phase no longer than its fixed cost) threads its few
+  // packets through other traffic instead of waiting for it: a message of an all-to-all's token
+  // counts does not wait out another communicator's all-gather. A collective's time is then a
+  // function of what its ranks know between them (their streams' times, and the ends of the
+  // communicator's operations each took part in), which lets ranks exchanging it among
+  // themselves (peer_exchange.h) compute it as done here.
   const bool collective = call.coll != CollType::kSend;
+  const bool latency_bound = e.data_us <= e.latency_us;
   done.uncontended_us = e.time_us;
-  done.latency_bound = collective && e.data_us <= e.latency_us;
+  done.latency_bound = collective && latency_bound;
   LinkTimeline::Span span;
-  if (done.latency_bound && ready_us >= 0) {
-    span = timeline_.place_unhindered(std::max(comm.clock_us, ready_us), e);
+  if (latency_bound && ready_us >= 0) {
+    span = timeline_.place_unhindered(collective ? std::max(comm.clock_us, ready_us) : ready_us, e);
     done.modeled_us = e.time_us;  // exactly: a rank adds it to the start it computed
   } else {
     double clock = collective || ready_us < 0 ? comm.clock_us : ready_us;

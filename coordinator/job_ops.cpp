@@ -131,7 +131,10 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
   note_post(client, Posted::kCollective, msg.comm_id, msg.seq, now);
   if (is_point_to_point(msg.coll)) {
     handle_p2p(*comm, id, msg, std::move(rank), request_id, now);
-    if (stands_in()) post_stand_in_side(*comm, msg, now);
+    if (stands_in()) {
+      post_stand_in_side(*comm, msg, now);
+      post_stood_in_messages(*comm, id, msg, now);
+    }
   } else
     handle_collective_arrival(*comm, id, msg, std::move(rank), request_id, now);
 }
@@ -340,9 +343,14 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
     if (!comm.mirrors.empty())
       run_on_mirrors(comm, p.send, bytes, std::max(p.send.ready_us, p.recv.ready_us),
                      {{src, p.send.ready_us, p.send.track}, {dst, p.recv.ready_us, p.recv.track}});
+    if (stands_in() && !payload_free(p.send))
+      if (auto echo = stand_in_message(comm, src, dst, p, bytes)) {
+        p.sender.in = echo->data();
+        p.sender.body = std::move(echo);
+      }
     std::vector<Bulk> bulk;
     // A payload-free message has no buffers on either side, and a stand-in has none to receive
-    // into; one that sends has no data, so the receiver gets zeros.
+    // into; one that sends no data of its own gives the receiver zeros.
     if (p.receiver.out) {  // in place, in the receiver's shared memory
       move_data(
           bytes,
@@ -360,7 +368,9 @@ void Job::handle_p2p(Comm& comm, ClientId id, const wire::Collective& msg, RankD
       comm.p2p.erase(key);
       return;
     }
-    if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
+    if (is_stand_in(receiver)) {
+      // Its result goes nowhere.
+    } else if (p.sender.body) {  // socket to socket: pass the sender's frame on as it is
       bulk.push_back({p.sender.body, static_cast<size_t>(p.sender.in - p.sender.body->data()), bytes});
     } else if (bytes && !payload_free(p.send)) {
       auto copy = p.sender.in ? std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes)

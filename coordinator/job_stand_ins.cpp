@@ -272,6 +272,49 @@ void Job::post_stand_in_side(Comm& comm, const wire::Collective& msg, std::chron
   handle_p2p(comm, stand, other, RankData{}, kStandInRequest, now);
 }
 
+void Job::post_stood_in_messages(Comm& comm, ClientId process, const wire::Collective& msg,
+                                 std::chrono::steady_clock::time_point now) {
+  // Only an exchange (a group that sends and receives on the communicator: an all-to-all, a ring)
+  // is taken for one every rank makes; a lone message is one rank's own (rank 0 sends rank 3 a
+  // tensor), met by its receiver alone. Each message is posted from its sender's side.
+  if (msg.coll != wire::CollType::kSend || !(msg.flags & wire::kSendsAndReceives)) return;
+  const int n = static_cast<int>(comm.members.size());
+  for (int from = 0; from < n; ++from) {
+    if (comm.members[from].follows != process) continue;
+    const int to = ((msg.root - msg.rank + from) % n + n) % n;
+    const ClientId sender = comm.members[from].client, receiver = comm.members[to].client;
+    if (!is_stand_in(receiver)) continue;  // a process posts its side itself
+    wire::Collective send = msg, recv = msg;
+    send.rank = recv.root = from;
+    send.root = recv.rank = to;
+    recv.coll = wire::CollType::kRecv;
+    ++clients_[sender].collectives;
+    ++clients_[receiver].collectives;
+    handle_p2p(comm, sender, send, RankData{}, kStandInRequest, now);
+    handle_p2p(comm, receiver, recv, RankData{}, kStandInRequest, now);
+  }
+}
+
+std::shared_ptr<std::vector<uint8_t>> Job::stand_in_message(Comm& comm, int src, int dst, const PendingP2P& p,
+                                                             uint64_t bytes) {
+  // Sizes and counts, not activations: a larger message a stand-in sends is zeros.
+  constexpr uint64_t kKeptBytes = 64 << 10;
+  const bool from_stand_in = is_stand_in(comm.members[src].client);
+  if (from_stand_in == is_stand_in(comm.members[dst].client)) return nullptr;
+  if (!from_stand_in) {
+    if (bytes <= kKeptBytes && p.sender.in)
+      comm.sent_to_stand_ins[{dst, src}] = {p.send.seq,
+                                            std::make_shared<std::vector<uint8_t>>(p.sender.in, p.sender.in + bytes)};
+    return nullptr;
+  }
+  auto it = comm.sent_to_stand_ins.find({src, dst});
+  if (it == comm.sent_to_stand_ins.end() || it->second.first != p.send.seq || it->second.second->size() != bytes)
+    return nullptr;
+  auto kept = std::move(it->second.second);
+  comm.sent_to_stand_ins.erase(it);
+  return kept;
+}
+
 void Job::run_on_mirrors(const Comm& comm, const wire::Collective& call, uint64_t bytes, double ready_us,
                          const std::vector<MirroredPart>& parts) {
   for (uint64_t id : comm.mirrors) {

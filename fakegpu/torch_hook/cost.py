@@ -102,6 +102,28 @@ def _gemm(name, args, result, nbytes):
                    element_bytes=a.element_size(), row_alignment=alignment)
 
 
+GROUPED_GEMMS = ("aten::_grouped_mm", "aten::_scaled_grouped_mm")
+
+
+def _grouped_gemm(name, args, result, nbytes):
+    """A grouped matrix product (a mixture of experts' products, one group per expert) as the
+    batch of its groups' products: (groups, m, n, k), with the rows, or for the weights' gradient
+    the inner dimension, shared out evenly among the groups, as a balanced router gives them."""
+    a, b = args[0], args[1]
+    if a.dim() == 2 and b.dim() == 3:  # tokens [T, K] by the experts' weights [G, K, N]
+        groups, k, n = b.shape[0], a.shape[1], b.shape[2]
+        m, flops = -(-a.shape[0] // max(groups, 1)), 2.0 * a.shape[0] * k * n
+    elif a.dim() == 2 and b.dim() == 2:  # [M, T] by [T, N] over each group's tokens: the weights' gradient
+        groups = result.shape[0] if result.dim() == 3 else 1
+        m, n = a.shape[0], b.shape[1]
+        k, flops = -(-a.shape[1] // max(groups, 1)), 2.0 * a.shape[0] * a.shape[1] * b.shape[1]
+    else:  # a batch of products, [G, M, K] by [G, K, N] (or one operand shared out by rows)
+        groups = a.shape[0] if a.dim() == 3 else b.shape[0]
+        m, k, n = a.shape[-2] if a.dim() == 3 else -(-a.shape[0] // max(groups, 1)), a.shape[-1], b.shape[-1]
+        flops = 2.0 * groups * m * k * n
+    return B.facts(B.GEMM, math_of(a), flops, nbytes, (groups, m, n, k), element_bytes=a.element_size())
+
+
 def _conv(name, args, result, nbytes):
     if name == "aten::convolution":
         inp, weight, transposed, groups, passes, out = args[0], args[1], args[6], args[8], 0, result
@@ -208,6 +230,8 @@ def op_facts(name, args, result, flags=0):
         return B.facts(B.HOST_COPY, nbytes=args[1].numel() * args[1].element_size(), flags=flags)
     if base in GEMMS:
         f = _gemm(base, args, result, nbytes)
+    elif base in GROUPED_GEMMS:
+        f = _grouped_gemm(base, args, result, nbytes)
     elif base in ("aten::convolution", "aten::convolution_backward"):
         f = _conv(base, args, result, nbytes)
     elif base in NORMS:

@@ -9,7 +9,7 @@ import torch
 
 from fakegpu.torch_hook import bridge as B
 from fakegpu.torch_hook import capture, cost, host, random_draws, values
-from fakegpu.torch_hook.stand_ins import CpuView, FrozenView, MetaView, freeze, tree_map
+from fakegpu.torch_hook.stand_ins import CpuView, FrozenView, MetaView, copy_into, freeze, tree_map
 
 _bridge = None  # fakegpu's CUDA runtime (loaded by sitecustomize before torch)
 _library = None  # the registrations last as long as this torch.library.Library
@@ -67,23 +67,27 @@ def run(op, args, kwargs, draws=None, view_type=None):
     results = tree_map(view.result, out)
     if values.active():
         uncomputed = values.record(op, args, kwargs, results, view_type is not MetaView)
-        if uncomputed:
-            _zero(stream, op, uncomputed)
+        picks = values.spread_picks(op, args, kwargs, results) if view_type is MetaView else []
+        uncomputed = [t for t in uncomputed if all(t is not p for p, _ in picks)]
+        if uncomputed or picks:
+            _write_values(stream, op, uncomputed, picks)
     return results, stream
 
 
-def _zero(stream, op, tensors):
-    """Zeros over small values shapes mode did not compute (values.py), in stream order: at once
-    where the stream runs, at every replay of a CUDA graph it captures."""
-    spans = [(t.data_ptr(), values.span_bytes(t)) for t in tensors]
+def _write_values(stream, op, zeroed, picks):
+    """Zeros over small values shapes mode did not compute, and the picks it spread (values.py),
+    in stream order: at once where the stream runs, at every replay of a CUDA graph it captures."""
+    spans = [(t.data_ptr(), values.span_bytes(t)) for t in zeroed]
 
     def write():
         for address, nbytes in spans:
             if nbytes:
                 ctypes.memset(address, 0, nbytes)
+        for cuda, spread in picks:
+            copy_into(cuda, spread)
 
     if capture.capturing(stream):
-        capture.defer(stream, f"{op} (zeros for values shapes mode does not compute)", write)
+        capture.defer(stream, f"{op} (values shapes mode does not compute)", write)
     else:
         _bridge.drain_stream(stream)  # writes queued before this operator land first
         write()

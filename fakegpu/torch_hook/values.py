@@ -13,9 +13,11 @@ the mark goes with the storage's Python object. Memory nobody marked holds what 
 there: data copied from the host, NCCL's results, or, as on a GPU, whatever fresh memory held.
 A small uncomputed value holds zeros (the caller writes them, see record), so that what a program
 decides from it (a rejection loop's `mask.any()`, a flag it all-reduces) is the same on every rank
-and in every run, however the value travels. Reading a marked value on the host says so once;
-asserting on one stops with a message naming its origin, never the program's own assertion about
-values nobody computed."""
+and in every run, however the value travels. Picks out of uncomputed values (a router's `topk` of
+experts) are spread evenly instead (spread_picks): a mixture of experts then sends every expert
+the same share of tokens, as a balanced router does, and sizes its all-to-all from that. Reading
+a marked value on the host says so once; asserting on one stops with a message naming its
+origin, never the program's own assertion about values nobody computed."""
 
 import os
 import sys
@@ -28,6 +30,10 @@ from fakegpu.torch_hook import cost, random_draws
 # Operators this small (every CUDA tensor they take or make, in bytes) run for real when their
 # inputs hold values: index and mask work is far below it, activations and weights far above.
 COMPUTE_BYTES = 1 << 20
+# Operators on integer and boolean tensors alone (index and mask work) run for real up to this: a
+# mixture of experts' map of tokens to experts is a few MiB, and the sizes of its all-to-all and
+# expert products are counted from it.
+INDEX_BYTES = 16 << 20
 
 # Operators that overwrite `self` without reading it.
 _OVERWRITE_SELF = {"aten::fill_", "aten::zero_", "aten::copy_"}
@@ -133,13 +139,19 @@ def _first_origin(tensors):
     return next((where for where in map(origin, tensors) if where is not None), None)
 
 
+def _limit(tensors):
+    """The most bytes of these tensors an operator may take and still run for real."""
+    floating = any(t.is_floating_point() or t.is_complex() for t in tensors)
+    return COMPUTE_BYTES if floating else INDEX_BYTES
+
+
 def computable(schema, args, kwargs, random):
     """Whether shapes mode runs this operator for real: it draws no random numbers, reads only
-    computed values, and its tensors fit COMPUTE_BYTES."""
+    computed values, and its tensors fit COMPUTE_BYTES (INDEX_BYTES for index and mask work)."""
     if random:
         return False
     tensors = _cuda_tensors((args, kwargs))
-    return cost.tensor_bytes(tensors) <= COMPUTE_BYTES and _first_origin(_read(schema, args, kwargs)) is None
+    return cost.tensor_bytes(tensors) <= _limit(tensors) and _first_origin(_read(schema, args, kwargs)) is None
 
 
 def record(op, args, kwargs, results, ran_for_real):
@@ -162,14 +174,45 @@ def record(op, args, kwargs, results, ran_for_real):
         size = cost.tensor_bytes(_cuda_tensors((args, kwargs, results)))
         if not ran_for_real and schema is not None and random_draws.draws_random(schema):
             why = "random numbers are not drawn in shapes mode"
-        elif size > COMPUTE_BYTES:
-            why = f"{_human(size)} of tensors; shapes mode computes operators of up to {_human(COMPUTE_BYTES)}"
+        elif size > _limit(_cuda_tensors((args, kwargs))):
+            why = (f"{_human(size)} of tensors; shapes mode computes operators of up to {_human(COMPUTE_BYTES)} "
+                   f"({_human(INDEX_BYTES)} of integers and booleans alone)")
         else:
             why = "shapes mode does not compute it"
         where = f"{name}: {why}"
     for t in outputs:
         _mark(t, where)
     return [t for t in outputs if span_bytes(t) <= COMPUTE_BYTES]
+
+
+# Operators that pick positions out of values -> where their picks are (the dimension argument's
+# position and default, how many each row picks: an argument's position or a number).
+_PICKERS = {"aten::topk": (2, -1, 1), "aten::argmax": (1, None, None)}
+
+
+def spread_picks(op, args, kwargs, results):
+    """A picking operator (a router's topk) that ran on values shapes mode did not compute: its
+    picks spread evenly, row r taking positions r*k .. r*k+k-1 modulo the positions, so that every
+    row picks k different ones and every position is picked as often as any other (a balanced
+    router). Marks the picks computed and returns [(CUDA tensor, CPU values to write there)]."""
+    schema = getattr(op, "_schema", None)
+    if schema is None or schema.name not in _PICKERS or schema.overload_name not in ("", "values"):
+        return []
+    x = args[0]
+    dim_at, default_dim, k_at = _PICKERS[schema.name]
+    dim = args[dim_at] if len(args) > dim_at else kwargs.get("dim", default_dim)
+    picks = results[1] if isinstance(results, (tuple, list)) else results
+    if dim is None or x.dim() == 0 or origin(x) is None or not _spans_storage(picks):
+        return []  # argmax over all elements picks one; a computed input was picked for real
+    dim %= x.dim()
+    k = int(args[k_at]) if k_at is not None else 1
+    choices = x.shape[dim]
+    rows = picks.numel() // max(k, 1)
+    spread = (torch.arange(rows).unsqueeze(1) * k + torch.arange(k)) % max(choices, 1)
+    if k_at is not None:  # topk: rows in the order of the other dimensions, the k picks along dim
+        spread = spread.reshape([s for i, s in enumerate(picks.shape) if i != dim] + [k]).movedim(-1, dim)
+    _marks.pop(id(picks.untyped_storage()), None)
+    return [(picks, spread.to(picks.dtype).reshape(picks.shape))]
 
 
 def span_bytes(t):

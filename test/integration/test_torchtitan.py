@@ -21,8 +21,12 @@ from torch_jobs import PYTHON, TORCHRUN, require_modules
 
 # Short sequences and small batches: a rank's CPU work is its share of 2 x 128 tokens a step.
 # torchtitan captures each step's forward and backward in a CUDA graph from the second step on.
-TRAINING = ["--module", "llama3", "--config", "llama3_debugmodel", "--training.steps", "5", "--training.seq-len",
-            "128", "--training.local-batch-size", "2", "--validator.no-enable", "--checkpoint.no-enable"]
+TRAINING = ["--training.steps", "5", "--training.seq-len", "128", "--training.local-batch-size", "2",
+            "--validator.no-enable", "--checkpoint.no-enable"]
+LLAMA = ("llama3", "llama3_debugmodel")
+# A mixture of experts: DeepSeek-V3's debug model, whose experts' tokens travel by all-to-all under
+# expert parallelism (which torchtitan runs without CUDA graphs).
+DEEPSEEK = ("deepseek_v3", "deepseek_v3_debugmodel")
 # torchtitan runs pipelines without CUDA graphs (it refuses them), and so does anyone asking it to.
 EAGER = ("--training.disable-cuda-graphs",)
 STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*(-?[\d.]+)")
@@ -66,16 +70,17 @@ class TorchtitanRuns(unittest.TestCase):
     def setUpClass(cls):
         cls.work = make_workspace()
 
-    def train(self, ranks, *parallelism, nodes=1, fgpu_options=(), env=None, fails=False):
-        """torchtitan on `ranks` ranks over `nodes` simulated H100 nodes; (fgpu's output, report),
-        or fgpu's output alone where the job is to fail."""
-        name = "-".join(parallelism + tuple(fgpu_options)).replace("-", "") or "fsdp"
+    def train(self, ranks, *parallelism, nodes=1, fgpu_options=(), env=None, fails=False, model=LLAMA):
+        """torchtitan's `model` (module, config) on `ranks` ranks over `nodes` simulated H100 nodes;
+        (fgpu's output, report), or fgpu's output alone where the job is to fail."""
+        name = "-".join(model + parallelism + tuple(fgpu_options)).replace("-", "")
         report = self.work / f"report-{name}-{ranks}.json"
         env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
         per_node = ranks // nodes
         r = subprocess.run([FGPU, *fgpu_options, "--gpu", "h100", "--nodes", str(nodes), "--gpus-per-node",
                             str(per_node), "--report", str(report), str(TORCHRUN), f"--nproc_per_node={per_node}",
-                            f"--nnodes={nodes}", "-m", "torchtitan.train", *TRAINING, *parallelism],
+                            f"--nnodes={nodes}", "-m", "torchtitan.train", "--module", model[0], "--config", model[1],
+                            *TRAINING, *parallelism],
                            capture_output=True, text=True, env=env, timeout=900, cwd=self.work)
         if fails:
             self.assertNotEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-8000:])
@@ -153,6 +158,18 @@ class Torchtitan(TorchtitanRuns):
         self.check_training(r, report)
         self.assertIn("Send", json.dumps(report["collectives"]), "pipeline stages pass activations point to point")
 
+    def test_mixture_of_experts_with_expert_parallel(self):
+        r, report = self.train(2, "--parallelism.expert-parallel-degree", "2", *self.SEED, *EAGER, model=DEEPSEEK)
+        with_ep = self.check_training(r, report)
+        # The experts' tokens go to the rank holding each expert and back, as messages of sizes
+        # the router decided; the experts' grouped products are priced as matrix math.
+        self.assertGreater(report["collectives"]["Send"]["calls"], 0, report["collectives"])
+        rows = {row["name"]: row for row in report["operators"]["ranks"][0]["rows"]}
+        self.assertEqual(rows["aten::_grouped_mm"]["category"], "matrix", rows.get("aten::_grouped_mm"))
+        # The same training as every expert on every rank.
+        self.check_same_losses(self.check_training(*self.train(2, *self.SEED, *EAGER, model=DEEPSEEK)), with_ep,
+                               "FSDP 2", "FSDP 2 x EP 2")
+
 
 class TorchtitanShapes(TorchtitanRuns):
     """torchtitan in shapes mode (values not computed, step time and memory modeled): the small
@@ -171,12 +188,13 @@ class TorchtitanShapes(TorchtitanRuns):
         self.assertRegex(r.stdout + r.stderr, r"predicted step time: [\d.]+ ms \(median of steps 2-3")
         self.assertRegex(ANSI.sub("", r.stdout + r.stderr), r"step:\s*3\s+loss")
 
-    def check_representative(self, parallelism, processes):
+    def check_representative(self, parallelism, processes, model=LLAMA):
         """Eight ranks on two nodes of 4, every rank against `processes` standing for the rest."""
-        full_run, full = self.train(8, *parallelism, nodes=2, env=self.SHAPES)
+        full_run, full = self.train(8, *parallelism, nodes=2, env=self.SHAPES, model=model)
         self.check_steps(full_run, full)
         listed = {"FAKEGPU_REPRESENTATIVE": ",".join(map(str, processes))}
-        one_run, one = self.train(8, *parallelism, nodes=2, fgpu_options=["--representative"], env=listed)
+        one_run, one = self.train(8, *parallelism, nodes=2, fgpu_options=["--representative"], env=listed,
+                                  model=model)
         self.check_steps(one_run, one)
         self.assertEqual(one["representative"]["processes"], processes, one["representative"])
         self.assertAlmostEqual(one["steps"]["median_time_us"], full["steps"]["median_time_us"],
@@ -187,6 +205,13 @@ class TorchtitanShapes(TorchtitanRuns):
 
     def test_fsdp_with_tensor_parallel_on_two_nodes_every_rank_and_representative(self):
         self.check_representative(self.FSDP_BY_TP, [0])
+
+    def test_mixture_of_experts_every_rank_and_representative(self):
+        # Expert parallel 4 within each node: the token counts the router decides (spread evenly
+        # over the experts in shapes mode) size the all-to-all's messages, between stood-in ranks
+        # too, and on the second node's group, which no process holds.
+        self.check_representative(("--training.steps", "3", "--parallelism.expert-parallel-degree", "4", *EAGER), [0],
+                                  model=DEEPSEEK)
 
     def test_pipeline_with_a_process_per_stage_as_every_rank(self):
         # PP 2 x FSDP 4: stage 0 on the first node's ranks, stage 1 on the second's.

@@ -112,6 +112,41 @@ TEST_F(StandInTest, ASendToAStandInIsMetByItsReceive) {
   EXPECT_EQ(job.report()["collectives"]["Send"]["calls"], 1);
 }
 
+TEST_F(StandInTest, AnAllToAllOfMessagesReachesEveryPairOfRanks) {
+  post(GroupRanks{"0", {}});
+  const uint64_t world = init("default_pg:0", 4);
+  ASSERT_NE(world, 0u);
+  // An all-to-all's counts as PyTorch posts them: to and from each rank in turn, itself included;
+  // the process sends rank r the value 10 + r.
+  std::map<uint64_t, int> receives;  // request id -> the rank it receives from
+  for (int r = 0; r < 4; ++r) {
+    Collective send = allreduce(world, 0, 1, 1);
+    send.coll = CollType::kSend;
+    send.root = r;
+    send.flags |= kSendsAndReceives;
+    post(send, floats({10.0f + r}));
+    Collective recv = send;
+    recv.coll = CollType::kRecv;
+    receives[next_request] = r;
+    post(recv);
+  }
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 8u);
+  for (const OutFrame& f : frames) {
+    ASSERT_EQ(f.type, MsgType::kCollectiveDone) << error_text(f);
+    auto it = receives.find(f.request_id);
+    // A stood-in rank sends back what the process sent it: in an SPMD exchange the two are alike.
+    if (it != receives.end()) {
+      EXPECT_EQ(result_of(f), (std::vector<float>{10.0f + it->second})) << it->second;
+    }
+  }
+  // The stood-in ranks' messages among themselves are posted too: 16 in all, 4 out of and 4 into
+  // every rank, as when every rank runs.
+  const nlohmann::json report = job.report();
+  EXPECT_EQ(report["collectives"]["Send"]["calls"], 16);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(report["ranks"][r]["collectives"], 8) << r;
+}
+
 TEST_F(StandInTest, ABroadcastFromAStandInSendsZeros) {
   post(GroupRanks{"0", {}});
   const uint64_t world = init("default_pg:0", 4);

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "integration"))
 from representative_scale import resident, run_sampled  # noqa: E402
-from test_torchtitan import TRAINING, make_workspace, step_losses  # noqa: E402
+from test_torchtitan import LLAMA, TRAINING, make_workspace, step_losses  # noqa: E402
 
 PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 
@@ -63,7 +63,7 @@ def run(name, ranks, options, workspace):
     report = Path(tempfile.mkdtemp(prefix=f"fakegpu-titan-{name}-")) / "report.json"
     command = [str(ROOT / "fgpu"), "--gpu", "h100", "--nodes", "1", "--gpus-per-node", str(ranks), "--report",
                str(report), str(PYTHON.parent / "torchrun"), f"--nproc_per_node={ranks}", "-m", "torchtitan.train",
-               *TRAINING, *options]
+               "--module", LLAMA[0], "--config", LLAMA[1], *TRAINING, *options]
     env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     peaks = {}  # rank -> its process's peak resident memory
 

@@ -16,36 +16,14 @@ build/torch-venv (skips, exit 77, without it).
 """
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "test" / "integration"))
-from representative_scale import run_sampled  # noqa: E402
+from torchtitan_bench import train, workspace_or_skip
 
-PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 LOCAL_BATCH, SEQUENCE = 4, 4096  # the config's own
-TRAINING = ["-m", "torchtitan.train", "--module", "deepseek_v3", "--config", "deepseek_v3_16b",
-            "--hf-assets-path", "./tests/assets/tokenizer", "--dataloader.dataset", "c4_test",
-            "--profiler.no-enable-profiling", "--metrics.no-enable-tensorboard", "--training.steps", "3",
-            "--validator.no-enable", "--checkpoint.no-enable"]
 
 
 def run(gpus, workspace):
-    report = Path(tempfile.mkdtemp(prefix="fakegpu-moe-bench-")) / "report.json"
-    nodes = gpus // 8
-    command = [str(ROOT / "fgpu"), "--representative", "--gpu", "h100", "--nodes", str(nodes), "--gpus-per-node", "8",
-               "--report", str(report), str(PYTHON.parent / "torchrun"), "--nproc_per_node=8", f"--nnodes={nodes}",
-               *TRAINING]
-    env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    wall, host, output, code = run_sampled(command, env, cwd=workspace)
-    if code != 0:
-        sys.exit(f"{gpus} GPUs failed:\n{output[-3000:]}")
-    r = json.loads(report.read_text())
+    r, wall, host = train(gpus, workspace, "deepseek_v3", "deepseek_v3_16b")
     step_us = r["steps"]["median_time_us"]
     exposed_us = r["steps"]["ranks"][0]["mean"]["exposed_comm_us"]
     gpu = max(m["peak"]["bytes"] for m in r["memory"]["ranks"])
@@ -56,12 +34,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--worlds", default="16,64,1024", help="GPUs, multiples of 8 (default 16,64,1024)")
     args = p.parse_args()
-    if not PYTHON.exists() or subprocess.run([str(PYTHON), "-c", "import torch, torchtitan, tokenizers"],
-                                             capture_output=True).returncode != 0:
-        print(f"skipped: needs PyTorch's CUDA build and torchtitan in {PYTHON.parent.parent} (./scripts/setup-torch)")
-        sys.exit(77)
-    from test_torchtitan import make_workspace
-    workspace = make_workspace()  # its synthetic dataset and tokenizer; the model keeps its vocabulary
+    workspace = workspace_or_skip()
     print(f"{'GPUs':>5} {'step ms':>8} {'TPS/GPU':>8} {'exposed comm ms':>15} {'GPU GiB':>8} {'wall s':>7} "
           f"{'host GB':>8}")
     for gpus in map(int, args.worlds.split(",")):

@@ -19,39 +19,17 @@ chunked over the vocabulary, so the logits are never whole). Needs torchtitan in
 """
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "test" / "integration"))
-from representative_scale import run_sampled  # noqa: E402
+from torchtitan_bench import train, workspace_or_skip
 
-PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 LOCAL_BATCH, SEQUENCE = 2, 8192
 # GPUs -> (published tokens per second per GPU, published memory in GiB)
 PUBLISHED = {8: (5762, 82.4), 128: (5605, 67.0)}
-TRAINING = ["-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_8b",
-            "--hf-assets-path", "./tests/assets/tokenizer", "--dataloader.dataset", "c4_test",
-            "--profiler.no-enable-profiling", "--metrics.no-enable-tensorboard", "--training.steps", "3",
-            "--training.local-batch-size", str(LOCAL_BATCH), "--validator.no-enable", "--checkpoint.no-enable",
-            "--training.disable-cuda-graphs"]
 
 
 def run(gpus, workspace):
-    report = Path(tempfile.mkdtemp(prefix="fakegpu-torchtitan-bench-")) / "report.json"
-    nodes = gpus // 8
-    command = [str(ROOT / "fgpu"), "--representative", "--gpu", "h100", "--nodes", str(nodes), "--gpus-per-node", "8",
-               "--report", str(report), str(PYTHON.parent / "torchrun"), "--nproc_per_node=8", f"--nnodes={nodes}",
-               *TRAINING]
-    env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    wall, host, output, code = run_sampled(command, env, cwd=workspace)
-    if code != 0:
-        sys.exit(f"{gpus} GPUs failed:\n{output[-3000:]}")
-    r = json.loads(report.read_text())
+    r, wall, host = train(gpus, workspace, "llama3", "llama3_8b", "--training.local-batch-size", str(LOCAL_BATCH),
+                          "--training.disable-cuda-graphs")
     step_s = r["steps"]["median_time_us"] / 1e6
     reserved = max(m["pytorch"]["max_reserved"] for m in r["memory"]["ranks"])
     return LOCAL_BATCH * SEQUENCE / step_s, reserved / 2**30, wall, host
@@ -61,12 +39,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gpus", default="8,128", help="which published runs: 8, 128 or both (default)")
     args = p.parse_args()
-    if not PYTHON.exists() or subprocess.run([str(PYTHON), "-c", "import torch, torchtitan, tokenizers"],
-                                             capture_output=True).returncode != 0:
-        print(f"skipped: needs PyTorch's CUDA build and torchtitan in {PYTHON.parent.parent} (./scripts/setup-torch)")
-        sys.exit(77)
-    from test_torchtitan import make_workspace
-    workspace = make_workspace()  # its synthetic dataset and tokenizer; the model keeps Llama 3's vocabulary
+    workspace = workspace_or_skip()
     print(f"{'GPUs':>5} {'TPS/GPU':>8} {'published':>9} {'ratio':>6} {'GiB':>6} {'published':>9} {'wall s':>7} "
           f"{'host GB':>8}")
     for gpus in map(int, args.gpus.split(",")):

@@ -212,7 +212,24 @@ def spread_picks(op, args, kwargs, results):
     if k_at is not None:  # topk: rows in the order of the other dimensions, the k picks along dim
         spread = spread.reshape([s for i, s in enumerate(picks.shape) if i != dim] + [k]).movedim(-1, dim)
     _marks.pop(id(picks.untyped_storage()), None)
+    _say_spread(schema.name, origin(x))
     return [(picks, spread.to(picks.dtype).reshape(picks.shape))]
+
+
+_spread_said = False
+
+
+def _say_spread(name, where):
+    """Says once per process (on rank 0) that picks were spread: a mixture of experts' prediction
+    then assumes balanced routing."""
+    global _spread_said
+    if _spread_said:
+        return
+    _spread_said = True
+    if os.environ.get("RANK", "0") == "0":
+        print(f"fakegpu: {name} picks from values that shapes mode did not compute (they derive from {where}); "
+              "it picks every position equally often, so a mixture of experts is modeled with balanced routing",
+              file=sys.stderr, flush=True)
 
 
 def span_bytes(t):

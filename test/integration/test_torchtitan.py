@@ -202,6 +202,7 @@ class TorchtitanShapes(TorchtitanRuns):
         self.assertEqual(communicators(one), communicators(full))
         self.assertEqual(ranks(one), ranks(full))
         self.assertEqual(peaks(one), peaks(full))
+        return one_run
 
     def test_fsdp_with_tensor_parallel_on_two_nodes_every_rank_and_representative(self):
         self.check_representative(self.FSDP_BY_TP, [0])
@@ -210,8 +211,9 @@ class TorchtitanShapes(TorchtitanRuns):
         # Expert parallel 4 within each node: the token counts the router decides (spread evenly
         # over the experts in shapes mode) size the all-to-all's messages, between stood-in ranks
         # too, and on the second node's group, which no process holds.
-        self.check_representative(("--training.steps", "3", "--parallelism.expert-parallel-degree", "4", *EAGER), [0],
-                                  model=DEEPSEEK)
+        r = self.check_representative(("--training.steps", "3", "--parallelism.expert-parallel-degree", "4", *EAGER),
+                                      [0], model=DEEPSEEK)
+        self.assertIn("so a mixture of experts is modeled with balanced routing", r.stderr)
 
     def test_pipeline_with_a_process_per_stage_as_every_rank(self):
         # PP 2 x FSDP 4: stage 0 on the first node's ranks, stage 1 on the second's.

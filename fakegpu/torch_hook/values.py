@@ -223,13 +223,16 @@ def _say_spread(name, where):
     """Says once per process (on rank 0) that picks were spread: a mixture of experts' prediction
     then assumes balanced routing."""
     global _spread_said
-    if _spread_said:
-        return
-    _spread_said = True
+    if not _spread_said:
+        _spread_said = True
+        _say(f"fakegpu: {name} picks from values that shapes mode did not compute (they derive from {where}); it "
+             "picks every position equally often, so a mixture of experts is modeled with balanced routing")
+
+
+def _say(line):
+    """A line on rank 0's standard error (once per job, not once per rank)."""
     if os.environ.get("RANK", "0") == "0":
-        print(f"fakegpu: {name} picks from values that shapes mode did not compute (they derive from {where}); "
-              "it picks every position equally often, so a mixture of experts is modeled with balanced routing",
-              file=sys.stderr, flush=True)
+        print(line, file=sys.stderr, flush=True)
 
 
 def span_bytes(t):
@@ -258,7 +261,5 @@ def check_read(t, how):
     if where is None:
         return
     _read_said = True
-    if os.environ.get("RANK", "0") == "0":
-        print(f"fakegpu: {how} reads a value that shapes mode did not compute (it derives from {where}); it "
-              "reads as zero. Values such as losses are computed only with FAKEGPU_TORCH_COMPUTE=1",
-              file=sys.stderr, flush=True)
+    _say(f"fakegpu: {how} reads a value that shapes mode did not compute (it derives from {where}); it reads as "
+         "zero. Values such as losses are computed only with FAKEGPU_TORCH_COMPUTE=1")

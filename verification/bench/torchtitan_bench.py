@@ -26,6 +26,16 @@ def workspace_or_skip():
     return make_workspace()  # the model keeps its own vocabulary
 
 
+def chosen(parser, option, value, known):
+    """The names a comma-separated option lists (all of `known` when empty); refuses, naming them,
+    any it does not know."""
+    names = value.split(",") if value else list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"{option}: no {', '.join(unknown)} (there are {', '.join(known)})")
+    return names
+
+
 def train(gpus, workspace, module, config, *options):
     """torchtitan's `config` of `module` for three steps on `gpus` H100s; (the report, wall
     seconds, peak host memory in bytes of every process fgpu started, summed)."""

@@ -16,7 +16,6 @@ build/torch-venv (skips, exit 77, without it).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "integration"))
 from representative_scale import resident, run_sampled  # noqa: E402
-from test_torchtitan import LLAMA, TRAINING, make_workspace, step_losses  # noqa: E402
+from test_torchtitan import LLAMA, TRAINING, step_losses  # noqa: E402
+from torchtitan_bench import chosen, workspace_or_skip  # noqa: E402
 
 PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 
@@ -87,15 +87,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", help=f"comma-separated configurations (default all: {', '.join(CONFIGS)})")
     args = p.parse_args()
-    if not PYTHON.exists() or subprocess.run([str(PYTHON), "-c", "import torch, torchtitan, tokenizers"],
-                                             capture_output=True).returncode != 0:
-        print(f"skipped: needs PyTorch's CUDA build and torchtitan in {PYTHON.parent.parent} (./scripts/setup-torch)")
-        sys.exit(77)
-    names = args.only.split(",") if args.only else list(CONFIGS)
-    unknown = [n for n in names if n not in CONFIGS]
-    if unknown:
-        sys.exit(f"--only: no configuration {', '.join(unknown)} (there are {', '.join(CONFIGS)})")
-    workspace = make_workspace()
+    names = chosen(p, "--only", args.only, CONFIGS)
+    workspace = workspace_or_skip()
     print(f"{'configuration':<14} {'ranks':>5} {'host GB/rank':>12} {'GPU GB/rank':>11} {'host/GPU':>8} "
           f"{'step ms':>8} {'loss fell':>9} {'wall s':>7}")
     failed = []

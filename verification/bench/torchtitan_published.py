@@ -25,7 +25,7 @@ Needs torchtitan in build/torch-venv (skips, exit 77, without it).
 
 import argparse
 
-from torchtitan_bench import train, workspace_or_skip
+from torchtitan_bench import chosen, train, workspace_or_skip
 
 SEQUENCE = 8192
 # name -> (GPUs, config, local batch, tensor-parallel degree, published tokens/s/GPU, published GiB)
@@ -50,10 +50,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", default=",".join(RUNS), help=f"which published runs (default all: {','.join(RUNS)})")
     args = p.parse_args()
-    names = args.runs.split(",")
-    unknown = [n for n in names if n not in RUNS]
-    if unknown:
-        p.error(f"--runs: no published run {', '.join(unknown)}; the runs are {', '.join(RUNS)}")
+    names = chosen(p, "--runs", args.runs, RUNS)
     workspace = workspace_or_skip()
     print(f"{'run':>8} {'GPUs':>5} {'TPS/GPU':>8} {'published':>9} {'ratio':>6} {'GiB':>6} {'published':>9} "
           f"{'wall s':>7} {'host GB':>8}")

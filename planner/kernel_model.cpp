@@ -279,6 +279,24 @@ Priced max_pooling(const Gpu& g, const fakegpu_op_facts& op) {
   return {g.rates.kernel_us + std::max(working, reading), 1, working > reading ? FAKEGPU_BOUND_COMPUTE : FAKEGPU_BOUND_MEMORY};
 }
 
+// Work that streams its bytes in PyTorch's elementwise kernels, which take one element at a time
+// where they cannot vectorize (dims: op_facts.h): the longer of its bytes and the SMs' work.
+Priced elementwise(const Gpu& g, const fakegpu_op_facts& op) {
+  const int kernels = static_cast<int>(std::max<int64_t>(op.dims[0], 1));
+  Priced p = streaming(g, op.bytes, kernels);
+  const GpuRates& r = g.rates;
+  const double strided = op.dims[3] ? 1 / r.strided_element_per_us + op.dims[3] / r.strided_dim_per_us : 0;
+  const double per_element =
+      op.dims[2] / r.unrolled_operand_per_us + strided + (op.dims[4] ? 1 / r.strided_cat_per_us : 0);
+  const double working = double(op.dims[1]) * per_element / g.sms;
+  const double moving = p.us - kernels * r.kernel_us;
+  if (working > moving) {
+    p.us += working - moving;
+    p.bound = FAKEGPU_BOUND_COMPUTE;
+  }
+  return p;
+}
+
 Priced gpu_time(const Gpu& g, const fakegpu_op_facts& op) {
   switch (op.kind) {
     case FAKEGPU_OP_GEMM: return matrix_product(g, op);
@@ -312,10 +330,7 @@ Priced gpu_time(const Gpu& g, const fakegpu_op_facts& op) {
       return {op.bytes / (pcie_copy_gbytes(g.profile) * 1e3), 1, FAKEGPU_BOUND_MEMORY};
     case FAKEGPU_OP_NO_KERNEL: return {0, 0, FAKEGPU_BOUND_LAUNCH};
     case FAKEGPU_OP_POOL: return max_pooling(g, op);
-    default: {
-      const int kernels = static_cast<int>(std::max<int64_t>(op.dims[0], 1));
-      return streaming(g, op.bytes, kernels);
-    }
+    default: return elementwise(g, op);
   }
 }
 

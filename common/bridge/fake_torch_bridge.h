@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 /* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush; 6: describe_group */
-#define FAKEGPU_TORCH_BRIDGE_VERSION 6u
+#define FAKEGPU_TORCH_BRIDGE_VERSION 7u
 
 /* Host work outside any one operator (host_event). */
 enum fakegpu_host_event {

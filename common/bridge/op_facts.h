@@ -13,7 +13,11 @@ extern "C" {
 
 /* What an operator is, for the kernel model; `dims` means what the kind says. */
 enum fakegpu_op_kind {
-  FAKEGPU_OP_MEMORY = 0,           /* elementwise, copies, indexing: its bytes once; dims[0]: kernels it launches (0 = 1) */
+  FAKEGPU_OP_MEMORY = 0,           /* elementwise, copies, indexing: its bytes once; dims[0]: kernels it launches (0 = 1);
+                                      for PyTorch's elementwise kernels where they cannot vectorize, dims[1]: elements,
+                                      dims[2]: operands loaded and stored one element at a time with a type conversion
+                                      (0: none), dims[3]: dimensions whose offsets each element computes (0: contiguous),
+                                      dims[4]: 1 for a concatenation of tensors that are not contiguous */
   FAKEGPU_OP_GEMM = 1,             /* dims: batch, m, n, k */
   FAKEGPU_OP_CONV = 2,             /* dims: batch, in channels, in pixels, out channels, kernel taps, out pixels,
                                       groups, passes (0: forward; bit 0: input gradient, bit 1: weight gradient) */

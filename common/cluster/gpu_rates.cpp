@@ -63,6 +63,21 @@ constexpr GpuRates kHopper{
     // 13 statistics kernels in 609 us, about 1400 elements of a channel per microsecond.
     1390,
     550,
+    // Read off single kernels in the profiles of whole steps (verification/steps/h100-sxm.jsonl,
+    // `kernels`), each the same within 2% in two models and on an H200, so bound by the SMs:
+    // - bf16 to fp32 copies (PyTorch vectorizes only fp32 to bf16 or fp16): a Llama model's 262 M
+    //   logits in 811 us, two operands, 4900 per SM and microsecond; GPT-2's fp32 + bf16 adds
+    //   (three operands) 27 us for 6.3 M elements, 5300;
+    // - strided: a multiply of a broadcast gradient (one dimension) at 3220 elements per SM and
+    //   microsecond in both models (GPT-2's 412 M in 970 us); the query, key and value gradients
+    //   put back into rows (a copy over 5 dimensions) at 2360 and 2380: 3540 elements and 36000
+    //   element-dimensions;
+    // - stacking the query, key and value gradients, which are not contiguous, 1910 and 1930
+    //   elements per SM and microsecond in the two models.
+    5000,
+    3540,
+    36000,
+    1920,
 };
 
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
@@ -95,6 +110,10 @@ const std::vector<GpuRateField>& gpu_rate_fields() {
       {"native_channel_reduce_per_us", &GpuRates::native_channel_reduce_per_us, kNoLimit, "elements per microsecond"},
       {"native_channel_reduce_backward_per_us", &GpuRates::native_channel_reduce_backward_per_us, kNoLimit,
        "elements per microsecond"},
+      {"unrolled_operand_per_us", &GpuRates::unrolled_operand_per_us, kNoLimit, "operand elements per SM and microsecond"},
+      {"strided_element_per_us", &GpuRates::strided_element_per_us, kNoLimit, "elements per SM and microsecond"},
+      {"strided_dim_per_us", &GpuRates::strided_dim_per_us, kNoLimit, "element-dimensions per SM and microsecond"},
+      {"strided_cat_per_us", &GpuRates::strided_cat_per_us, kNoLimit, "elements per SM and microsecond"},
   };
   return fields;
 }

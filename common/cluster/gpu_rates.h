@@ -62,6 +62,18 @@ struct GpuRates {
   // channel, forward and backward (as channel_reduce_per_us).
   double native_channel_reduce_per_us;
   double native_channel_reduce_backward_per_us;
+  // PyTorch's elementwise kernels vectorize only over contiguous operands of the type they compute
+  // in. Otherwise each thread handles one element at a time, and the SMs' instructions, not the
+  // memory, can bound the kernel (an H200's faster memory then gains it nothing):
+  // - converting operands (contiguous, of another type): operand elements an SM loads or stores
+  //   per microsecond;
+  // - strided operands: elements an SM handles per microsecond, and on top, elements times the
+  //   dimensions each element's offsets are computed over;
+  // - a concatenation of tensors that are not contiguous: elements per SM and microsecond.
+  double unrolled_operand_per_us;
+  double strided_element_per_us;
+  double strided_dim_per_us;
+  double strided_cat_per_us;
 };
 
 // One field of GpuRates by the name a GPU profile file gives it: the largest value it may take

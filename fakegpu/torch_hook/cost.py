@@ -216,9 +216,95 @@ def _foreach(name, args, result, nbytes):
                    element_bytes=first[0].element_size())
 
 
-def op_facts(name, args, result, flags=0):
+# Copies, which TensorIterator runs as elementwise kernels though PyTorch does not tag them pointwise.
+COPIES = ("aten::copy_", "aten::_to_copy")
+CATS = ("aten::cat", "aten::stack")
+
+
+def _strides_over(t, shape):
+    """t's strides, in elements, as t broadcast to `shape` (0 along the dimensions it is repeated
+    over), or None where it does not broadcast to it."""
+    if t.dim() > len(shape):
+        return None
+    strides = [0] * (len(shape) - t.dim())
+    for size, stride, wanted in zip(t.shape, t.stride(), shape[len(strides):]):
+        if size != wanted and size != 1:
+            return None
+        strides.append(stride if size == wanted else 0)
+    return strides
+
+
+def _loop_dims(out, inputs):
+    """The dimensions of the loop TensorIterator runs over `out` and `inputs`, after it orders
+    them by the output's strides and merges those every operand walks as one: 0 where the loop is
+    contiguous (one dimension, every operand's elements adjacent), which PyTorch vectorizes; None
+    where an input does not broadcast to the output (no elementwise loop)."""
+    shape = list(out.shape)
+    operands = [_strides_over(t, shape) for t in [out] + inputs]
+    if any(s is None for s in operands):
+        return None
+    order = sorted((i for i, n in enumerate(shape) if n != 1), key=lambda i: [s[i] for s in operands])
+    if not order:
+        return 0
+    groups, first, size = 1, order[0], shape[order[0]]
+    for i in order[1:]:
+        if all(s[i] == s[first] * size for s in operands):
+            size *= shape[i]  # walked as one with the dimensions before it: merged
+        else:
+            groups, first, size = groups + 1, i, shape[i]
+    return 0 if groups == 1 and all(s[order[0]] == 1 for s in operands) else groups
+
+
+def _converts(name, out, inputs):
+    """Whether the kernel converts an operand from another type as it loads it. A copy converts
+    unless source and destination agree, or fp32 becomes bf16 or fp16 (a kernel of its own); other
+    operators compute in one floating type, taking integer and boolean operands as they are."""
+    if name in COPIES:
+        source = inputs[0].dtype
+        return source != out.dtype and not (source == torch.float32 and out.dtype in (torch.bfloat16, torch.float16))
+    return len({t.dtype for t in [out] + inputs if t.is_floating_point()}) > 1
+
+
+def _elementwise(name, args, result):
+    """(elements, operands converted, loop dimensions) of an elementwise operator whose kernel
+    cannot vectorize (op_facts.h, FAKEGPU_OP_MEMORY), or None where it can or is no such loop."""
+    if name == "aten::copy_":
+        out, inputs = args[0], [args[1]]
+    else:
+        outs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        if len(outs) != 1:
+            return None
+        out = outs[0]
+        inputs = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor) and t is not out]
+    if not isinstance(out, torch.Tensor) or out.numel() == 0:
+        return None
+    # A tensor on the host is a scalar the kernel takes as an argument.
+    inputs = [t for t in inputs if t.device == out.device]
+    if not inputs:
+        return None
+    dims = _loop_dims(out, inputs)
+    if dims is None:
+        return None
+    operands = 1 + len(inputs) if _converts(name, out, inputs) else 0
+    if not dims and not operands:
+        return None
+    return out.numel(), operands, dims
+
+
+def _cat(tensors, result):
+    """A concatenation's dims beyond its bytes (op_facts.h). PyTorch's kernel vectorizes contiguous
+    inputs; others of up to 4 dimensions it places element by element, and beyond that it copies
+    each input into its slice of the result."""
+    if not isinstance(result, torch.Tensor) or not tensors or all(t.is_contiguous() for t in tensors):
+        return ()
+    dims = max(t.dim() for t in tensors)
+    return (1, result.numel(), 0, 0, 1) if dims <= 4 else (len(tensors), result.numel(), 0, dims)
+
+
+def op_facts(name, args, result, flags=0, elementwise=False):
     """The kernel model's facts (an OpFacts) for one operator as PyTorch's CUDA backend would run
-    it. `flags` adds bridge.py's IN_BACKWARD where autograd's engine launched it."""
+    it. `flags` adds bridge.py's IN_BACKWARD where autograd's engine launched it; `elementwise`:
+    PyTorch tags the operator pointwise (copies count as such here)."""
     tensors = _distinct(t for t in tree_leaves((args, result)) if isinstance(t, torch.Tensor))
     nbytes = tensor_bytes(tensors)
     base = _base(name)
@@ -274,8 +360,11 @@ def op_facts(name, args, result, flags=0):
         f = _foreach(base, args, result, nbytes)
     elif base in REDUCTIONS:
         f = B.facts(B.REDUCTION, nbytes=nbytes)
+    elif base in CATS and args and isinstance(args[0], (list, tuple)):
+        f = B.facts(B.MEMORY, nbytes=nbytes, dims=_cat([t for t in args[0] if isinstance(t, torch.Tensor)], result))
     else:
-        f = B.facts(B.MEMORY, nbytes=nbytes)
+        loop = _elementwise(base, args, result) if elementwise or base in COPIES else None
+        f = B.facts(B.MEMORY, nbytes=nbytes, dims=(1,) + loop if loop else ())
     f.flags |= flags
     return f
 

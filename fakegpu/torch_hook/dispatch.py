@@ -76,6 +76,7 @@ def _kernel(op, shapes_only):
     name = op._schema.name
     copy = name == "aten::copy_"
     random = random_draws.draws_random(op._schema)
+    pointwise = torch.Tag.pointwise in op.tags
 
     def kernel(*args, **kwargs):
         ran = _run_shapes_only(op, name, copy, random, args, kwargs) if shapes_only else None
@@ -83,7 +84,7 @@ def _kernel(op, shapes_only):
             draws = random_draws.elementwise_draws(args) if random else None
             ran = kernels.run(op, args, kwargs, draws, CpuView)
         result, stream = ran
-        facts = cost.op_facts(name, args, result)
+        facts = cost.op_facts(name, args, result, elementwise=pointwise)
         if facts.kind == B.GEMM and not capture.capturing(stream):
             memory.before_product(stream)
         priced = kernels.price(stream, name, facts)

@@ -65,5 +65,66 @@ class Convolution(unittest.TestCase):
         self.assertEqual(last.flags & B.CHANNELS_LAST, B.CHANNELS_LAST)
 
 
+class Elementwise(unittest.TestCase):
+    """PyTorch's elementwise kernels vectorize over contiguous operands of one type; otherwise the
+    facts say what each element costs the SMs: operands converted, loop dimensions (op_facts.h).
+    On the meta device, as a device's tensors (a copy from the host is another kind of operator)."""
+
+    def elementwise(self, name, args, result):
+        f = cost.op_facts(name, args, result, elementwise=True)
+        self.assertEqual(f.kind, B.MEMORY)
+        return list(f.dims[:5])
+
+    def randn(self, *shape, dtype=torch.float32):
+        return torch.empty(*shape, dtype=dtype, device="meta")
+
+    def test_contiguous_operands_of_one_type_vectorize(self):
+        x, y = self.randn(4, 8, 16), self.randn(4, 8, 16)
+        self.assertEqual(self.elementwise("aten::add", (x, y), x + y), [0] * 5)
+        # A permuted tensor and the result that keeps its layout walk memory alike: one loop.
+        p = x.permute(2, 0, 1)
+        self.assertEqual(self.elementwise("aten::mul", (p, 2.0), p * 2.0), [0] * 5)
+        # fp32 into bf16 has a vectorized kernel of its own; bf16 into fp32 converts as it loads.
+        half = self.randn(4, 8, 16, dtype=torch.bfloat16)
+        self.assertEqual(self.elementwise("aten::copy_", (half, x), half), [0] * 5)
+        self.assertEqual(self.elementwise("aten::copy_", (x, half), x), [1, x.numel(), 2, 0, 0])
+
+    def test_mixed_types_convert_every_operand(self):
+        x, half = self.randn(4, 8, 16), self.randn(4, 8, 16, dtype=torch.bfloat16)
+        self.assertEqual(self.elementwise("aten::add", (x, half), x + half), [1, x.numel(), 3, 0, 0])
+        # Booleans are taken as they are: no conversion.
+        mask = x > 0
+        self.assertEqual(self.elementwise("aten::where", (mask, x, x), torch.where(mask, x, x)), [0] * 5)
+        # A scalar from the host is an argument, not an operand.
+        scalar = torch.tensor(2.0)
+        self.assertEqual(self.elementwise("aten::mul", (x, scalar), x), [0] * 5)
+
+    def test_strided_loops_count_their_dimensions(self):
+        x = self.randn(2, 3, 4, 5)
+        # The last two dimensions swapped and copied into rows walk memory apart; the first two
+        # are walked alike by both and merge.
+        swapped = x.transpose(2, 3)
+        out = self.randn(2, 3, 5, 4)
+        self.assertEqual(self.elementwise("aten::copy_", (out, swapped), out), [1, x.numel(), 0, 3, 0])
+        # A broadcast operand (stride 0) is strided over one dimension.
+        g = self.randn(()).expand(2, 3, 4, 5)
+        self.assertEqual(self.elementwise("aten::mul", (g, x), g * x), [1, x.numel(), 0, 1, 0])
+        # A row copied into every row: the row's dimension, then the rest merged (stride 0 in all).
+        out = self.randn(2, 3, 4, 5)
+        self.assertEqual(self.elementwise("aten::copy_", (out, self.randn(5)), out), [1, out.numel(), 0, 2, 0])
+
+    def test_concatenations_of_strided_tensors(self):
+        parts = [self.randn(2, 3, 5, 4).transpose(1, 2) for _ in range(3)]
+        stacked = torch.stack(parts)
+        f = cost.op_facts("aten::stack", (parts,), stacked)
+        self.assertEqual(list(f.dims[:5]), [1, stacked.numel(), 0, 0, 1])
+        # Beyond 4 dimensions PyTorch copies each input into its slice.
+        deep = [self.randn(2, 3, 5, 4, 2).transpose(1, 2) for _ in range(3)]
+        f = cost.op_facts("aten::cat", (deep,), torch.cat(deep))
+        self.assertEqual(list(f.dims[:5]), [3, 3 * deep[0].numel(), 0, 5, 0])
+        packed = [p.contiguous() for p in parts]
+        self.assertEqual(list(cost.op_facts("aten::stack", (packed,), torch.stack(packed)).dims[:5]), [0] * 5)
+
+
 if __name__ == "__main__":
     unittest.main()

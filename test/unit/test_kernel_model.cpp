@@ -250,6 +250,39 @@ TEST(KernelModel, MaxPoolingIsBoundByItsWindowsNotItsBytes) {
   EXPECT_GT(gpu_us(forward, *find_gpu_profile("a100")), gpu_us(forward));
 }
 
+// dims of an elementwise kernel that cannot vectorize: elements, operands converted, loop
+// dimensions, strided concatenation (op_facts.h).
+fakegpu_op_facts unvectorized(double elements, double bytes_per_element, int converted, int dims, int cat = 0) {
+  fakegpu_op_facts op = memory_op(elements * bytes_per_element);
+  op.dims[0] = 1;
+  op.dims[1] = static_cast<int64_t>(elements);
+  op.dims[2] = converted;
+  op.dims[3] = dims;
+  op.dims[4] = cat;
+  return op;
+}
+
+TEST(KernelModel, ElementwiseKernelsThatCannotVectorizeAreBoundByTheSms) {
+  const GpuRates& r = gpu_rates(h100());
+  const double sms = h100().sm_count, n = 262144000;  // a Llama model's logits
+  // bf16 into fp32: six bytes an element would stream in about 520 us; converting two operands an
+  // element at a time takes longer, and an H200's faster memory gains it nothing.
+  const fakegpu_op_facts upcast = unvectorized(n, 6, 2, 0);
+  EXPECT_NEAR(gpu_us(upcast), r.kernel_us + n * 2 / r.unrolled_operand_per_us / sms, 0.01);
+  EXPECT_GT(gpu_us(upcast), 1.4 * gpu_us(memory_op(n * 6)));
+  EXPECT_EQ(estimate(h100(), upcast).bound, FAKEGPU_BOUND_COMPUTE);
+  EXPECT_DOUBLE_EQ(gpu_us(upcast, *find_gpu_profile("h200")), gpu_us(upcast));
+  // Strided loops (a broadcast operand times a tensor written in fp32) pay per element and per
+  // dimension; more dimensions cost more.
+  const double one = gpu_us(unvectorized(n, 4, 0, 1)), five = gpu_us(unvectorized(n, 4, 0, 5));
+  EXPECT_NEAR(one, r.kernel_us + n * (1 / r.strided_element_per_us + 1 / r.strided_dim_per_us) / sms, 0.01);
+  EXPECT_GT(five, one);
+  EXPECT_NEAR(gpu_us(unvectorized(n, 4, 0, 0, 1)), r.kernel_us + n / r.strided_cat_per_us / sms, 0.01);
+  // Where the bytes take longer than the SMs' work, the bytes set the time, as before.
+  const double wide = 64;  // bytes an element: far more than the SMs' work
+  EXPECT_DOUBLE_EQ(gpu_us(unvectorized(n, wide, 2, 0)), gpu_us(memory_op(n * wide)));
+}
+
 TEST(KernelModel, TheHostPaysForEveryLaunchAndMoreWithAutograd) {
   const HostRates& h = default_host_rates();
   fakegpu_op_facts op = memory_op(1e6);

@@ -279,6 +279,21 @@ Priced max_pooling(const Gpu& g, const fakegpu_op_facts& op) {
   return {g.rates.kernel_us + std::max(working, reading), 1, working > reading ? FAKEGPU_BOUND_COMPUTE : FAKEGPU_BOUND_MEMORY};
 }
 
+// Layer and RMS norm's backward: the input gradient reads the output's gradient and the input
+// and writes its gradient, row by row; the weight's gradient reads the first two again and sums
+// them down the columns (then a small kernel adds the partial sums), bound by its SMs' sums
+// rather than its bytes: an H200 ran it within 6% of an H100's time.
+Priced norm_backward(const Gpu& g, const fakegpu_op_facts& op) {
+  Priced p = streaming(g, 3 * tensor_bytes(op), 1, g.rates.row_memory_share);
+  if (!op.dims[2]) return p;
+  const double summing = 2.0 * op.dims[0] * op.dims[1] / (g.rates.norm_weight_grad_per_us * g.sms);
+  const double reading = memory_us(g, 2 * tensor_bytes(op), g.rates.memory_share);
+  p.us += 2 * g.rates.kernel_us + std::max(summing, reading);
+  p.kernels += 2;
+  if (summing > reading) p.bound = FAKEGPU_BOUND_COMPUTE;
+  return p;
+}
+
 // Work that streams its bytes in PyTorch's elementwise kernels, which take one element at a time
 // where they cannot vectorize (dims: op_facts.h): the longer of its bytes and the SMs' work.
 Priced elementwise(const Gpu& g, const fakegpu_op_facts& op) {
@@ -308,11 +323,7 @@ Priced gpu_time(const Gpu& g, const fakegpu_op_facts& op) {
     // from cache: three passes of the tensor in all.
     // Row-wise kernels (norms, softmax) reduce within each row before they write: their own share.
     case FAKEGPU_OP_NORM: return streaming(g, std::max(op.bytes, 3 * tensor_bytes(op)), 1, g.rates.row_memory_share);
-    // The input gradient reads the output's gradient and the input and writes its gradient; the
-    // weight's gradient reads the first two again, summed down the rows in a second kernel.
-    case FAKEGPU_OP_NORM_BACKWARD:
-      return op.dims[2] ? streaming(g, 5 * tensor_bytes(op), 3, g.rates.row_memory_share)
-                        : streaming(g, 3 * tensor_bytes(op), 1, g.rates.row_memory_share);
+    case FAKEGPU_OP_NORM_BACKWARD: return norm_backward(g, op);
     case FAKEGPU_OP_SOFTMAX:
       return streaming(g, 2 * tensor_bytes(op) * (1 + reread_share(op)), 1, g.rates.row_memory_share);
     case FAKEGPU_OP_SOFTMAX_BACKWARD:

@@ -63,6 +63,11 @@ constexpr GpuRates kHopper{
     // 13 statistics kernels in 609 us, about 1400 elements of a channel per microsecond.
     1390,
     550,
+    // Layer norm's weight gradient (GammaBetaBackward) in the profiles of whole steps
+    // (verification/steps/h100-sxm.jsonl, `kernels`): 32768 x 1024 fp32 in 158 us, 8192 x 1024
+    // bf16 (RMS norm) in 36 us, 3220 and 3530 operand elements per SM and microsecond, an H200
+    // within 6% of them (GPT-2's 8192 x 768 ran at 2070).
+    3300,
     // Read off single kernels in the profiles of whole steps (verification/steps/h100-sxm.jsonl,
     // `kernels`), each the same within 2% in two models and on an H200, so bound by the SMs:
     // - bf16 to fp32 copies (PyTorch vectorizes only fp32 to bf16 or fp16): a Llama model's 262 M
@@ -110,6 +115,7 @@ const std::vector<GpuRateField>& gpu_rate_fields() {
       {"native_channel_reduce_per_us", &GpuRates::native_channel_reduce_per_us, kNoLimit, "elements per microsecond"},
       {"native_channel_reduce_backward_per_us", &GpuRates::native_channel_reduce_backward_per_us, kNoLimit,
        "elements per microsecond"},
+      {"norm_weight_grad_per_us", &GpuRates::norm_weight_grad_per_us, kNoLimit, "operand elements per SM and microsecond"},
       {"unrolled_operand_per_us", &GpuRates::unrolled_operand_per_us, kNoLimit, "operand elements per SM and microsecond"},
       {"strided_element_per_us", &GpuRates::strided_element_per_us, kNoLimit, "elements per SM and microsecond"},
       {"strided_dim_per_us", &GpuRates::strided_dim_per_us, kNoLimit, "element-dimensions per SM and microsecond"},

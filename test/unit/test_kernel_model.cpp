@@ -283,6 +283,28 @@ TEST(KernelModel, ElementwiseKernelsThatCannotVectorizeAreBoundByTheSms) {
   EXPECT_DOUBLE_EQ(gpu_us(unvectorized(n, wide, 2, 0)), gpu_us(memory_op(n * wide)));
 }
 
+TEST(KernelModel, ANormsWeightGradientIsBoundByItsSumsNotItsBytes) {
+  const GpuRates& r = gpu_rates(h100());
+  fakegpu_op_facts backward{};
+  backward.kind = FAKEGPU_OP_NORM_BACKWARD;
+  backward.element_bytes = 4;
+  backward.dims[0] = 32768;  // rows
+  backward.dims[1] = 1024;   // width
+  const double input_gradient = gpu_us(backward);
+  backward.dims[2] = 1;  // and the weight's gradient
+  const double both = gpu_us(backward);
+  const double elements = 32768.0 * 1024;
+  EXPECT_NEAR(both - input_gradient, 2 * r.kernel_us + 2 * elements / (r.norm_weight_grad_per_us * h100().sm_count),
+              0.01);
+  EXPECT_EQ(estimate(h100(), backward).kernels, 3);
+  // The H200's faster memory speeds up the input gradient, not the sums.
+  const GpuProfile& h200 = *find_gpu_profile("h200");
+  fakegpu_op_facts input_only = backward;
+  input_only.dims[2] = 0;
+  EXPECT_LT(gpu_us(input_only, h200), 0.8 * input_gradient);
+  EXPECT_NEAR(gpu_us(backward, h200) - gpu_us(input_only, h200), both - input_gradient, 0.01);
+}
+
 TEST(KernelModel, TheHostPaysForEveryLaunchAndMoreWithAutograd) {
   const HostRates& h = default_host_rates();
   fakegpu_op_facts op = memory_op(1e6);

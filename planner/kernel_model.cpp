@@ -195,8 +195,22 @@ double attention_share(const GpuRates& r, int math, double dim) {
 }
 
 // FlexAttention's Triton kernels reach about 90% of FlashAttention-2's rate forward and 85%
-// backward (PyTorch's FlexAttention announcement, measured on A100 and H100).
+// backward (PyTorch's FlexAttention announcement). The attention shares are those of the cuDNN
+// kernels PyTorch's SDPA runs on Hopper, which FlashAttention-2 does not reach: on an H100 SXM at
+// 8k tokens, 322 against 412 TFLOP/s forward at head dim 64 and 333 against 529 causal at 128;
+// backward 264 against 395 (2k tokens) and 318 against 518 (the FlashAttention-3 paper's figures).
 constexpr double kFlexForwardShare = 0.90, kFlexBackwardShare = 0.85;
+constexpr double kFlash2ForwardD64 = 0.78, kFlash2ForwardD128 = 0.63;
+constexpr double kFlash2BackwardD64 = 0.67, kFlash2BackwardD128 = 0.61;
+
+// FlexAttention's share of the fused attention rate at head dim `dim` (interpolated as the
+// shares are).
+double flex_share(double dim, bool backward) {
+  const double t = std::clamp((dim - 64) / 64, 0.0, 1.0);
+  const double flash2 = backward ? kFlash2BackwardD64 + t * (kFlash2BackwardD128 - kFlash2BackwardD64)
+                                 : kFlash2ForwardD64 + t * (kFlash2ForwardD128 - kFlash2ForwardD64);
+  return flash2 * (backward ? kFlexBackwardShare : kFlexForwardShare);
+}
 
 // Fused attention: each CTA takes a block of 128 queries (64 beyond a head dim of 128) and walks
 // the keys in blocks of the same size, two products per block; with a causal mask it stops at the
@@ -216,7 +230,7 @@ Priced attention(const Gpu& g, const fakegpu_op_facts& op, bool backward) {
   const double flop_per_cta = blocks_per_cta * products * 2 * block * block * dim;
   double share = attention_share(g.rates, op.math, dim);
   if (backward) share *= g.rates.attention_backward_share;
-  if (op.flags & FAKEGPU_OP_FLEX) share *= backward ? kFlexBackwardShare : kFlexForwardShare;
+  if (op.flags & FAKEGPU_OP_FLEX) share *= flex_share(dim, backward);
   const int math = op.math == FAKEGPU_MATH_FP32 ? FAKEGPU_MATH_FP32 : FAKEGPU_MATH_HALF;
   const double sm_flop_per_us = peak_tflops(g.profile, math) * 1e6 / g.sms;
   const double computing = ceil_div(ctas, g.sms) * flop_per_cta / (sm_flop_per_us * share);

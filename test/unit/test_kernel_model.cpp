@@ -108,13 +108,15 @@ TEST(KernelModel, FlexAttentionVisitsTheBlocksItsMaskKeepsAtItsOwnRate) {
   quarter.dims[5] = FAKEGPU_OP_SHARE_UNITS / 4;
   const double full = gpu_us(attention(8192, 128, false));
   EXPECT_NEAR(gpu_us(quarter) / full, 0.25, 0.03);
-  // Inductor's kernel is slower than flash attention on the same mask, more so backward.
+  // Inductor's kernel runs at 90% of FlashAttention-2's rate forward and 85% backward, which on
+  // Hopper is about 60% of the cuDNN kernels' at head dim 128: so the same mask takes 1.7 times
+  // as long forward, and longer still backward.
   fakegpu_op_facts flex = attention(8192, 128, true), flex_backward = attention(8192, 128, true, true);
   flex.flags |= FAKEGPU_OP_FLEX;
   flex_backward.flags |= FAKEGPU_OP_FLEX;
   const double forward_ratio = gpu_us(flex) / gpu_us(attention(8192, 128, true));
   const double backward_ratio = gpu_us(flex_backward) / gpu_us(attention(8192, 128, true, true));
-  EXPECT_GT(forward_ratio, 1.05);
+  EXPECT_NEAR(forward_ratio, 1 / (0.90 * 0.63), 0.05);
   EXPECT_GT(backward_ratio, forward_ratio);
 }
 

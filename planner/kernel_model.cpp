@@ -116,10 +116,19 @@ Priced gemm(const Gpu& g, int math, double batch, double m, double n, double k, 
   return p;
 }
 
+// Hopper's tensor cores take TF32 operands from shared memory only with K, the inner dimension,
+// contiguous (16-bit types either way). A product whose two matrices both hold K apart, such as a
+// Linear layer's weight gradient, ran at two-thirds of the rate on an H100 (4 of an fp32 MLP's
+// products in TF32, 515 us against 325 to 360 for the same FLOPs laid out otherwise; an H200 alike);
+// one such matrix cost nothing measurable. Other GPUs: not measured, not modeled.
+double layout_share(const GpuProfile& p, int math, int64_t apart) {
+  return math == FAKEGPU_MATH_TF32 && p.cc_major == 9 && apart >= 2 ? 0.66 : 1.0;
+}
+
 Priced matrix_product(const Gpu& g, const fakegpu_op_facts& op) {
   const auto* d = op.dims;
   const double share = (tensor_cores(op.math) ? g.rates.gemm_tile_share : g.rates.gemm_cuda_core_share) *
-                       alignment_share(g.profile, op.math, op.row_alignment);
+                       alignment_share(g.profile, op.math, op.row_alignment) * layout_share(g.profile, op.math, d[4]);
   return gemm(g, op.math, std::max<int64_t>(d[0], 1), d[1], d[2], d[3], op.bytes, share, g.rates.gemm_tile_overhead_k,
               g.rates.memory_share);
 }

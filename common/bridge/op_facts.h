@@ -18,7 +18,7 @@ enum fakegpu_op_kind {
                                       dims[2]: operands loaded and stored one element at a time with a type conversion
                                       (0: none), dims[3]: dimensions whose offsets each element computes (0: contiguous),
                                       dims[4]: 1 for a concatenation of tensors that are not contiguous */
-  FAKEGPU_OP_GEMM = 1,             /* dims: batch, m, n, k */
+  FAKEGPU_OP_GEMM = 1,             /* dims: batch, m, n, k, how many of the two matrices are not K-major (0-2) */
   FAKEGPU_OP_CONV = 2,             /* dims: batch, in channels, in pixels, out channels, kernel taps, out pixels,
                                       groups, passes (0: forward; bit 0: input gradient, bit 1: weight gradient) */
   FAKEGPU_OP_ATTENTION = 3,        /* fused attention forward; dims: batch, heads, query length, key length, head dim,

@@ -94,11 +94,23 @@ def math_of(t, matmul=True):
     return B.MEMORY_BOUND
 
 
+def _k_major(t, k_dim):
+    """Whether matrix `t` holds the elements of its inner (K) dimension, `k_dim`, next to each
+    other: a's columns, b's rows. A matrix contiguous in neither dimension is copied into rows."""
+    if t.dim() < 2 or t.shape[k_dim] <= 1:
+        return True
+    if t.stride(-1) != 1 and t.stride(-2) != 1:
+        return k_dim == -1
+    return t.stride(k_dim) == 1
+
+
 def _gemm(name, args, result, nbytes):
     a, b, out = _gemm_matrices(name, args, result)
     batch, m, n, k = _gemm_dims(name, a, b)
     alignment = 16 if b.dim() == 1 else min(_row_alignment(x) for x in (a, b, out))
-    return B.facts(B.GEMM, math_of(a), 2.0 * batch * m * n * k, nbytes, (batch, m, n, k),
+    # dims[4]: how many of the two matrices are not K-major (op_facts.h).
+    apart = 0 if b.dim() == 1 else int(not _k_major(a, -1)) + int(not _k_major(b, -2))
+    return B.facts(B.GEMM, math_of(a), 2.0 * batch * m * n * k, nbytes, (batch, m, n, k, apart),
                    element_bytes=a.element_size(), row_alignment=alignment)
 
 

@@ -65,6 +65,17 @@ class Convolution(unittest.TestCase):
         self.assertEqual(last.flags & B.CHANNELS_LAST, B.CHANNELS_LAST)
 
 
+class MatrixProducts(unittest.TestCase):
+    def test_which_matrices_hold_k_apart(self):
+        x, w, dy = torch.empty(64, 32), torch.empty(16, 32), torch.empty(64, 16)
+        # A Linear layer: forward x @ w.T (both K-major), input gradient dy @ w (w holds K apart),
+        # weight gradient dy.T @ x (both hold K apart).
+        self.assertEqual(facts("aten::mm", x, w.t()).dims[4], 0)
+        self.assertEqual(facts("aten::mm", dy, w).dims[4], 1)
+        self.assertEqual(facts("aten::mm", dy.t(), x).dims[4], 2)
+        self.assertEqual(list(facts("aten::mm", dy.t(), x).dims[:4]), [1, 16, 32, 64])
+
+
 class Elementwise(unittest.TestCase):
     """PyTorch's elementwise kernels vectorize over contiguous operands of one type; otherwise the
     facts say what each element costs the SMs: operands converted, loop dimensions (op_facts.h).

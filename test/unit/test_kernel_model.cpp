@@ -72,6 +72,20 @@ TEST(KernelModel, ShortInnerDimensionsAndMisalignedRowsCost) {
   EXPECT_DOUBLE_EQ(alignment_share(*find_gpu_profile("a100"), FAKEGPU_MATH_HALF, 2), 1.0);  // not measured there
 }
 
+TEST(KernelModel, Tf32ProductsWithBothMatricesHoldingKApartSlowOnHopper) {
+  fakegpu_op_facts packed = gemm(8192, 8192, 8192, FAKEGPU_MATH_TF32, 4), apart = packed, one = packed;
+  apart.dims[4] = 2;  // a Linear layer's weight gradient: both matrices transposed
+  one.dims[4] = 1;
+  EXPECT_NEAR(gpu_us(apart) / gpu_us(packed), 1 / 0.66, 0.05);
+  EXPECT_DOUBLE_EQ(gpu_us(one), gpu_us(packed));
+  // 16-bit types load either way; an A100's TF32 is not measured so, nor modeled.
+  fakegpu_op_facts half = gemm(8192, 8192, 8192), half_apart = half;
+  half_apart.dims[4] = 2;
+  EXPECT_DOUBLE_EQ(gpu_us(half_apart), gpu_us(half));
+  const GpuProfile& a100 = *find_gpu_profile("a100");
+  EXPECT_DOUBLE_EQ(gpu_us(apart, a100), gpu_us(packed, a100));
+}
+
 TEST(KernelModel, MatrixVectorProductsAreReadBound) {
   const fakegpu_op_facts op = gemm(1, 4096, 4096);
   const fakegpu_op_cost c = estimate(h100(), op);

@@ -17,7 +17,8 @@
 extern "C" {
 #endif
 
-/* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush; 6: describe_group */
+/* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush; 6: describe_group;
+ * 7: op_facts' dims for elementwise loops that cannot vectorize and for matrices' layouts */
 #define FAKEGPU_TORCH_BRIDGE_VERSION 7u
 
 /* Host work outside any one operator (host_event). */

@@ -62,6 +62,10 @@ struct GpuRates {
   // channel, forward and backward (as channel_reduce_per_us).
   double native_channel_reduce_per_us;
   double native_channel_reduce_backward_per_us;
+  // The weight and bias gradients of layer and RMS norm sum the output's gradient times the
+  // normalised input down each column, blocks of columns at a time: operand elements (two per
+  // element) an SM sums per microsecond.
+  double norm_weight_grad_per_us;
   // PyTorch's elementwise kernels vectorize only over contiguous operands of the type they compute
   // in. Otherwise each thread handles one element at a time, and the SMs' instructions, not the
   // memory, can bound the kernel (an H200's faster memory then gains it nothing):
@@ -70,10 +74,6 @@ struct GpuRates {
   // - strided operands: elements an SM handles per microsecond, and on top, elements times the
   //   dimensions each element's offsets are computed over;
   // - a concatenation of tensors that are not contiguous: elements per SM and microsecond.
-  // The weight and bias gradients of layer and RMS norm sum the output's gradient times the
-  // normalised input down each column, blocks of columns at a time: operand elements (two per
-  // element) an SM sums per microsecond.
-  double norm_weight_grad_per_us;
   double unrolled_operand_per_us;
   double strided_element_per_us;
   double strided_dim_per_us;

@@ -297,7 +297,9 @@ def _elementwise(name, args, result):
     dims = _loop_dims(out, inputs)
     if dims is None:
         return None
-    operands = 1 + len(inputs) if _converts(name, out, inputs) else 0
+    # An in-place operator also reads the tensor it writes.
+    in_place = name != "aten::copy_" and any(t is out for t in tree_leaves(args))
+    operands = 1 + len(inputs) + int(in_place) if _converts(name, out, inputs) else 0
     if not dims and not operands:
         return None
     return out.numel(), operands, dims

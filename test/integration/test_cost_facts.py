@@ -106,6 +106,8 @@ class Elementwise(unittest.TestCase):
         # Booleans are taken as they are: no conversion.
         mask = x > 0
         self.assertEqual(self.elementwise("aten::where", (mask, x, x), torch.where(mask, x, x)), [0] * 5)
+        # In place, the tensor written is read too.
+        self.assertEqual(self.elementwise("aten::add_", (x, half), x), [1, x.numel(), 3, 0, 0])
         # A scalar from the host is an argument, not an operand.
         scalar = torch.tensor(2.0)
         self.assertEqual(self.elementwise("aten::mul", (x, scalar), x), [0] * 5)

@@ -50,13 +50,27 @@ def _time(fn, inputs, backward=True):
     return out
 
 
+def _sustained_us(fn, seconds=2.0):
+    """GPU time per call of `fn` after the GPU has run it back to back for about `seconds`, and
+    over as long again: long enough for its clocks to settle under its power limit, as in a
+    training run, where 20 calls may not be."""
+    reps = max(20, int(seconds * 1e6 / max(_events_us(fn, 20), 1.0)))
+    return _events_us(fn, reps, warm=reps)
+
+
 def _gemm(c, dtype):
     if c["op"] == "bmm":
         b, m, n, k = c["shape"]
         x, y = _randn(b, m, k, dtype=dtype), _randn(b, k, n, dtype=dtype)
         return _time(torch.bmm, (x, y))
     m, n, k = c["shape"]
-    x, y = _randn(m, k, dtype=dtype), _randn(k, n, dtype=dtype)
+    if c["op"] == "mm_k_apart":
+        # Both matrices hold K apart, as a Linear layer's weight gradient (dy.T @ x) does.
+        x, y = _randn(k, m, dtype=dtype).t(), _randn(k, n, dtype=dtype)
+    else:
+        x, y = _randn(m, k, dtype=dtype), _randn(k, n, dtype=dtype)
+    if c["op"] == "mm_sustained":
+        return {"fwd_us": round(_sustained_us(lambda: torch.matmul(x, y)), 2)}
     return _time(torch.matmul, (x, y))
 
 
@@ -219,6 +233,10 @@ def cases():
             out.append({"case": "gemm", "op": "mm", "dtype": dtype, "shape": [m, n, k]})
     for shape in ([96, 1024, 1024, 64], [96, 1024, 64, 1024], [32, 2048, 2048, 128]):
         out.append({"case": "gemm", "op": "bmm", "dtype": "bf16", "shape": shape})
+    for dtype in ("bf16", "tf32"):
+        for m, n, k in ((4096, 4096, 4096), (2048, 8192, 4096)):
+            out.append({"case": "gemm", "op": "mm_k_apart", "dtype": dtype, "shape": [m, n, k]})
+    out.append({"case": "gemm", "op": "mm_sustained", "dtype": "bf16", "shape": [8192, 8192, 8192]})
     for n in (2**10, 2**16, 2**20, 2**22, 2**24, 2**26, 2**28):
         for dtype in ("fp32", "bf16"):
             for op in ("add", "copy", "gelu"):

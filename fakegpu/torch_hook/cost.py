@@ -288,11 +288,11 @@ def _elementwise(name, args, result):
             return None
         out = outs[0]
         inputs = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor) and t is not out]
-    if not isinstance(out, torch.Tensor) or out.numel() == 0:
+    if not isinstance(out, torch.Tensor) or out.numel() == 0 or out.layout != torch.strided:
         return None
     # A tensor on the host is a scalar the kernel takes as an argument.
     inputs = [t for t in inputs if t.device == out.device]
-    if not inputs:
+    if not inputs or any(t.layout != torch.strided for t in inputs):
         return None
     dims = _loop_dims(out, inputs)
     if dims is None:
@@ -309,7 +309,8 @@ def _cat(tensors, result):
     """A concatenation's dims beyond its bytes (op_facts.h). PyTorch's kernel vectorizes contiguous
     inputs; others of up to 4 dimensions it places element by element, and beyond that it copies
     each input into its slice of the result."""
-    if not isinstance(result, torch.Tensor) or not tensors or all(t.is_contiguous() for t in tensors):
+    if (not isinstance(result, torch.Tensor) or not tensors or any(t.layout != torch.strided for t in tensors)
+            or all(t.is_contiguous() for t in tensors)):
         return ()
     dims = max(t.dim() for t in tensors)
     return (1, result.numel(), 0, 0, 1) if dims <= 4 else (len(tensors), result.numel(), 0, dims)

@@ -53,6 +53,14 @@ Priced streaming(const Gpu& g, double bytes, int kernels = 1, double share = 0) 
   return {fixed + moving, kernels, moving >= fixed ? FAKEGPU_BOUND_MEMORY : FAKEGPU_BOUND_LAUNCH};
 }
 
+// Where a kernel's SMs take longer over their work than its bytes take to move (`reading`, which
+// `p` was priced by), the work sets its time, and `bound` says so.
+void bound_by_work(Priced& p, double reading, double working, int bound) {
+  if (working <= reading) return;
+  p.us += working - reading;
+  p.bound = bound;
+}
+
 struct Tile {
   int rows, columns;
 };
@@ -284,11 +292,8 @@ Priced batch_norm(const Gpu& g, const fakegpu_op_facts& op, bool backward) {
   const double rate = op.dims[3] ? (backward ? r.native_channel_reduce_backward_per_us : r.native_channel_reduce_per_us)
                                  : (backward ? r.channel_reduce_backward_per_us : r.channel_reduce_per_us);
   const double reducing = ceil_div(channels, g.sms) * pixels / rate;
-  const double reading = memory_us(g, tensor_bytes(op) * (backward ? 2 : 1), g.rates.memory_share);
-  if (reducing > reading) {
-    p.us += reducing - reading;
-    p.bound = FAKEGPU_BOUND_LAUNCH;
-  }
+  bound_by_work(p, memory_us(g, tensor_bytes(op) * (backward ? 2 : 1), g.rates.memory_share), reducing,
+                FAKEGPU_BOUND_LAUNCH);
   return p;
 }
 
@@ -326,12 +331,8 @@ Priced elementwise(const Gpu& g, const fakegpu_op_facts& op) {
   const double strided = op.dims[3] ? 1 / r.strided_element_per_us + op.dims[3] / r.strided_dim_per_us : 0;
   const double per_element =
       op.dims[2] / r.unrolled_operand_per_us + strided + (op.dims[4] ? 1 / r.strided_cat_per_us : 0);
-  const double working = double(op.dims[1]) * per_element / g.sms;
-  const double moving = p.us - kernels * r.kernel_us;
-  if (working > moving) {
-    p.us += working - moving;
-    p.bound = FAKEGPU_BOUND_COMPUTE;
-  }
+  bound_by_work(p, memory_us(g, op.bytes, r.memory_share), double(op.dims[1]) * per_element / g.sms,
+                FAKEGPU_BOUND_COMPUTE);
   return p;
 }
 

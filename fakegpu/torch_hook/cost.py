@@ -228,8 +228,9 @@ def _foreach(name, args, result, nbytes):
                    element_bytes=first[0].element_size())
 
 
-# Copies, which TensorIterator runs as elementwise kernels though PyTorch does not tag them pointwise.
-COPIES = ("aten::copy_", "aten::_to_copy")
+# A copy runs as an elementwise kernel though PyTorch does not tag it pointwise (`.to()`'s
+# `_to_copy` reaches the hook as an allocation and this copy).
+COPY = "aten::copy_"
 CATS = ("aten::cat", "aten::stack")
 
 
@@ -271,7 +272,7 @@ def _converts(name, out, inputs):
     """Whether the kernel converts an operand from another type as it loads it. A copy converts
     unless source and destination agree, or fp32 becomes bf16 or fp16 (a kernel of its own); other
     operators compute in one floating type, taking integer and boolean operands as they are."""
-    if name in COPIES:
+    if name == COPY:
         source = inputs[0].dtype
         return source != out.dtype and not (source == torch.float32 and out.dtype in (torch.bfloat16, torch.float16))
     return len({t.dtype for t in [out] + inputs if t.is_floating_point()}) > 1
@@ -280,7 +281,7 @@ def _converts(name, out, inputs):
 def _elementwise(name, args, result):
     """(elements, operands converted, loop dimensions) of an elementwise operator whose kernel
     cannot vectorize (op_facts.h, FAKEGPU_OP_MEMORY), or None where it can or is no such loop."""
-    if name == "aten::copy_":
+    if name == COPY:
         out, inputs = args[0], [args[1]]
     else:
         outs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
@@ -298,7 +299,7 @@ def _elementwise(name, args, result):
     if dims is None:
         return None
     # An in-place operator also reads the tensor it writes.
-    in_place = name != "aten::copy_" and any(t is out for t in tree_leaves(args))
+    in_place = name != COPY and any(t is out for t in tree_leaves(args))
     operands = 1 + len(inputs) + int(in_place) if _converts(name, out, inputs) else 0
     if not dims and not operands:
         return None
@@ -327,7 +328,7 @@ def op_facts(name, args, result, flags=0, elementwise=False):
         nbytes += tensor_bytes([args[0]])  # an in-place operator reads the tensor it writes
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         flags |= B.RECORDS_GRAD
-    if base == "aten::copy_" and any(t.device.type == "cpu" for t in tensors):
+    if base == COPY and any(t.device.type == "cpu" for t in tensors):
         return B.facts(B.HOST_COPY, nbytes=args[1].numel() * args[1].element_size(), flags=flags)
     if base in GEMMS:
         f = _gemm(base, args, result, nbytes)
@@ -378,7 +379,7 @@ def op_facts(name, args, result, flags=0, elementwise=False):
     elif base in CATS and args and isinstance(args[0], (list, tuple)):
         f = B.facts(B.MEMORY, nbytes=nbytes, dims=_cat([t for t in args[0] if isinstance(t, torch.Tensor)], result))
     else:
-        loop = _elementwise(base, args, result) if elementwise or base in COPIES else None
+        loop = _elementwise(base, args, result) if elementwise or base == COPY else None
         f = B.facts(B.MEMORY, nbytes=nbytes, dims=(1,) + loop if loop else ())
     f.flags |= flags
     return f

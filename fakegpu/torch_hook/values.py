@@ -41,7 +41,7 @@ _OVERWRITE_SELF = {"aten::fill_", "aten::zero_", "aten::copy_"}
 _active = False
 _marks = {}  # id(storage) -> (weak reference to the storage, where its values came from)
 _roles_by_schema = {}  # id(schema) -> (schema, _roles(schema))
-_read_said = False
+_said = set()  # the once-a-process notices already given: "read", "spread"
 
 
 def install():
@@ -56,7 +56,7 @@ def install():
 
 def _checking_read(read, how):
     def checked(self, *args):
-        if not _read_said:
+        if "read" not in _said:
             check_read(self, how)
         return read(self, *args)
 
@@ -202,7 +202,8 @@ def spread_picks(op, args, kwargs, results):
     dim_at, default_dim, k_at = _PICKERS[schema.name]
     dim = args[dim_at] if len(args) > dim_at else kwargs.get("dim", default_dim)
     picks = results[1] if isinstance(results, (tuple, list)) else results
-    if dim is None or x.dim() == 0 or origin(x) is None or not _spans_storage(picks):
+    where = None if dim is None or x.dim() == 0 else origin(x)
+    if where is None or not _spans_storage(picks):
         return []  # argmax over all elements picks one; a computed input was picked for real
     dim %= x.dim()
     k = int(args[k_at]) if k_at is not None else 1
@@ -212,25 +213,19 @@ def spread_picks(op, args, kwargs, results):
     if k_at is not None:  # topk: rows in the order of the other dimensions, the k picks along dim
         spread = spread.reshape([s for i, s in enumerate(picks.shape) if i != dim] + [k]).movedim(-1, dim)
     _marks.pop(id(picks.untyped_storage()), None)
-    _say_spread(schema.name, origin(x))
+    # A mixture of experts' prediction then assumes balanced routing: said once.
+    _say_once("spread", f"fakegpu: {schema.name} picks from values that shapes mode did not compute (they derive "
+                        f"from {where}); it picks every position equally often, so a mixture of experts is modeled "
+                        "with balanced routing")
     return [(picks, spread.to(picks.dtype).reshape(picks.shape))]
 
 
-_spread_said = False
-
-
-def _say_spread(name, where):
-    """Says once per process (on rank 0) that picks were spread: a mixture of experts' prediction
-    then assumes balanced routing."""
-    global _spread_said
-    if not _spread_said:
-        _spread_said = True
-        _say(f"fakegpu: {name} picks from values that shapes mode did not compute (they derive from {where}); it "
-             "picks every position equally often, so a mixture of experts is modeled with balanced routing")
-
-
-def _say(line):
-    """A line on rank 0's standard error (once per job, not once per rank)."""
+def _say_once(key, line):
+    """Says `line` on rank 0's standard error (once per job, not once per rank) the first time
+    `key` comes up in this process."""
+    if key in _said:
+        return
+    _said.add(key)
     if os.environ.get("RANK", "0") == "0":
         print(line, file=sys.stderr, flush=True)
 
@@ -256,10 +251,8 @@ def check_assert(name, args):
 
 def check_read(t, how):
     """Says once per process (on rank 0) that the host read a value shapes mode did not compute."""
-    global _read_said
-    where = None if _read_said else origin(t)
+    where = None if "read" in _said else origin(t)
     if where is None:
         return
-    _read_said = True
-    _say(f"fakegpu: {how} reads a value that shapes mode did not compute (it derives from {where}); it reads as "
-         "zero. Values such as losses are computed only with FAKEGPU_TORCH_COMPUTE=1")
+    _say_once("read", f"fakegpu: {how} reads a value that shapes mode did not compute (it derives from {where}); "
+                      "it reads as zero. Values such as losses are computed only with FAKEGPU_TORCH_COMPUTE=1")

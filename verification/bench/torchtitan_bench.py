@@ -26,6 +26,11 @@ def workspace_or_skip():
     return make_workspace()  # the model keeps its own vocabulary
 
 
+def job_env():
+    """A torchtitan job's environment here: offline (the workspace holds its data and tokenizer)."""
+    return dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+
+
 def chosen(parser, option, value, known):
     """The names a comma-separated option lists (all of `known` when empty); refuses, naming them,
     any it does not know."""
@@ -47,8 +52,7 @@ def train(gpus, workspace, module, config, *options):
                "--hf-assets-path", "./tests/assets/tokenizer", "--dataloader.dataset", "c4_test",
                "--profiler.no-enable-profiling", "--metrics.no-enable-tensorboard", "--training.steps", "3",
                "--validator.no-enable", "--checkpoint.no-enable", *options]
-    env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    wall, host, output, code = run_sampled(command, env, cwd=workspace)
+    wall, host, output, code = run_sampled(command, job_env(), cwd=workspace)
     if code != 0:
         sys.exit(f"{config} on {gpus} GPUs failed:\n{output[-3000:]}")
     return json.loads(report.read_text()), wall, host

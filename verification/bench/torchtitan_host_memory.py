@@ -15,7 +15,6 @@ build/torch-venv (skips, exit 77, without it).
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -24,9 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test" / "integration"))
 from representative_scale import resident, run_sampled  # noqa: E402
 from test_torchtitan import LLAMA, TRAINING, step_losses  # noqa: E402
-from torchtitan_bench import chosen, workspace_or_skip  # noqa: E402
-
-PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
+from torchtitan_bench import PYTHON, chosen, job_env, workspace_or_skip  # noqa: E402
 
 # name -> (ranks, torchtitan's options beyond the shared ones)
 CONFIGS = {
@@ -64,7 +61,6 @@ def run(name, ranks, options, workspace):
     command = [str(ROOT / "fgpu"), "--gpu", "h100", "--nodes", "1", "--gpus-per-node", str(ranks), "--report",
                str(report), str(PYTHON.parent / "torchrun"), f"--nproc_per_node={ranks}", "-m", "torchtitan.train",
                "--module", LLAMA[0], "--config", LLAMA[1], *TRAINING, *options]
-    env = dict(os.environ, PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     peaks = {}  # rank -> its process's peak resident memory
 
     def watch(pids):
@@ -73,7 +69,7 @@ def run(name, ranks, options, workspace):
             if rank is not None:
                 peaks[rank] = max(peaks.get(rank, 0), resident(pid))
 
-    wall, _, output, code = run_sampled(command, env, cwd=workspace, watch=watch)
+    wall, _, output, code = run_sampled(command, job_env(), cwd=workspace, watch=watch)
     if code != 0:
         return None, output
     r = json.loads(report.read_text())

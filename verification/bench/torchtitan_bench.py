@@ -1,5 +1,5 @@
 """What the torchtitan benchmarks share: a torchtitan config trained for three steps under
-`fgpu --representative` (shapes mode) on a cluster of 8-GPU H100 servers, from one process, in a
+`fgpu --representative` (shapes mode) on a cluster of 8-GPU servers (H100 unless told), from one process, in a
 workspace of the synthetic dataset and tokenizer the tests write."""
 
 import json
@@ -41,12 +41,13 @@ def chosen(parser, option, value, known):
     return names
 
 
-def train(gpus, workspace, module, config, *options):
-    """torchtitan's `config` of `module` for three steps on `gpus` H100s; (the report, wall
-    seconds, peak host memory in bytes of every process fgpu started, summed)."""
+def train(gpus, workspace, module, config, *options, gpu="h100"):
+    """torchtitan's `config` of `module` for three steps on `gpus` GPUs of the preset family `gpu`,
+    8 a server; (the report, wall seconds, peak host memory in bytes of every process fgpu
+    started, summed)."""
     report = Path(tempfile.mkdtemp(prefix="fakegpu-torchtitan-bench-")) / "report.json"
     nodes = gpus // 8
-    command = [str(ROOT / "fgpu"), "--representative", "--gpu", "h100", "--nodes", str(nodes), "--gpus-per-node", "8",
+    command = [str(ROOT / "fgpu"), "--representative", "--gpu", gpu, "--nodes", str(nodes), "--gpus-per-node", "8",
                "--report", str(report), str(PYTHON.parent / "torchrun"), "--nproc_per_node=8", f"--nnodes={nodes}",
                "-m", "torchtitan.train", "--module", module, "--config", config,
                "--hf-assets-path", "./tests/assets/tokenizer", "--dataloader.dataset", "c4_test",

@@ -1,26 +1,31 @@
 #!/usr/bin/env python3
-"""torchtitan's published Llama 3.1 runs on H100s, predicted from one process: torchtitan's own
-configs under `fgpu --representative` in shapes mode, on clusters of 8-GPU H100 servers. Prints,
-per run, the predicted tokens per second per GPU and PyTorch's peak reserved memory beside the
+"""torchtitan's published Llama 3 and 3.1 runs, predicted from one process: torchtitan's own
+configs under `fgpu --representative` in shapes mode, on clusters of 8-GPU servers. Prints, per
+run, the predicted tokens per second per GPU and PyTorch's peak reserved memory beside the
 published figures, with what the prediction cost here (wall time, peak host memory).
 
     python3 verification/bench/torchtitan_published.py                 # every run below
     python3 verification/bench/torchtitan_published.py --runs 8b-8
 
-Published: torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (torch, torchao and
-torchtitan of December 2024): throughput read at iteration 90, memory as torchtitan logs it (the
-caching allocator's peak reserved). The runs:
-- 8b-8, 8b-128: Tables 1 and 3, the rows "FSDP": Llama 3.1 8B, FSDP over 8 and 128 GPUs, local
-  batch 2 of 8192 tokens, selective activation checkpointing, no torch.compile.
-- 70b-256: Table 4, the row "2D": Llama 3.1 70B, FSDP 32 x TP 8, local batch 16, full activation
-  checkpointing. Published with Float8 linear layers and torch.compile, which this prediction
-  leaves out (torchao is not installed; compiled graphs run unfused here): it predicts the same
-  job in bf16, eagerly, which runs slower on a GPU than what was published.
+The runs, none of which the kernel model was calibrated on:
+- 8b-64-a100, 70b-64-a100: torchtitan's docs/performance.md of mid 2024, "Llama 3 performance
+  numbers": Llama 3 8B and 70B, FSDP over 64 A100s of 80 GB, local batch 1 of 8192 tokens,
+  selective (per-operator) and full activation checkpointing, no torch.compile; throughput only.
+- 8b-8, 8b-128, 70b-256: torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (torch, torchao
+  and torchtitan of December 2024), throughput read at iteration 90, memory as torchtitan logs it
+  (the caching allocator's peak reserved).
+  - 8b-8, 8b-128: Tables 1 and 3, the rows "FSDP": Llama 3.1 8B, FSDP over 8 and 128 GPUs, local
+    batch 2 of 8192 tokens, selective activation checkpointing, no torch.compile.
+  - 70b-256: Table 4, the row "2D": Llama 3.1 70B, FSDP 32 x TP 8, local batch 16, full
+    activation checkpointing. Published with Float8 linear layers and torch.compile, which this
+    prediction leaves out (torchao is not installed; compiled graphs run unfused here): it
+    predicts the same job in bf16, eagerly, which runs slower on a GPU than what was published.
+  Their GPUs are Grand Teton H100s, 96 GB of HBM2e at 2.4 TB/s, power-limited to 500 W, whose
+  peak TFLOPS the authors place between the SXM's and the NVL's; `--gpu h100` models the SXM
+  (80 GB of HBM3, 3.35 TB/s, 700 W), so the SXM should be faster.
 Their loss takes the whole logits at once, as torchtitan's then did (`--loss.num-chunks 1`;
-torchtitan 0.3.0 chunks them by default). Their GPUs are Grand Teton H100s, 96 GB of HBM2e at
-2.4 TB/s, power-limited to 500 W, whose peak TFLOPS the authors place between the SXM's and the
-NVL's; `--gpu h100` models the SXM (80 GB of HBM3, 3.35 TB/s, 700 W), so the SXM should be faster.
-Needs torchtitan in build/torch-venv (skips, exit 77, without it).
+torchtitan 0.3.0 chunks them by default). Attention is torchtitan 0.3.0's FlexAttention where the
+runs had PyTorch's SDPA. Needs torchtitan in build/torch-venv (skips, exit 77, without it).
 """
 
 import argparse
@@ -28,18 +33,22 @@ import argparse
 from torchtitan_bench import chosen, train, workspace_or_skip
 
 SEQUENCE = 8192
-# name -> (GPUs, config, local batch, tensor-parallel degree, published tokens/s/GPU, published GiB)
+# name -> (GPU family, GPUs, config, local batch, tensor-parallel degree, published tokens/s/GPU,
+# published GiB or None)
 RUNS = {
-    "8b-8": (8, "llama3_8b", 2, 1, 5762, 82.4),
-    "8b-128": (128, "llama3_8b", 2, 1, 5605, 67.0),
-    "70b-256": (256, "llama3_70b", 16, 8, 829, 71.9),
+    "8b-64-a100": ("a100", 64, "llama3_8b", 1, 1, 2973, None),
+    "70b-64-a100": ("a100", 64, "llama3_70b", 1, 1, 331, None),
+    "8b-8": ("h100", 8, "llama3_8b", 2, 1, 5762, 82.4),
+    "8b-128": ("h100", 128, "llama3_8b", 2, 1, 5605, 67.0),
+    "70b-256": ("h100", 256, "llama3_70b", 16, 8, 829, 71.9),
 }
 
 
 def run(name, workspace):
-    gpus, config, batch, tp, _, _ = RUNS[name]
+    gpu, gpus, config, batch, tp, _, _ = RUNS[name]
     r, wall, host = train(gpus, workspace, "llama3", config, "--training.local-batch-size", str(batch),
-                          "--training.disable-cuda-graphs", "--loss.num-chunks", "1")
+                          "--parallelism.tensor-parallel-degree", str(tp), "--training.disable-cuda-graphs",
+                          "--loss.num-chunks", "1", gpu=gpu)
     step_s = r["steps"]["median_time_us"] / 1e6
     reserved = max(m["pytorch"]["max_reserved"] for m in r["memory"]["ranks"])
     # torchtitan's count: a data-parallel rank's tokens over the GPUs that share them (its TP group).
@@ -52,13 +61,14 @@ def main():
     args = p.parse_args()
     names = chosen(p, "--runs", args.runs, RUNS)
     workspace = workspace_or_skip()
-    print(f"{'run':>8} {'GPUs':>5} {'TPS/GPU':>8} {'published':>9} {'ratio':>6} {'GiB':>6} {'published':>9} "
+    print(f"{'run':>11} {'GPUs':>10} {'TPS/GPU':>8} {'published':>9} {'ratio':>6} {'GiB':>6} {'published':>9} "
           f"{'wall s':>7} {'host GB':>8}")
     for name in names:
         tps, gib, wall, host = run(name, workspace)
-        gpus, _, _, _, published_tps, published_gib = RUNS[name]
-        print(f"{name:>8} {gpus:>5} {tps:>8.0f} {published_tps:>9} {tps / published_tps:>6.2f} {gib:>6.1f} "
-              f"{published_gib:>9.1f} {wall:>7.1f} {host / 1e9:>8.2f}", flush=True)
+        gpu, gpus, _, _, _, published_tps, published_gib = RUNS[name]
+        shown_gib = f"{published_gib:.1f}" if published_gib else "-"
+        print(f"{name:>11} {f'{gpus} x {gpu}':>10} {tps:>8.0f} {published_tps:>9} {tps / published_tps:>6.2f} {gib:>6.1f} "
+              f"{shown_gib:>9} {wall:>7.1f} {host / 1e9:>8.2f}", flush=True)
 
 
 if __name__ == "__main__":

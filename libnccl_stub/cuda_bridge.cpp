@@ -36,6 +36,9 @@ CudaBridge::CudaBridge() {
   find_capture_info();
   find(user_object_create_, "cudaUserObjectCreate");
   find(graph_retain_user_object_, "cudaGraphRetainUserObject");
+  find(host_alloc_, "cudaHostAlloc");
+  find(host_device_pointer_, "cudaHostGetDevicePointer");
+  if (!bridge_) find_driver_wait();
   // fakegpu's runtime has the bridge; any other runtime with cudaMemcpy has real device memory.
   host_accessible_ = bridge_ != nullptr || memcpy_ == nullptr;
 }
@@ -103,6 +106,12 @@ void run_finish(void* pair, StreamClock clock) {
 constexpr unsigned kUserObjectNoDestructorSync = 1;  // the only flag cudaUserObjectCreate takes
 constexpr unsigned kGraphUserObjectMove = 1;         // the graph takes over the caller's reference
 }  // namespace
+
+// NVIDIA's runtime loads the driver privately; the one loaded is the one to ask.
+void CudaBridge::find_driver_wait() {
+  if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))
+    driver_wait_value32_ = reinterpret_cast<decltype(driver_wait_value32_)>(dlsym(driver, "cuStreamWaitValue32_v2"));
+}
 
 void CudaBridge::find_capture_info() {
   find(capture_info_, "cudaStreamGetCaptureInfo_v3");
@@ -241,6 +250,25 @@ std::vector<fakegpu_memory_sample> CudaBridge::memory_samples(int device, size_t
 
 bool CudaBridge::pin(void* ptr, size_t bytes) const {
   return !host_register_ || host_register_(ptr, bytes, 0 /* cudaHostRegisterDefault */) == 0;
+}
+
+uint32_t* CudaBridge::allocate_flags(size_t count, uint64_t* device) const {
+  constexpr unsigned kPortableMapped = 0x01 | 0x02;  // cudaHostAllocPortable | cudaHostAllocMapped
+  if (!host_alloc_ || !host_device_pointer_ || !(bridge_ || driver_wait_value32_)) return nullptr;
+  void* host = nullptr;
+  void* on_device = nullptr;
+  if (host_alloc_(&host, count * sizeof(uint32_t), kPortableMapped) != 0) return nullptr;
+  if (host_device_pointer_(&on_device, host, 0) != 0) return nullptr;  // kept: a few bytes, once
+  std::memset(host, 0, count * sizeof(uint32_t));
+  *device = reinterpret_cast<uint64_t>(on_device);
+  return static_cast<uint32_t*>(host);
+}
+
+void CudaBridge::wait_on_flag(cudaStream_t stream, const uint32_t* host, uint64_t device, uint32_t value) const {
+  constexpr unsigned kWaitGeq = 0;  // CU_STREAM_WAIT_VALUE_GEQ
+  const int err = bridge_ ? bridge_->stream_wait_value32(stream, host, value)
+                          : driver_wait_value32_(stream, device, value, kWaitGeq);
+  if (err != 0) throw NcclError(ncclUnhandledCudaError, "cuStreamWaitValue32 failed with CUDA error " + std::to_string(err));
 }
 
 void* CudaBridge::allocate(size_t bytes) const {

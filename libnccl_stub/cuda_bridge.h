@@ -102,6 +102,14 @@ class CudaBridge {
   std::vector<fakegpu_memory_figures> memory_figures() const;
   std::vector<fakegpu_memory_sample> memory_samples(int device, size_t max) const;
 
+  // Flags a stream can wait on (see flag_wait.h): page-locked host memory the GPU reads, with
+  // in *device the address it reads it at. nullptr where the runtime cannot give such memory
+  // or streams cannot wait on it (NVIDIA's runtime over a driver without cuStreamWaitValue32).
+  uint32_t* allocate_flags(size_t count, uint64_t* device) const;
+  // Queues on the stream a wait until (int32_t)(flag - value) >= 0, the flag given by both its
+  // addresses (allocate_flags). The wait is the stream's, not a host function's.
+  void wait_on_flag(cudaStream_t stream, const uint32_t* host, uint64_t device, uint32_t value) const;
+
   // Device memory through the loaded runtime; host memory when there is none.
   void* allocate(size_t bytes) const;
   void release(void* ptr) const;
@@ -116,6 +124,7 @@ class CudaBridge {
   void copy(void* dst, const void* src, size_t bytes, int kind) const;
   void copy_async(void* dst, const void* src, size_t bytes, int kind, cudaStream_t stream) const;
   void find_capture_info();
+  void find_driver_wait();
   // Queues fn (owned by the caller) on the stream; `persistent` when it must survive its run,
   // to run again at each replay of a graph. Returns the CUDA error.
   int launch(cudaStream_t stream, HostFunction* fn, bool persistent) const;
@@ -130,6 +139,10 @@ class CudaBridge {
   int (*free_)(void*) = nullptr;
   int (*launch_host_func_)(cudaStream_t, void (*)(void*), void*) = nullptr;
   int (*memcpy_async_)(void*, const void*, size_t, int, cudaStream_t) = nullptr;
+  int (*host_alloc_)(void**, size_t, unsigned) = nullptr;
+  int (*host_device_pointer_)(void**, void*, unsigned) = nullptr;
+  // NVIDIA's driver's cuStreamWaitValue32_v2 (stream, device address, value, flags).
+  int (*driver_wait_value32_)(cudaStream_t, unsigned long long, uint32_t, unsigned) = nullptr;
   int (*is_capturing_)(cudaStream_t, int*) = nullptr;
   // The graph a stream captures into: cudaStreamGetCaptureInfo_v3 (or CUDA 13's unversioned
   // name, which has its form), else the older _v2 form. Graphs and user objects are opaque here.

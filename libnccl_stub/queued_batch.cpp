@@ -56,8 +56,9 @@ void run_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging, S
             [&](ncclResult_t code, const std::string& message) { fail_batch(calls, code, message); });
 }
 
-void start_queued(const std::vector<CollectiveCall>& calls, StreamClock clock, PostedBatch* posted) {
-  contained(calls, [&] { post_batch(calls, nullptr, clock, posted); },
+void start_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock,
+                  PostedBatch* posted) {
+  contained(calls, [&] { post_batch(calls, staging, clock, posted); },
             [&](ncclResult_t code, const std::string& message) { posted->note(code, message); });
 }
 

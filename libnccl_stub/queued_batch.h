@@ -34,10 +34,11 @@ void fail_batch(const std::vector<CollectiveCall>& calls, ncclResult_t code, con
 // Failures stay inside: the caller is the CUDA runtime's worker thread. `clock` is the one the
 // runtime handed the queued function.
 void run_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock);
-// The same in two parts, for CudaBridge::enqueue_started (no staging): start_queued posts the
-// calls, noting a failure in *posted; finish_queued waits for them and fails the batch as
-// run_queued does.
-void start_queued(const std::vector<CollectiveCall>& calls, StreamClock clock, PostedBatch* posted);
+// The same in two parts: start_queued posts the calls (through the staging buffers when given),
+// noting a failure in *posted; finish_queued waits for them and fails the batch as run_queued
+// does.
+void start_queued(const std::vector<CollectiveCall>& calls, StagingSet* staging, StreamClock clock,
+                  PostedBatch* posted);
 void finish_queued(const std::vector<CollectiveCall>& calls, StreamClock clock, PostedBatch* posted);
 
 }  // namespace fakegpu::stub

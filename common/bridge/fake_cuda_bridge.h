@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define FAKEGPU_CUDA_BRIDGE_VERSION 6u
+#define FAKEGPU_CUDA_BRIDGE_VERSION 7u
 
 /* A stream's modeled clock, opaque to callers: the time the work queued on the stream would
  * have taken on the modeled GPU. */
@@ -202,6 +202,12 @@ typedef struct fakegpu_cuda_bridge_table {
   /* A fakegpu_library is first used on the device: its kernels join the context (once per
    * device and library; later calls do nothing). */
   int (*load_library)(int device, int library);
+
+  /* ---- streams waiting on host memory, added in version 7 ---- */
+  /* As the driver's cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ: the stream's later work
+   * waits until (int32_t)(*flag - value) >= 0, where another thread raises *flag. It is stream
+   * work, not a host function: it holds up no other stream. */
+  int (*stream_wait_value32)(void* stream, const uint32_t* flag, uint32_t value);
 } fakegpu_cuda_bridge_table;
 
 /* The one exported entry point: the table for `version`, or NULL when the runtime is of another

@@ -25,7 +25,7 @@ int drain_stream(void* stream) { return fakegpu_cuda_drain_stream(static_cast<cu
 // stream's own, or for a graph replay the clock of the stream the graph was launched on.
 std::function<void()> clocked_call(fakegpu_clocked_host_fn fn, void* user) {
   if (!fn) throw cudaErrorInvalidValue;
-  return [fn, user] { fn(user, handle_of(*running_clock())); };
+  return as_host_function([fn, user] { fn(user, handle_of(*running_clock())); });
 }
 
 int launch_clocked_host_func(void* stream, fakegpu_clocked_host_fn fn, void* user) {
@@ -79,6 +79,13 @@ int charge_memory(int device, int part, int64_t bytes) {
 
 size_t memory_figures(fakegpu_memory_figures* out, size_t max) { return MemoryLedger::instance().figures(out, max); }
 
+int stream_wait_value32(void* stream, const uint32_t* flag, uint32_t value) {
+  return guarded([&] {
+    if (!flag) throw cudaErrorInvalidValue;
+    submit(static_cast<cudaStream_t>(stream), [flag, value] { wait_for_flag(flag, value); });
+  });
+}
+
 size_t memory_samples(int device, fakegpu_memory_sample* out, size_t max) {
   return MemoryLedger::instance().samples(device, out, max);
 }
@@ -113,6 +120,7 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     memory_figures,
     memory_samples,
     load_library,
+    stream_wait_value32,
 };
 
 }  // namespace

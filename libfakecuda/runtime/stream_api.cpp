@@ -123,7 +123,7 @@ FAKECUDA_API cudaError_t cudaDeviceReset(void) { return cudaDeviceSynchronize();
 FAKECUDA_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
   return guarded([&] {
     if (!fn) throw cudaErrorInvalidValue;
-    fakegpu::cuda::submit(stream, [fn, data] { fn(data); });
+    fakegpu::cuda::submit(stream, fakegpu::cuda::as_host_function([fn, data] { fn(data); }));
   });
 }
 
@@ -131,6 +131,7 @@ FAKECUDA_API cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCa
                                                unsigned int flags) {
   return guarded([&] {
     if (!callback || flags != 0) throw cudaErrorInvalidValue;
-    fakegpu::cuda::submit(stream, [stream, callback, data] { callback(stream, cudaSuccess, data); });
+    fakegpu::cuda::submit(stream, fakegpu::cuda::as_host_function(
+                                      [stream, callback, data] { callback(stream, cudaSuccess, data); }));
   });
 }

@@ -78,6 +78,24 @@ Stream::~Stream() {
   worker_.join();
 }
 
+std::function<void()> as_host_function(std::function<void()> fn) {
+  static const bool serial = env::get(env::kSerialHostFunctions);
+  if (!serial) return fn;
+  return [fn = std::move(fn)] {
+    // Recursive: a host function may run another's first part on its own thread.
+    static std::recursive_mutex one_at_a_time;
+    std::lock_guard<std::recursive_mutex> lock(one_at_a_time);
+    fn();
+  };
+}
+
+void wait_for_flag(const uint32_t* flag, uint32_t value) {
+  // A GPU polls the word; a short sleep is this runtime's poll. Signed difference: the values
+  // may wrap around.
+  while (static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
 std::function<void()> in_sequence(std::function<void()> first, std::function<void()> second) {
   return [first = std::move(first), second = std::move(second)] {
     first();

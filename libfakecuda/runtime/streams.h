@@ -63,6 +63,14 @@ void run_timed(ModelClock& clock, const std::function<void()>& work, int64_t cos
 std::function<void()> in_sequence(std::function<void()> first, std::function<void()> second);
 // The clock of the work running on this thread; nullptr outside stream work.
 ModelClock* running_clock();
+// A host function (cudaLaunchHostFunc and the like) as the streams run it. With
+// FAKEGPU_SERIAL_HOST_FUNCTIONS=1 host functions run one at a time across every stream, as
+// NVIDIA's runtime runs them on its one callback thread, so that a host function that blocks
+// holds up every other stream's, as it would there.
+std::function<void()> as_host_function(std::function<void()> fn);
+// Returns once (int32_t)(*flag - value) >= 0: a stream's wait on host memory
+// (cuStreamWaitValue32), raised by another thread.
+void wait_for_flag(const uint32_t* flag, uint32_t value);
 
 class Stream {
  public:

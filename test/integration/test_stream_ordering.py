@@ -12,14 +12,14 @@ from pathlib import Path
 from rank_jobs import Coordinator, built, rank_environment, run_rank_processes, single_node_config
 
 
-def run(extra_env):
+def run(extra_env, program="stream_order_check"):
     tmp = Path(tempfile.mkdtemp(prefix="fakegpu-streams-"))
     with Coordinator(single_node_config(2), "unix", report=tmp / "report.json") as coord:
         env = rank_environment(os.environ, coord.transport, coord.address, coord.cluster_config)
         env.update(extra_env)
         for var in ("RANK", "WORLD_SIZE"):
             env.pop(var, None)
-        r = subprocess.run([str(built("stream_order_check"))], env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run([str(built(program))], env=env, capture_output=True, text=True, timeout=120)
     return r, json.loads((tmp / "report.json").read_text())
 
 
@@ -44,6 +44,17 @@ class StreamOrdering(unittest.TestCase):
         self.assertIn("STREAMS OK", r.stdout)
         self.assertEqual(report["data_plane"]["shared_memory_bytes"], 0)
         self.assertGreater(report["data_plane"]["socket_bytes"], 0, "staged data travels in the frames")
+
+    def test_staged_collectives_never_wait_in_host_functions(self):
+        # Host functions one at a time, as NVIDIA's runtime runs them: a staged collective that
+        # waited for its peers inside one would hold up the peers' (two_streams_check.c).
+        for socket in ("0", "1"):
+            with self.subTest(data_in_frames=socket):
+                r, report = run({"FAKEGPU_FORCE_STAGING": "1", "FAKEGPU_SERIAL_HOST_FUNCTIONS": "1",
+                                 "FAKEGPU_STAGING_FORCE_SOCKET": socket}, "two_streams_check")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("TWO STREAMS OK", r.stdout)
+                self.assertEqual(report["totals"]["collective_calls"], 3, report["totals"])  # one of each
 
     def test_staging_buffers_are_reused(self):
         # Each AllReduce stages through blocks from a pool. Ten times the operations must not

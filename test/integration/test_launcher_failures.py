@@ -37,10 +37,29 @@ def session_members(sid: int):
     return found
 
 
-class Run:
-    """One fgpu command in a fresh directory with a private TMPDIR."""
+def wait_for_ranks(session, command, count, timeout=60):
+    """Waits until `count` processes of the session run `command` (a list of its arguments): fgpu
+    has started its ranks, so it is past its start-up, whatever the machine's load."""
+    wanted = ("\0".join(command) + "\0").encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = 0
+        for pid in session_members(session):
+            try:
+                running += Path(f"/proc/{pid}/cmdline").read_bytes() == wanted
+            except OSError:
+                pass
+        if running >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fgpu did not start {count} x {' '.join(command)} within {timeout} s")
 
-    def __init__(self, test, *args, env=None, signal_after=None, sig=None, prepare=None):
+
+class Run:
+    """One fgpu command in a fresh directory with a private TMPDIR. With `sig`, the signal goes
+    to fgpu once its `ranks` (a count and a command) run."""
+
+    def __init__(self, test, *args, env=None, sig=None, ranks=None, prepare=None):
         self.dir = Path(tempfile.mkdtemp(prefix="launcher-"))
         test.addCleanup(lambda: subprocess.run(["rm", "-rf", str(self.dir)]))
         if prepare:
@@ -54,7 +73,7 @@ class Run:
         proc = subprocess.Popen([FGPU, *map(str, args)], cwd=self.dir, env=run_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         if sig:
-            time.sleep(signal_after)
+            wait_for_ranks(proc.pid, ranks[1], ranks[0])
             os.kill(proc.pid, sig)
         self.out, self.err = proc.communicate(timeout=120)
         self.code = proc.returncode
@@ -126,7 +145,7 @@ class LauncherFailures(unittest.TestCase):
         self.assertIn("diagnoses: 1 rendezvous timeout(s)", run.out)
 
     def check_stopped_by(self, sig, code):
-        run = Run(self, "--nproc", "2", "sleep", "30", signal_after=1.5, sig=sig)
+        run = Run(self, "--nproc", "2", "sleep", "30", sig=sig, ranks=(2, ["sleep", "30"]))
         self.assert_clean_end(run, code)
         self.assertLess(run.seconds, 10)
         self.assertIn(f"fgpu: {sig.name}: stopping 2 process(es)", run.err)
@@ -146,7 +165,7 @@ class LauncherFailures(unittest.TestCase):
         self.check_stopped_by(signal.SIGINT, 130)
 
     def test_a_killed_launcher_takes_its_ranks_and_coordinator_along(self):
-        run = Run(self, "--nproc", "2", "sleep", "30", signal_after=1.5, sig=signal.SIGKILL)
+        run = Run(self, "--nproc", "2", "sleep", "30", sig=signal.SIGKILL, ranks=(2, ["sleep", "30"]))
         self.assertEqual(run.code, -signal.SIGKILL)
         self.assertEqual(run.survivors, [], "ranks or the coordinator outlived a killed fgpu")
         self.assertLess(run.seconds, 10)

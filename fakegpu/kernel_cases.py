@@ -4,7 +4,10 @@ A case is one JSON object: `case` (the operator class), `op`, `dtype` (`tf32` is
 products allowed), `shape`, and `layout` for convolutions (`nchw`, or `nhwc` for channels_last).
 Timing it adds `fwd_us`, the GPU time of the operator over back-to-back calls, and where the
 operator has a backward, `fwd_bwd_us`, forward and backward of a gradient of ones together; a
-`host` case adds `host_us`, a call whose GPU work is tiny, so that the GPU waits on the host.
+`host` case adds `host_us`, a call whose GPU work is tiny, so that the GPU waits on the host
+(views, which launch nothing, included). Convolutions also add `fwd_transient_bytes` and
+`bwd_transient_bytes`: what a pass takes from the caching allocator and gives back before it
+returns (cuDNN's workspaces and copies), its peak over what is allocated after it.
 
 `fgpu calibrate` times every case of cases() on a real GPU and writes them as a table; the kernel
 model's fidelity benchmark (verification/bench/kernel_fidelity.py) times the lines of such a table
@@ -16,7 +19,8 @@ case the host cannot keep ahead of measures the host, as a program of such calls
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+          "fp8": torch.float8_e4m3fn}
 
 
 def _events_us(fn, reps, warm=3):
@@ -64,6 +68,12 @@ def _gemm(c, dtype):
         x, y = _randn(b, m, k, dtype=dtype), _randn(b, k, n, dtype=dtype)
         return _time(torch.bmm, (x, y))
     m, n, k = c["shape"]
+    if c["op"] == "scaled_mm":
+        # As torchao's Float8 linear layers run: e4m3 operands scaled per tensor, a bf16 result;
+        # cuBLASLt takes the second operand with K contiguous.
+        x, y = _randn(m, k).to(dtype), _randn(n, k).to(dtype).t()
+        one = torch.ones((), device="cuda")
+        return _time(lambda a, b: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16), (x, y))
     if c["op"] == "mm_k_apart":
         # Both matrices hold K apart, as a Linear layer's weight gradient (dy.T @ x) does.
         x, y = _randn(k, m, dtype=dtype).t(), _randn(k, n, dtype=dtype)
@@ -112,12 +122,32 @@ def _batch_norm(c, dtype):
     return _time(lambda x: torch.autocast("cuda", dtype)(bn)(x), (x,))
 
 
+def _transient_bytes(fn):
+    """What fn takes from the caching allocator and gives back before it returns: its peak over
+    what is allocated once it is done (what it returns stays allocated)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    kept = fn()
+    torch.cuda.synchronize()
+    transient = torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()
+    del kept
+    return transient
+
+
 def _conv(c, dtype):
     n, ch, h, w, k, r, stride = c["shape"]
     layout = torch.channels_last if c.get("layout") == "nhwc" else torch.contiguous_format
     x = _randn(n, ch, h, w, dtype=dtype).to(memory_format=layout).requires_grad_()
     weight = _randn(k, ch, r, r, dtype=dtype).to(memory_format=layout).requires_grad_()
-    return _time(lambda x, wt: F.conv2d(x, wt, stride=stride, padding=r // 2), (x, weight))
+
+    def conv(x, wt):
+        return F.conv2d(x, wt, stride=stride, padding=r // 2)
+
+    out = _time(conv, (x, weight))
+    out["fwd_transient_bytes"] = _transient_bytes(lambda: conv(x, weight))
+    y = conv(x, weight)
+    out["bwd_transient_bytes"] = _transient_bytes(lambda: torch.autograd.grad(y, (x, weight), torch.ones_like(y)))
+    return out
 
 
 def _pool(c, dtype):
@@ -174,16 +204,21 @@ def _host(c, dtype):
     lin = torch.nn.Linear(16, 16).cuda()
     xi = _randn(8, 16, grad=True)
     x16 = _randn(8, 16)
+    x3 = _randn(2, 4, 16)
     fns = {"add_tiny": lambda: x + y, "inplace_add_tiny": lambda: x.add_(y), "linear_module_tiny": lambda: lin(xi),
            "linear_fwd_bwd_tiny": lambda: lin(xi).sum().backward(), "gelu_tiny": lambda: F.gelu(x),
-           "layer_norm_tiny": lambda: F.layer_norm(xi, (16,))}
+           "layer_norm_tiny": lambda: F.layer_norm(xi, (16,)),
+           # Views launch nothing: what eager PyTorch spends on them is host time alone.
+           "view_tiny": lambda: x16.view(4, 32), "transpose_tiny": lambda: x16.transpose(0, 1),
+           "permute_tiny": lambda: x3.permute(2, 0, 1), "slice_tiny": lambda: x16[2:6],
+           "reshape_tiny": lambda: x16.reshape(128)}
     op = c["op"]
     if op.startswith("mlp_fwd_bwd_tiny_"):
         mlp = _tiny_mlp(int(op.rsplit("_", 1)[1]))
         fns[op] = lambda: mlp(x16).sum().backward()
     if op.startswith("adamw_step_"):
         fns[op] = _tiny_adamw(int(op.split("_")[2])).step
-    reps = 1000 if op in ("add_tiny", "inplace_add_tiny", "linear_module_tiny", "gelu_tiny", "layer_norm_tiny") else 200
+    reps = 200 if op.startswith(("linear_fwd_bwd", "mlp_", "adamw_")) else 1000
     return {"host_us": round(_events_us(fns[op], reps, warm=20), 2)}
 
 
@@ -237,6 +272,9 @@ def cases():
         for m, n, k in ((4096, 4096, 4096), (2048, 8192, 4096)):
             out.append({"case": "gemm", "op": "mm_k_apart", "dtype": dtype, "shape": [m, n, k]})
     out.append({"case": "gemm", "op": "mm_sustained", "dtype": "bf16", "shape": [8192, 8192, 8192]})
+    for m, n, k in ((8192, 8192, 8192), (4096, 4096, 4096), (16384, 4096, 4096), (16384, 14336, 4096),
+                    (16384, 4096, 14336)):
+        out.append({"case": "gemm", "op": "scaled_mm", "dtype": "fp8", "shape": [m, n, k]})
     for n in (2**10, 2**16, 2**20, 2**22, 2**24, 2**26, 2**28):
         for dtype in ("fp32", "bf16"):
             for op in ("add", "copy", "gelu"):
@@ -268,6 +306,7 @@ def cases():
             out.append({"case": "optimizer", "op": op, "dtype": "fp32", "shape": shape})
     for op in ("add_tiny", "inplace_add_tiny", "linear_module_tiny", "linear_fwd_bwd_tiny", "gelu_tiny",
                "layer_norm_tiny", "adamw_step_50_tiny_params", "adamw_step_1_tiny_params", "adamw_step_8_tiny_params",
-               "mlp_fwd_bwd_tiny_1", "mlp_fwd_bwd_tiny_2", "mlp_fwd_bwd_tiny_4", "mlp_fwd_bwd_tiny_8"):
+               "mlp_fwd_bwd_tiny_1", "mlp_fwd_bwd_tiny_2", "mlp_fwd_bwd_tiny_4", "mlp_fwd_bwd_tiny_8", "view_tiny",
+               "transpose_tiny", "permute_tiny", "slice_tiny", "reshape_tiny"):
         out.append({"case": "host", "op": op})
     return out

@@ -11,6 +11,11 @@ The runs, none of which the kernel model was calibrated on:
 - 8b-64-a100, 70b-64-a100: torchtitan's docs/performance.md of mid 2024, "Llama 3 performance
   numbers": Llama 3 8B and 70B, FSDP over 64 A100s of 80 GB, local batch 1 of 8192 tokens,
   selective (per-operator) and full activation checkpointing, no torch.compile; throughput only.
+- 405b-128: the same page's Llama 3.1 405B row without optimizations: FSDP 16 x TP 8 over 128
+  H100s of 94 GB (HBM2e parts, by their memory, like the Grand Teton's below), local batch 2, full
+  activation checkpointing, bf16, no torch.compile. torchtitan 0.3.0's own 405B config converts
+  the linear layers to Float8 and compiles them, so the benchmark runs it without either
+  (llama3_405b_bf16 in CONFIGS below).
 - 8b-8, 8b-128, 70b-256: torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (torch, torchao
   and torchtitan of December 2024), throughput read at iteration 90, memory as torchtitan logs it
   (the caching allocator's peak reserved).
@@ -29,10 +34,27 @@ runs had PyTorch's SDPA. Needs torchtitan in build/torch-venv (skips, exit 77, w
 """
 
 import argparse
+from pathlib import Path
 
 from torchtitan_bench import chosen, train, workspace_or_skip
 
 SEQUENCE = 8192
+# Configs of torchtitan's written for these runs (WRITTEN): a module the job imports from its
+# workspace.
+CONFIG_MODULE = "fakegpu_published_configs"
+WRITTEN = {"llama3_405b_bf16"}
+CONFIGS = """
+from torchtitan.config import CompileConfig
+from torchtitan.models.llama3 import config_registry, model_registry
+
+
+def llama3_405b_bf16():
+    config = config_registry.llama3_405b()
+    config.model_spec = model_registry("405B")  # without the Float8 converter
+    config.compile = CompileConfig(enable=False)
+    return config
+"""
+
 # name -> (GPU family, GPUs, config, local batch, tensor-parallel degree, published tokens/s/GPU,
 # published GiB or None)
 RUNS = {
@@ -41,12 +63,17 @@ RUNS = {
     "8b-8": ("h100", 8, "llama3_8b", 2, 1, 5762, 82.4),
     "8b-128": ("h100", 128, "llama3_8b", 2, 1, 5605, 67.0),
     "70b-256": ("h100", 256, "llama3_70b", 16, 8, 829, 71.9),
+    "405b-128": ("h100", 128, "llama3_405b_bf16", 2, 8, 109, None),
 }
 
 
 def run(name, workspace):
     gpu, gpus, config, batch, tp, _, _ = RUNS[name]
-    r, wall, host = train(gpus, workspace, "llama3", config, "--training.local-batch-size", str(batch),
+    module = "llama3"
+    if config in WRITTEN:
+        (Path(workspace) / f"{CONFIG_MODULE}.py").write_text(CONFIGS)
+        module = CONFIG_MODULE
+    r, wall, host = train(gpus, workspace, module, config, "--training.local-batch-size", str(batch),
                           "--parallelism.tensor-parallel-degree", str(tp), "--training.disable-cuda-graphs",
                           "--loss.num-chunks", "1", gpu=gpu)
     step_s = r["steps"]["median_time_us"] / 1e6

@@ -146,7 +146,8 @@ def _conv(c, dtype):
     out = _time(conv, (x, weight))
     out["fwd_transient_bytes"] = _transient_bytes(lambda: conv(x, weight))
     y = conv(x, weight)
-    out["bwd_transient_bytes"] = _transient_bytes(lambda: torch.autograd.grad(y, (x, weight), torch.ones_like(y)))
+    ones = torch.ones_like(y)  # made first, so that it does not count as the pass's
+    out["bwd_transient_bytes"] = _transient_bytes(lambda: torch.autograd.grad(y, (x, weight), ones))
     return out
 
 

@@ -207,7 +207,7 @@ void CommModel::search_graphs() {
       if (raise.speeds[k] <= inter_cap + 1e-9) nvls.bw_inter = raise.speeds[k];
     graphs_[kNvls] = nvls;
     graphs_[kNvlsTree] = nvls;
-    nvls_channels_ = within_ctas(rules_.nvls_channels(min_cc_, inter));
+    tune_nvls(inter);
   }
 
   // CollNet on a network that reduces in its switches: one channel per NIC of a node (its
@@ -242,6 +242,56 @@ void CommModel::search_graphs() {
   if (env_.max_channels > 0) channels_ = std::min(channels_, env_.max_channels);
   channels_ = within_ctas(channels_);
   channels_ = std::max({channels_, std::min(env_.min_channels, rules_.max_channels), 1});
+}
+
+namespace {
+constexpr double kDefaultNvlsChunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE's default
+}  // namespace
+
+// NCCL's ncclNvlsTuning (nvls.cc): NVLS channels by GPU generation; from 2.30, Blackwell across
+// nodes also by the nodes, the fewest GPUs a node, the NICs' speed (the slowest GPU-to-NIC
+// path, GB/s) and how far a GPU is from its NIC. NCCL_NVLS_CHUNKSIZE and
+// NCCL_NVLSTREE_MAX_CHUNKSIZE win where set; an NVLS tree's chunk is otherwise capped at 64 KiB
+// from four nodes on.
+void CommModel::tune_nvls(bool inter) {
+  int channels = rules_.nvls_channels(min_cc_, inter);
+  double chunk = 0, tree_max = 0;
+  if (inter && min_cc_ >= 100 && rules_.nvls_sm100_node_tuning) {
+    int fewest = 1 << 30;
+    for (const auto& ranks : node_ranks_) fewest = std::min<int>(fewest, ranks.size());
+    double nic_gbs = 1e9;
+    PathType farthest = PathType::kLoc;
+    for (int gpu : gpus_) {
+      const Gpu& g = topo_.gpus[gpu];
+      if (g.nic < 0) continue;
+      nic_gbs = std::min({nic_gbs, g.pcie_gbs, topo_.nics[g.nic].line_gbytes});
+      farthest = std::max(farthest, g.nic_path);
+    }
+    const bool near_nic = farthest <= PathType::kPxb;
+    chunk = kDefaultNvlsChunk;
+    if (nnodes() == 2 && nic_gbs >= 48) {
+      channels = 32;
+      tree_max = 128 * 1024;
+      if (fewest <= 4) {
+        chunk = tree_max = 256 * 1024;
+      } else if (fewest >= 16 || (fewest <= 8 && near_nic && nic_gbs < 96)) {
+        tree_max = 64 * 1024;
+      }
+    } else if (nic_gbs >= 96) {
+      channels = fewest <= 8 ? 24 : 32;
+      if (fewest <= 8) chunk = tree_max = 256 * 1024;
+      else tree_max = fewest < 32 ? 128 * 1024 : 64 * 1024;
+    } else if (nic_gbs >= 48) {
+      channels = 24;
+      tree_max = near_nic ? 64 * 1024 : 128 * 1024;
+    }
+  }
+  if (env_.nvls_chunksize > 0 || chunk == 0) chunk = env_.nvls_chunksize > 0 ? env_.nvls_chunksize : kDefaultNvlsChunk;
+  if (env_.nvls_tree_max_chunksize > 0) tree_max = static_cast<double>(env_.nvls_tree_max_chunksize);
+  else if (tree_max == 0) tree_max = nnodes() >= 4 ? 65536.0 : chunk;
+  nvls_channels_ = within_ctas(channels);
+  nvls_chunk_size_ = chunk;
+  nvls_tree_max_chunk_ = tree_max;
 }
 
 // `channels` within NCCL_MAX_CTAS and NCCL_MIN_CTAS (the minimum lowered to the maximum where it

@@ -98,6 +98,9 @@ class CommModel {
   int nnodes() const { return static_cast<int>(node_ranks_.size()); }
   int channels() const { return channels_; }
   int nvls_channels() const { return nvls_channels_; }
+  // NCCL's NVLS chunk and an NVLS tree's cap on it, as the comm's init set them (tune_nvls).
+  double nvls_chunk_size() const { return nvls_chunk_size_; }
+  double nvls_tree_max_chunk() const { return nvls_tree_max_chunk_; }
   int p2p_channels() const { return p2p_channels_; }           // NCCL's p2pnChannels
   int p2p_channels_per_peer() const { return p2p_per_peer_; }  // p2pnChannelsPerPeer
   const TuningEnv& tuning() const { return env_; }
@@ -141,6 +144,7 @@ class CommModel {
   void place(const Topology& topo);
   void search_graphs();
   int within_ctas(int channels) const;
+  void tune_nvls(bool inter);
   int graph_channel(int c) const;
   void build_rings();
   void build_trees();
@@ -198,6 +202,8 @@ class CommModel {
   Graph graphs_[kNumAlgos];
   int channels_ = 1;
   int nvls_channels_ = 0;
+  double nvls_chunk_size_ = 0;      // NCCL's nvlsChunkSize
+  double nvls_tree_max_chunk_ = 0;  // NCCL's nvlsTreeMaxChunkSize
   int p2p_channels_ = 1;      // channels p2p operations spread over (NCCL's p2pnChannels)
   int p2p_per_peer_ = 1;      // the most one Send or Recv takes (p2pnChannelsPerPeer)
   int p2p_min_channels_ = 1;  // the fewest it takes once its bytes fill them

@@ -43,7 +43,6 @@ bool chain_from_or_to_root(CollType coll) { return coll == CollType::kBroadcast 
 
 constexpr double kDefaultBuffsize = 4.0 * 1024 * 1024;  // NCCL's Simple buffer, NCCL_BUFFSIZE
 constexpr int kNcclSteps = 8;                               // a buffer holds this many steps
-constexpr double kDefaultNvlsChunk = 128 * 1024;            // NCCL_NVLS_CHUNKSIZE
 constexpr double kLL128Step = 120.0 * 640 * 8 * kLL128Payload;  // data part of an LL128 step
 constexpr double kLLStep = 64.0 * 1024 * kLLPayload;            // data part of a 64 KiB LL step
 constexpr double kLL128Grain = 1920;           // LL128 chunks are whole multiples of this
@@ -283,12 +282,12 @@ double CommModel::nvls_rounds_in_flight() const {
   return static_cast<double>(nvls_channels_) * std::max(1, graphs_[kNvls].channels);
 }
 
-// The chunk NCCL's NVLS and NVLS tree AllReduce move per round (enqueue.cc): NCCL_NVLS_CHUNKSIZE,
-// capped for a tree by NCCL_NVLSTREE_MAX_CHUNKSIZE (64 KiB from four nodes on, unless set), and
-// shrunk while the buffer holds too few chunks for every channel and head.
+// The chunk NCCL's NVLS and NVLS tree AllReduce move per round (enqueue.cc): the comm's NVLS
+// chunk, capped for a tree at its tree chunk (tune_nvls), and shrunk while the buffer holds too
+// few chunks for every channel and head.
 double CommModel::nvls_chunk(int a, uint64_t bytes) const {
   const double ops = nvls_rounds_in_flight();
-  const double nvls = env_.nvls_chunksize > 0 ? static_cast<double>(env_.nvls_chunksize) : kDefaultNvlsChunk;
+  const double nvls = nvls_chunk_size_;
   auto shrink = [&](double chunk, double times, double to) {
     return bytes < times * ops * chunk && chunk > to ? to : chunk;
   };
@@ -299,10 +298,7 @@ double CommModel::nvls_chunk(int a, uint64_t bytes) const {
     chunk = shrink(chunk, 8, 32768);
     return shrink(chunk, 2, 16384);
   }
-  const double tree_max = env_.nvls_tree_max_chunksize > 0 ? static_cast<double>(env_.nvls_tree_max_chunksize)
-                          : nnodes() >= 4                  ? 65536.0
-                                                           : nvls;
-  double chunk = std::min(nvls, tree_max);
+  double chunk = std::min(nvls, nvls_tree_max_chunk_);
   chunk = shrink(chunk, 32, 262144);
   chunk = shrink(chunk, 16, 131072);
   chunk = shrink(chunk, 4, 65536);

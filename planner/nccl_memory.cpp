@@ -13,7 +13,6 @@ constexpr uint64_t kConnectionState = 4096;  // ncclSendMem / ncclRecvMem
 constexpr uint64_t kDefaultLl = 512 << 10;       // 8 lines x 512 threads x 8 steps x 16 B
 constexpr uint64_t kDefaultLl128 = 4915200;      // 120 x 640 threads x 8 steps x 8 B
 constexpr uint64_t kDefaultSimple = 4 * kMiB;
-constexpr uint64_t kDefaultNvlsChunk = 128 << 10;
 constexpr uint64_t kNvlsChunksPerRound = 8 * 2;  // NCCL_STEPS chunks, for reduce and broadcast
 
 uint64_t allocation(uint64_t bytes) { return (bytes + kAllocation - 1) / kAllocation * kAllocation; }
@@ -103,7 +102,7 @@ NcclMemoryPlan nccl_memory_plan(const CommModel& m, int rank) {
   if (m.nvls_channels() > 0) {
     const int node = m.node_of(rank);
     const uint64_t heads = m.nnodes() == 1 ? m.node_ranks(node).size() : std::max<size_t>(1, m.nic_heads(node).size());
-    const uint64_t chunk = m.tuning().nvls_chunksize > 0 ? m.tuning().nvls_chunksize : kDefaultNvlsChunk;
+    const auto chunk = static_cast<uint64_t>(m.nvls_chunk_size());  // NCCL_NVLS_CHUNKSIZE, or its tuning
     plan.nvls = allocation(heads * m.nvls_channels() * kNvlsChunksPerRound * chunk);
   }
   if (!m.tuning().runtime_connect) {  // every algorithm connects at init

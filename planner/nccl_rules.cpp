@@ -77,7 +77,10 @@ NcclRules nccl_rules(int version) {
   std::memcpy(r.nvls_tree_bw, kPerChMaxNvlsTreeBw, sizeof r.nvls_tree_bw);
 
   // Newest first: each step undoes what its release changed.
-  if (v < 23000) r.nvls_tree_bw[kBlackwell][2] = 43.8;  // 2.30 raised Blackwell's NVLS tree cap from 3 nodes
+  if (v < 23000) {
+    r.nvls_tree_bw[kBlackwell][2] = 43.8;  // 2.30 raised Blackwell's NVLS tree cap from 3 nodes
+    r.nvls_sm100_node_tuning = false;
+  }
   if (v < 22900) {
     set3(r.ring_ll128_bw[kBlackwell], 73.4, 34.6, 73.4);
     r.nvls_tree_corrected = false;

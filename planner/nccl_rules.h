@@ -55,6 +55,9 @@ struct NcclRules {
   bool tree_simple_halving = false;   // before 2.20: a Simple tree halves its chunk for small shares
   bool nvls_gather_five_sixths = false;  // 2.19 to 2.22: NVLS gathers' bus bandwidth at 5/6 of it
   bool nvls_tree_corrected = true;    // 2.29: Blackwell's NVLS trees beside x86 take trees' correction
+  // 2.30: Blackwell across nodes sets its NVLS channels, chunk and NVLS tree chunk cap by the
+  // nodes, the GPUs a node and the NICs' speed (nvls.cc's ncclNvlsTreeSm100Tuning).
+  bool nvls_sm100_node_tuning = true;
   Ll128Rule ll128 = Ll128Rule::kAnySm70;
 
   // The architecture index of the tables for a compute capability (cc = major * 10 + minor).

@@ -2,6 +2,7 @@
 // counts and tuner, and the same physics for what every release runs alike.
 #include <gtest/gtest.h>
 
+#include "nccl_memory.h"
 #include "preset_model.h"
 
 namespace fakegpu::planner {
@@ -45,6 +46,44 @@ TEST(NcclReleases, NvlsChannelsFollowTheRelease) {
   EXPECT_EQ(Preset("dgx-b200-2node.yaml", release(22707)).model.nvls_channels(), 32);
   EXPECT_EQ(Preset("dgx-h100-1node.yaml", release(21805)).model.nvls_channels(), 16);
   EXPECT_EQ(Preset("dgx-h100-1node.yaml").model.nvls_channels(), 16);
+}
+
+// 2.30 tunes Blackwell's NVLS across nodes by the nodes, the fewest GPUs a node and the NICs'
+// speed (nvls.cc). 400G NICs beside their GPUs: two nodes of 8 keep 32 channels and cap an NVLS
+// tree's chunk at 64 KiB (before: the chunk itself, 128 KiB, under four nodes); three and four
+// nodes take 24 channels; two nodes of 4 GPUs take 256 KiB chunks, and NCCL's NVLS buffers
+// double with them. Each setting still wins where it is set.
+TEST(NcclReleases, BlackwellNvlsAcrossNodesFollows230) {
+  const Preset two("dgx-b200-2node.yaml"), two_229("dgx-b200-2node.yaml", release(22907));
+  EXPECT_EQ(two.model.nvls_channels(), 32);
+  EXPECT_DOUBLE_EQ(two.model.nvls_tree_max_chunk(), 64 * 1024);
+  EXPECT_DOUBLE_EQ(two_229.model.nvls_tree_max_chunk(), 128 * 1024);
+  for (const char* file : {"dgx-b200-3node.yaml", "dgx-b200-4node.yaml"}) {
+    EXPECT_EQ(Preset(file).model.nvls_channels(), 24) << file;
+    EXPECT_EQ(Preset(file, release(22907)).model.nvls_channels(), 32) << file;
+    EXPECT_DOUBLE_EQ(Preset(file).model.nvls_tree_max_chunk(), 64 * 1024) << file;
+  }
+  EXPECT_DOUBLE_EQ(Preset("dgx-b200-3node.yaml", release(22907)).model.nvls_tree_max_chunk(), 128 * 1024);
+
+  const Topology topo = Topology::from_config(load_cluster_config(preset_path("dgx-b200-2node.yaml")));
+  const std::vector<int> four_a_node = {0, 1, 2, 3, 8, 9, 10, 11};
+  const CommModel newest(topo, four_a_node, {}), older(topo, four_a_node, release(22907));
+  EXPECT_DOUBLE_EQ(newest.nvls_chunk_size(), 256 * 1024);
+  EXPECT_DOUBLE_EQ(newest.nvls_tree_max_chunk(), 256 * 1024);
+  EXPECT_DOUBLE_EQ(older.nvls_chunk_size(), 128 * 1024);
+  EXPECT_EQ(nccl_memory_plan(newest, 0).nvls, 2 * nccl_memory_plan(older, 0).nvls);
+
+  TuningEnv set;
+  set.nvls_chunksize = 64 * 1024;
+  set.nvls_tree_max_chunksize = 32 * 1024;
+  set.max_ctas = 16;
+  const CommModel chosen(topo, four_a_node, set);
+  EXPECT_DOUBLE_EQ(chosen.nvls_chunk_size(), 64 * 1024);
+  EXPECT_DOUBLE_EQ(chosen.nvls_tree_max_chunk(), 32 * 1024);
+  EXPECT_EQ(chosen.nvls_channels(), 16);
+  // Hopper across nodes keeps its 16 channels and the chunk rule it had.
+  EXPECT_EQ(Preset("dgx-h100-2node.yaml").model.nvls_channels(), 16);
+  EXPECT_DOUBLE_EQ(Preset("dgx-h100-2node.yaml").model.nvls_tree_max_chunk(), 128 * 1024);
 }
 
 // MAXCHANNELS was 32 until 2.25: a communicator asking for more gets that many.

@@ -385,10 +385,13 @@ WIDER = [
 ]
 
 
-# The NCCL release each run names (its source, or its log's header), which the model follows; runs
-# that name none, or only a series ("2.2x"), are modeled with the newest. NCCL before 2.18 (C5's
-# 2.9.9, R7-3's 2.16.2) is modeled as 2.18, the oldest release the model knows.
+# The NCCL release each run names (its source, or its log's header), which the model follows; a
+# run that names none but is dated takes the newest release of its date (R6-2, landed 2025-05-05:
+# 2.26.5, tagged 2025-04-22); the others, and runs naming only a series ("2.2x"), are modeled with
+# the newest. NCCL before 2.18 (C5's 2.9.9, R7-3's 2.16.2) is modeled as 2.18, the oldest release
+# the model knows.
 RUN_NCCL = {"C1": "2.18.5", "C2": "2.18.5", "C5": "2.18", "R1-4": "2.29.7", "R1-6": "2.30.4", "R2-2": "2.26.2",
+            "R6-2": "2.26.5",
             "R7-2": "2.26.2", "R7-3": "2.18", "R7-4": "2.26.6", "R7-6": "2.27.3", "R9-1": "2.29.2", "R11-1": "2.20.5",
             "R11-2": "2.25.1", "R12-1": "2.27.3", "R13-2": "2.26.2", "R14-2": "2.27.7", "R16-1": "2.29.2",
             "R16-2": "2.29.2", "R16-3": "2.29.2"}

@@ -33,22 +33,23 @@ exact=$(grep -o "mesh collectives exact" "$work/mesh.out" | wc -l)
 
 hybrid fsdp --nproc "$ranks" "$python" test/torch/train_parallel.py --style fsdp --out "$work/fsdp-result.json"
 hybrid tp_dp "${torchrun[@]}" test/torch/train_parallel.py --style tp_dp --out "$work/tp_dp-result.json"
+hybrid ddp_fsdp --nproc "$ranks" "$python" test/torch/train_parallel.py --style ddp_fsdp --out "$work/ddp_fsdp-result.json"
 
 python3 - "$work" "$ranks" <<'PY'
 import json, sys
 from pathlib import Path
 work, ranks = Path(sys.argv[1]), int(sys.argv[2])
-for name in ("collectives", "mesh", "fsdp", "tp_dp"):
+for name in ("collectives", "mesh", "fsdp", "tp_dp", "ddp_fsdp"):
     report = json.loads((work / f"{name}.json").read_text())
     assert report["world_size"] == ranks, (name, report["world_size"])
     assert not report["errors"], (name, report["errors"])
     # Staged in page-locked host blocks the coordinator maps: no data over the socket.
     plane = report["data_plane"]
     assert plane["socket_bytes"] == 0 and plane["shared_memory_bytes"] > 0, (name, plane)
-for style in ("fsdp", "tp_dp"):
+for style in ("fsdp", "tp_dp", "ddp_fsdp"):
     result = json.loads((work / f"{style}-result.json").read_text())
-    assert result["losses_agree"] and result["weights_agree"], result
+    assert result["losses_agree"] and result["weights_agree"] and result.get("ddp_losses_agree", True), result
     print(f"run_hybrid_parallel: {style} on {ranks} ranks matches the CPU reference "
           f"(largest weight difference {result['max_weight_difference']:.1e})")
 PY
-echo "$check: $ranks ranks on 2 virtual nodes sharing $(nvidia-smi -L | wc -l) GPU(s): collectives and DeviceMesh exact, FSDP2 and TP x DP match the CPU reference"
+echo "$check: $ranks ranks on 2 virtual nodes sharing $(nvidia-smi -L | wc -l) GPU(s): collectives and DeviceMesh exact, FSDP2, TP x DP and DDP then FSDP2 match the CPU reference"

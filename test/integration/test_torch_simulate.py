@@ -235,6 +235,16 @@ class Parallel(TorchTest):
         names = {e.get("name", "").split()[0] for e in trace["traceEvents"] if e.get("ph") != "M"}
         self.assertTrue({"AllGather", "ReduceScatter"} <= names, names)
 
+    def test_ddp_then_fsdp2_through_hybrid_modes_staging_matches_a_reference(self):
+        # Hybrid mode's path without a GPU: collectives staged through host buffers, and host
+        # functions one at a time, as NVIDIA's runtime runs them. DDP's all-reduces, then FSDP2's
+        # all-gathers and reduce-scatters on their own streams, on the default group.
+        env = dict(os.environ, FAKEGPU_FORCE_STAGING="1", FAKEGPU_SERIAL_HOST_FUNCTIONS="1",
+                   PYTHONWARNINGS="ignore::FutureWarning")
+        self.run_ok("--nproc", "4", PYTHON, TORCH_SCRIPTS / "train_parallel.py", "--style", "ddp_fsdp",
+                    "--out", self.tmp / "result.json", env=env)
+        self.assertTrue(self.check_reference(self.tmp / "result.json")["ddp_losses_agree"])
+
     def test_torch_compile_runs_without_triton_and_matches_a_reference(self):
         r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "train_parallel.py", "--style", "fsdp", "--compile",
                         "--out", self.tmp / "result.json")

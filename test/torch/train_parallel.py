@@ -5,6 +5,9 @@ weights must agree (fp32, rtol 1e-5), the way they would on real GPUs.
 --style fsdp: every rank is data-parallel; parameters are sharded with fully_shard.
 --style tp_dp: a (dp, tp) DeviceMesh, tp the ranks of one node: the block's linear layers are
   split column-/row-wise over tp (parallelize_module), and fully_shard shards over dp.
+--style ddp_fsdp: DDP trains one copy, then FSDP2 another, both on the default process group
+  (DDP's all-reduces, then FSDP2's all-gathers and reduce-scatters on their own streams); each
+  must agree with the reference.
 --compile: the sharded model runs under torch.compile with its default backend.
 Each data-parallel rank trains on its slice of every global batch. Rank 0 writes --out."""
 
@@ -19,6 +22,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel
 
 STEPS, PER_RANK, SEQ, DIM, HEADS, LR = 4, 2, 8, 32, 4, 0.05
 
@@ -91,7 +95,7 @@ def full_weights(model):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--style", choices=("fsdp", "tp_dp"), required=True)
+    p.add_argument("--style", choices=("fsdp", "tp_dp", "ddp_fsdp"), required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--compile", action="store_true")
     a = p.parse_args()
@@ -100,7 +104,16 @@ def main():
     torch.cuda.set_device(local)
     device = torch.device("cuda", local)
     model = make_model(device)
-    if a.style == "fsdp":
+    ddp_losses = None
+    if a.style == "ddp_fsdp":
+        dist.init_process_group("nccl", device_id=device)
+        dp_mesh, dp_rank, dp_world = None, dist.get_rank(), world
+        ddp = DistributedDataParallel(make_model(device), device_ids=[local])
+        ddp_losses = torch.stack(train(ddp, slice(dp_rank * PER_RANK, (dp_rank + 1) * PER_RANK), device, dp_world))
+        dist.all_reduce(ddp_losses)
+        ddp_losses = (ddp_losses / dp_world).cpu()
+        fully_shard(model)
+    elif a.style == "fsdp":
         dist.init_process_group("nccl", device_id=device)
         dp_mesh, dp_rank, dp_world = None, dist.get_rank(), world
         fully_shard(model)
@@ -128,6 +141,8 @@ def main():
                   "losses_agree": torch.allclose(losses, ref_losses, rtol=1e-5, atol=1e-6),
                   "weights_agree": torch.allclose(weights, ref_weights, rtol=1e-5, atol=1e-6),
                   "max_weight_difference": (weights - ref_weights).abs().max().item()}
+        if ddp_losses is not None:
+            result["ddp_losses_agree"] = torch.allclose(ddp_losses, ref_losses, rtol=1e-5, atol=1e-6)
         with open(a.out, "w") as f:
             json.dump(result, f)
         print(json.dumps(result), flush=True)

@@ -27,8 +27,9 @@ class FlagPool {
     if (free_.empty()) return std::nullopt;
     const size_t i = free_.back();
     free_.pop_back();
-    // Each use waits for a value the word has not held: the previous use's is already there.
-    return HostFlag{host_ + i, device_ + i * sizeof(uint32_t), ++uses_[i]};
+    // A free word holds the value its last use waited for (raised before that stream passed):
+    // this use waits for the next.
+    return HostFlag{host_ + i, device_ + i * sizeof(uint32_t), __atomic_load_n(host_ + i, __ATOMIC_ACQUIRE) + 1};
   }
 
   void give_back(const HostFlag& flag) {
@@ -45,7 +46,6 @@ class FlagPool {
       return;
     }
     watcher();  // its thread starts here, on the program's thread, not in a host function
-    uses_.assign(kFlags, 0);
     for (size_t i = kFlags; i-- > 0;) free_.push_back(i);
   }
 
@@ -53,7 +53,6 @@ class FlagPool {
   bool tried_ = false;
   uint32_t* host_ = nullptr;
   uint64_t device_ = 0;
-  std::vector<uint32_t> uses_;  // the value each flag's current use waits for
   std::vector<size_t> free_;
 };
 

@@ -255,7 +255,7 @@ constexpr double kDefaultNvlsChunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE's defau
 // from four nodes on.
 void CommModel::tune_nvls(bool inter) {
   int channels = rules_.nvls_channels(min_cc_, inter);
-  double chunk = 0, tree_max = 0;
+  double chunk = kDefaultNvlsChunk, tree_max = 0;
   if (inter && min_cc_ >= 100 && rules_.nvls_sm100_node_tuning) {
     int fewest = 1 << 30;
     for (const auto& ranks : node_ranks_) fewest = std::min<int>(fewest, ranks.size());
@@ -268,7 +268,6 @@ void CommModel::tune_nvls(bool inter) {
       farthest = std::max(farthest, g.nic_path);
     }
     const bool near_nic = farthest <= PathType::kPxb;
-    chunk = kDefaultNvlsChunk;
     if (nnodes() == 2 && nic_gbs >= 48) {
       channels = 32;
       tree_max = 128 * 1024;
@@ -286,7 +285,7 @@ void CommModel::tune_nvls(bool inter) {
       tree_max = near_nic ? 64 * 1024 : 128 * 1024;
     }
   }
-  if (env_.nvls_chunksize > 0 || chunk == 0) chunk = env_.nvls_chunksize > 0 ? env_.nvls_chunksize : kDefaultNvlsChunk;
+  if (env_.nvls_chunksize > 0) chunk = static_cast<double>(env_.nvls_chunksize);
   if (env_.nvls_tree_max_chunksize > 0) tree_max = static_cast<double>(env_.nvls_tree_max_chunksize);
   else if (tree_max == 0) tree_max = nnodes() >= 4 ? 65536.0 : chunk;
   nvls_channels_ = within_ctas(channels);

@@ -287,18 +287,17 @@ double CommModel::nvls_rounds_in_flight() const {
 // few chunks for every channel and head.
 double CommModel::nvls_chunk(int a, uint64_t bytes) const {
   const double ops = nvls_rounds_in_flight();
-  const double nvls = nvls_chunk_size_;
   auto shrink = [&](double chunk, double times, double to) {
     return bytes < times * ops * chunk && chunk > to ? to : chunk;
   };
   if (a == kNvls) {
-    double chunk = std::min(simple_step(), nvls);
+    double chunk = std::min(simple_step(), nvls_chunk_size_);
     if (nnodes() > 1 && bw_[kAllReduce][kNvls][kSimple] < 150) chunk = std::min(chunk, 32768.0);
     chunk = shrink(chunk, 64, 65536);
     chunk = shrink(chunk, 8, 32768);
     return shrink(chunk, 2, 16384);
   }
-  double chunk = std::min(nvls, nvls_tree_max_chunk_);
+  double chunk = std::min(nvls_chunk_size_, nvls_tree_max_chunk_);
   chunk = shrink(chunk, 32, 262144);
   chunk = shrink(chunk, 16, 131072);
   chunk = shrink(chunk, 4, 65536);

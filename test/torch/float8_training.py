@@ -36,25 +36,13 @@ def train(model, device):
     return losses
 
 
-def modeled_us(fn, reps=5):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000 / reps
-
-
 def price():
-    """A Float8 product as torchao runs it, against a bf16 product of the same shape."""
-    m = n = k = 8192
-    a, b = torch.randn(m, k, device="cuda"), torch.randn(n, k, device="cuda")
-    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()
-    a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16).t()
-    one = torch.ones((), device="cuda")
-    fp8 = modeled_us(lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16))
-    bf16 = modeled_us(lambda: torch.mm(a16, b16))
+    """A Float8 product as torchao runs it, against a bf16 product of the same shape, timed as
+    `fgpu calibrate` times them (fakegpu/kernel_cases.py)."""
+    from fakegpu.kernel_cases import run_case
+    shape = [8192, 8192, 8192]
+    fp8 = run_case({"case": "gemm", "op": "scaled_mm", "dtype": "fp8", "shape": shape})["fwd_us"]
+    bf16 = run_case({"case": "gemm", "op": "mm", "dtype": "bf16", "shape": shape})["fwd_us"]
     print(f"float8 product: {fp8:.1f} us, bf16 {bf16:.1f} us, ratio {fp8 / bf16:.3f}", flush=True)
 
 

@@ -222,7 +222,8 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
     try:
         names, nodes = node_layout(config)
         if gpus:
-            print(f"fgpu: --mode {args.mode}: {share_gpus(env, max(len(n) for n in nodes), gpus)}", file=sys.stderr)
+            shared = share_gpus(env, max(len(n) for n in nodes), gpus, workdir)
+            print(f"fgpu: --mode {args.mode}: {shared}", file=sys.stderr)
         several = len(nodes) > 1
         world = sum(len(n) for n in nodes)
         if args.nproc and args.nproc != world:

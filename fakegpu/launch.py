@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from .paths import built
+from .modes import loaded_library
+from .paths import SetupError, built
 from .report import span_list
 from .supervise import GRACE_SECONDS, Launch, supervise
 
@@ -33,17 +34,31 @@ def rank_environment(base: dict, transport: str, address: str, cluster_config: s
     return env
 
 
-def share_gpus(env: dict, per_node: int, gpus: int) -> str:
+def share_gpus(env: dict, per_node: int, gpus: int, workdir: Path) -> str:
     """Hybrid mode. Where a node's ranks outnumber the GPUs here, each rank sees the node's
-    devices, device d running on GPU d % gpus (libfakegpu-hybrid-devices.so), so that a program
-    may select LOCAL_RANK as it would on the cluster. Returns what fgpu tells the user."""
+    devices, device d running on GPU d % gpus, so that a program (PyTorch's too) may select
+    LOCAL_RANK as it would on the cluster: libfakegpu-hybrid-devices.so over the CUDA runtime and
+    driver, and libfakegpu-hybrid-nvml.so over NVML, each standing before NVIDIA's library under
+    its soname and reaching it under a name linked in `workdir` (libfakecuda/hybrid/). Returns
+    what fgpu tells the user."""
     if per_node <= gpus:
         return f"up to {per_node} ranks per node compute on this machine's {gpus} GPU(s), each on the device it selects"
-    env["LD_PRELOAD"] = prepend("LD_PRELOAD", str(built("libfakegpu-hybrid-devices.so")), env)
+    links = workdir / "hybrid-libraries"
+    links.mkdir(exist_ok=True)
+    preload = [built("libfakegpu-hybrid-devices.so")]
+    driver = loaded_library("libcuda.so.1")
+    if not driver:
+        raise SetupError("hybrid mode: NVIDIA's driver (libcuda.so.1) was found, then could not be loaded again")
+    (links / "libfakegpu-cuda-driver.so.1").symlink_to(driver)
+    nvml = loaded_library("libnvidia-ml.so.1")
+    if nvml:  # without it PyTorch counts the devices through the runtime, which is shared already
+        (links / "libfakegpu-nvml.so.1").symlink_to(nvml)
+        preload.append(built("libfakegpu-hybrid-nvml.so"))
+    env["LD_PRELOAD"] = prepend("LD_PRELOAD", ":".join(map(str, preload)), env)
+    env["LD_LIBRARY_PATH"] = prepend("LD_LIBRARY_PATH", str(links), env)
     env["FAKEGPU_HYBRID_DEVICES"] = str(per_node)
     return (f"{per_node} ranks per node share this machine's {gpus} GPU(s): each rank sees {per_node} devices, "
-            f"device d on GPU d % {gpus} (PyTorch ranks see the GPUs and select LOCAL_RANK % "
-            "torch.cuda.device_count())")
+            f"device d on GPU d % {gpus}")
 
 
 def virtual_nodes_value(node_names, nodes) -> str:

@@ -28,6 +28,22 @@ def local_gpus():
     return count.value, ""
 
 
+def loaded_library(soname: str):
+    """The file this process loaded for `soname` (NVIDIA's driver or NVML), loading it if it can;
+    None when it cannot."""
+    try:
+        ctypes.CDLL(soname)
+    except OSError:
+        return None
+    stem = soname.split(".so")[0] + ".so"
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and os.path.basename(fields[5].strip()).startswith(stem):
+                return fields[5].strip()
+    return None
+
+
 def check_modes(mode: str, dist_mode: str) -> int:
     """Returns how many GPUs the pair computes on (0 for simulate/simulate) when it can run
     here; otherwise raises SetupError saying what is missing."""

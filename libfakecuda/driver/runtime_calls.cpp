@@ -1,5 +1,7 @@
 #include "runtime_calls.h"
 
+#include <dlfcn.h>
+
 #include "cuda_bridge_lookup.h"
 #include "runtime_symbol.h"
 
@@ -7,9 +9,22 @@ namespace fakegpu::driver {
 
 namespace {
 
+// The fake runtime's own library, the one that answers for the bridge. The driver asks it by
+// handle rather than by global name, as NVIDIA's driver keeps its own count of devices: a
+// library preloaded over the runtime (hybrid mode's device sharing) changes what the program
+// sees, not what the driver knows.
+void* runtime_library() {
+  Dl_info info{};
+  void* bridge = runtime_symbol("fakegpu_cuda_bridge");
+  if (!bridge || !dladdr(bridge, &info) || !info.dli_fname) return nullptr;
+  return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);  // loaded already; held for the process
+}
+
+// `name` in the runtime's library where it was found, otherwise among the process's symbols.
 template <typename Fn>
-void find(Fn*& fn, const char* name) {
-  fn = reinterpret_cast<Fn*>(runtime_symbol(name));
+void find_in(void* library, Fn*& fn, const char* name) {
+  void* sym = library ? dlsym(library, name) : nullptr;
+  fn = reinterpret_cast<Fn*>(sym ? sym : runtime_symbol(name));
 }
 
 RuntimeCalls resolve() {
@@ -17,6 +32,8 @@ RuntimeCalls resolve() {
   r.bridge = find_cuda_bridge(kRuntimeCaller);
   // NVIDIA's runtime has the cuda* names too; the driver only ever talks to fakegpu's.
   if (!r.bridge) return r;
+  void* const library = runtime_library();
+  auto find = [library](auto*& fn, const char* name) { find_in(library, fn, name); };
   find(r.get_device_count, "cudaGetDeviceCount");
   find(r.get_device, "cudaGetDevice");
   find(r.set_device, "cudaSetDevice");

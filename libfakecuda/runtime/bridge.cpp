@@ -59,14 +59,15 @@ size_t take_activity_slices(fakegpu_activity_slice* out, size_t max, size_t min_
 }
 
 int device_identity_of(int device, char name[256], unsigned char uuid[16], uint64_t* memory_bytes) {
-  return device_identity(device, name, uuid, memory_bytes);
+  return device_identity(runtime_device(device), name, uuid, memory_bytes);
 }
 
-int context_active(int device) { return primary_context_active(device) ? 1 : 0; }
+int context_active(int device) { return primary_context_active(runtime_device(device)) ? 1 : 0; }
 
 uint64_t launches() { return kernel_launches(); }
 
 int charge_memory(int device, int part, int64_t bytes) {
+  device = runtime_device(device);
   return guarded([&] {
     const VirtualDevice* d = device_at(device);
     if (!d || part < 0 || part >= FAKEGPU_MEMORY_PART_COUNT) throw cudaErrorInvalidValue;
@@ -87,8 +88,12 @@ int stream_wait_value32(void* stream, const uint32_t* flag, uint32_t value) {
 }
 
 size_t memory_samples(int device, fakegpu_memory_sample* out, size_t max) {
-  return MemoryLedger::instance().samples(device, out, max);
+  return MemoryLedger::instance().samples(runtime_device(device), out, max);
 }
+
+int create_vmm(size_t bytes, int device, uint64_t* handle) { return vmm_create(bytes, runtime_device(device), handle); }
+uint64_t memory_used(int device) { return device_memory_used(runtime_device(device)); }
+int library_loaded(int device, int library) { return load_library(runtime_device(device), library); }
 
 constexpr fakegpu_cuda_bridge_table kTable = {
     FAKEGPU_CUDA_BRIDGE_VERSION,
@@ -109,17 +114,17 @@ constexpr fakegpu_cuda_bridge_table kTable = {
     poll_streams,
     vmm_reserve,
     vmm_free,
-    vmm_create,
+    create_vmm,
     vmm_release,
     vmm_map,
     vmm_unmap,
     vmm_granularity,
-    device_memory_used,
+    memory_used,
     copy_op_totals,
     charge_memory,
     memory_figures,
     memory_samples,
-    load_library,
+    library_loaded,
     stream_wait_value32,
 };
 

@@ -94,6 +94,7 @@ int drain(void* stream) { return fakegpu_cuda_drain_stream(static_cast<cudaStrea
 int mark_step(void* stream, int begin) { return fakegpu_cuda_mark_step(static_cast<cudaStream_t>(stream), begin); }
 
 int torch_memory(int device, uint64_t peak_allocated, uint64_t peak_reserved) {
+  device = runtime_device(device);
   return guarded([&] {
     if (!device_at(device)) throw cudaErrorInvalidDevice;
     MemoryLedger::instance().torch_peaks(device, peak_allocated, peak_reserved);
@@ -101,6 +102,7 @@ int torch_memory(int device, uint64_t peak_allocated, uint64_t peak_reserved) {
 }
 
 int torch_out_of_memory(int device, uint64_t bytes, const uint64_t* largest, int count) {
+  device = runtime_device(device);
   return guarded([&] {
     if (!device_at(device)) throw cudaErrorInvalidDevice;
     if (count < 0 || (count > 0 && !largest)) throw cudaErrorInvalidValue;

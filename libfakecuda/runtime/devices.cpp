@@ -1,5 +1,7 @@
 #include "devices.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
 
 #include "cluster_config.h"
@@ -80,6 +82,12 @@ const DeviceCatalogue& catalogue() {
     return c;
   }();
   return *built;
+}
+
+int runtime_device(int device) {
+  using GpuOf = int (*)(int);
+  static const GpuOf gpu_of = reinterpret_cast<GpuOf>(dlsym(RTLD_DEFAULT, "fakegpu_hybrid_gpu_of"));
+  return gpu_of ? gpu_of(device) : device;
 }
 
 const VirtualDevice* device_at(int ordinal) {

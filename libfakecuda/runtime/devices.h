@@ -32,5 +32,10 @@ struct DeviceCatalogue {
 const DeviceCatalogue& catalogue();
 // The device with this ordinal, or nullptr when there is none.
 const VirtualDevice* device_at(int ordinal);
+// The device under one the program names, for the bridges' calls: hybrid mode's device sharing
+// (libfakegpu-hybrid-devices.so), preloaded over this runtime where it stands in for NVIDIA's in
+// tests, maps the devices of the runtime's API; the stub and the PyTorch hook, which name the
+// program's devices, reach the runtime through a bridge that it does not see. Itself otherwise.
+int runtime_device(int device);
 
 }  // namespace fakegpu::cuda

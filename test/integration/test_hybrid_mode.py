@@ -38,8 +38,8 @@ class HybridMode(unittest.TestCase):
                  env=with_one_gpu(FAKEGPU_FORCE_STAGING="1", NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="ALLOC"))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(r.stdout.count(": OK ("), 4, r.stdout)
-        self.assertIn("2 ranks per node share this machine's 1 GPU(s): each rank sees 2 devices, device d on GPU d % 1 "
-                      "(PyTorch ranks see the GPUs", r.stderr)
+        self.assertIn("2 ranks per node share this machine's 1 GPU(s): each rank sees 2 devices, device d on GPU d % 1\n",
+                      r.stderr)
         self.assertIn("device 1 of 2", r.stdout, "rank 1 of each node selected its LOCAL_RANK")
         self.assertIn("Staging pool: new", r.stderr, "device data is staged through host blocks")
         report = json.loads((self.tmp / "r.json").read_text())
@@ -50,15 +50,21 @@ class HybridMode(unittest.TestCase):
         self.assertEqual(report["data_plane"]["socket_bytes"], 0)
 
     def test_ranks_keep_their_own_cuda_runtime(self):
-        probe = 'echo "$LD_PRELOAD|${LD_LIBRARY_PATH:-}|$FAKEGPU_MODE|${FAKEGPU_HYBRID_DEVICES:-}"'
-        for ranks, preload, devices in (("1", [built("libnccl.so.2")], ""),
-                                        ("2", [built("libfakegpu-hybrid-devices.so"), built("libnccl.so.2")], "2")):
+        # The first folder on the library path, where fgpu links the driver found for shared devices.
+        probe = ('echo "$LD_PRELOAD|${LD_LIBRARY_PATH:-}|$FAKEGPU_MODE|${FAKEGPU_HYBRID_DEVICES:-}|'
+                 '$(readlink "${LD_LIBRARY_PATH%%:*}/libfakegpu-cuda-driver.so.1")"')
+        driver = str(built("nccl_check").parent / "standin-driver" / "libcuda.so.1")
+        for ranks, preload, devices, linked in (
+                ("1", [built("libnccl.so.2")], "", ""),
+                ("2", [built("libfakegpu-hybrid-devices.so"), built("libnccl.so.2")], "2", driver)):
             r = fgpu("--mode", "hybrid", "--nproc", ranks, "sh", "-c", probe, env=with_one_gpu())
             self.assertEqual(r.returncode, 0, r.stderr)
-            lines = [line for line in r.stdout.splitlines() if line.count("|") == 3]
+            lines = [line for line in r.stdout.splitlines() if line.count("|") == 4]
             self.assertEqual(len(lines), int(ranks), r.stdout)
             for line in lines:
-                seen_preload, library_path, mode, seen_devices = line.split("|")
+                seen_preload, library_path, mode, seen_devices, seen_driver = line.split("|")
+                # Shared devices stand before the driver fgpu found, which they reach under another name.
+                self.assertEqual(seen_driver, linked)
                 # fakegpu's NCCL, and where ranks outnumber the GPUs its device sharing: not its runtime.
                 self.assertEqual(seen_preload, ":".join(map(str, preload)))
                 self.assertNotIn(str(built("libnccl.so.2").parent) + ":", library_path + ":",

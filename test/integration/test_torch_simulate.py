@@ -245,6 +245,30 @@ class Parallel(TorchTest):
                     "--out", self.tmp / "result.json", env=env)
         self.assertTrue(self.check_reference(self.tmp / "result.json")["ddp_losses_agree"])
 
+    def test_ranks_sharing_one_device_each_see_the_nodes_devices(self):
+        # Hybrid mode's device sharing over fakegpu's runtime standing in for NVIDIA's, with one
+        # device: four ranks each see four devices (NVML's count, which PyTorch asks first, and
+        # the runtime's), select cuda:LOCAL_RANK as PyTorch's examples do, and train DDP then FSDP2
+        # to the reference. Autograd's device threads ask the driver about every device's primary
+        # context through the libcuda.so.1 handle PyTorch opens itself, and expandable segments
+        # name the device to the driver's virtual memory calls, which PyTorch gets as entry points.
+        build = built("libnccl.so.2").parent
+        env = dict(os.environ, FAKEGPU_FORCE_STAGING="1", FAKEGPU_SERIAL_HOST_FUNCTIONS="1", FAKEGPU_DEVICE_COUNT="1",
+                   PYTHONWARNINGS="ignore::FutureWarning")
+        job = ("--nproc", "4", PYTHON, TORCH_SCRIPTS / "train_parallel.py", "--style", "ddp_fsdp", "--device-per-rank",
+               "--out", self.tmp / "result.json")
+        alone = fgpu_torch(*job, env=env)
+        self.assertNotEqual(alone.returncode, 0)
+        self.assertIn("Unable to locate sufficient GPUs: 1 for 4 ranks", alone.stderr)
+        env.update(FAKEGPU_HYBRID_DEVICES="4", LD_LIBRARY_PATH=str(build / "fake-driver-link"),
+                   PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+                   LD_PRELOAD=f"{build / 'libfakegpu-hybrid-devices.so'}:{build / 'libfakegpu-hybrid-nvml.so'}")
+        self.run_ok(*job, env=env)
+        figures = self.check_reference(self.tmp / "result.json")
+        self.assertTrue(figures["ddp_losses_agree"])
+        # Per rank: devices seen, the current one, and where its model is.
+        self.assertEqual(figures["devices"], [[4, rank, rank] for rank in range(4)])
+
     def test_torch_compile_runs_without_triton_and_matches_a_reference(self):
         r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "train_parallel.py", "--style", "fsdp", "--compile",
                         "--out", self.tmp / "result.json")

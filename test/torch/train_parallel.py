@@ -14,6 +14,7 @@ Each data-parallel rank trains on its slice of every global batch. Rank 0 writes
 import argparse
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -98,9 +99,17 @@ def main():
     p.add_argument("--style", choices=("fsdp", "tp_dp", "ddp_fsdp"), required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--device-per-rank", action="store_true",
+                   help="require a device for each rank of the node and select cuda:LOCAL_RANK, as PyTorch's "
+                   "examples do (by default LOCAL_RANK modulo the devices there are)")
     a = p.parse_args()
-    # Modulo the device count: in hybrid mode ranks may share fewer real GPUs.
-    local, world = int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count(), int(os.environ["WORLD_SIZE"])
+    local, world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    if a.device_per_rank:
+        needed = int(os.environ["LOCAL_WORLD_SIZE"])
+        if torch.cuda.device_count() < needed:
+            sys.exit(f"Unable to locate sufficient GPUs: {torch.cuda.device_count()} for {needed} ranks on this node")
+    else:
+        local %= torch.cuda.device_count()
     torch.cuda.set_device(local)
     device = torch.device("cuda", local)
     model = make_model(device)
@@ -133,6 +142,12 @@ def main():
     dist.all_reduce(losses, group=dp_group)
     losses = (losses / dp_world).cpu()
     weights = full_weights(model)
+    # Each rank's devices as PyTorch saw them: how many, the current one, and where the model is.
+    params = next(model.parameters())
+    placed = torch.tensor([torch.cuda.device_count(), torch.cuda.current_device(),
+                           (params.to_local() if isinstance(params, DTensor) else params).device.index], device=device)
+    everyone = torch.empty(world * 3, dtype=placed.dtype, device=device)
+    dist.all_gather_into_tensor(everyone, placed)
     if rank == 0:
         reference = make_model("cpu")
         ref_losses = torch.stack(train(reference, slice(None), "cpu", dp_world))
@@ -140,7 +155,8 @@ def main():
         result = {"style": a.style, "world": world, "losses": losses.tolist(), "reference_losses": ref_losses.tolist(),
                   "losses_agree": torch.allclose(losses, ref_losses, rtol=1e-5, atol=1e-6),
                   "weights_agree": torch.allclose(weights, ref_weights, rtol=1e-5, atol=1e-6),
-                  "max_weight_difference": (weights - ref_weights).abs().max().item()}
+                  "max_weight_difference": (weights - ref_weights).abs().max().item(),
+                  "devices": everyone.view(world, 3).tolist()}
         if ddp_losses is not None:
             result["ddp_losses_agree"] = torch.allclose(ddp_losses, ref_losses, rtol=1e-5, atol=1e-6)
         with open(a.out, "w") as f:

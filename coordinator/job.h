@@ -360,6 +360,8 @@ class Job {
   bool report_memory(const Client& client, wire::RankMemory* out) const;
   // The report's account of which ranks ran as processes; null when every rank did.
   nlohmann::json representative_report() const;
+  // In hybrid mode, the GPUs the ranks computed on and the cluster GPUs they stood for; null otherwise.
+  nlohmann::json hybrid_report() const;
 
   // ---- The report (job_report.cpp)
   // A communicator's entry in the report.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <set>
 
 #include "job.h"
 
@@ -65,6 +66,25 @@ nlohmann::json Job::comm_entry(const Comm& comm) const {
   return entry;
 }
 
+nlohmann::json Job::hybrid_report() const {
+  std::set<std::string> computed_on, modeled;
+  for (const auto& [id, c] : clients_)
+    if (!c.hello.compute_gpu.empty()) {
+      computed_on.insert(c.hello.compute_gpu);
+      const int node = cluster_.node_of_rank(c.global_rank);
+      if (node >= 0) {
+        const auto& ranks = cluster_.nodes[node].ranks;
+        const size_t local = std::find(ranks.begin(), ranks.end(), c.global_rank) - ranks.begin();
+        if (local < cluster_.nodes[node].gpus.size()) modeled.insert(cluster_.nodes[node].gpus[local]->name);
+      }
+    }
+  if (computed_on.empty()) return nullptr;
+  return {{"computed_on", computed_on},
+          {"modeled_gpus", modeled},
+          {"how", "the ranks' kernels ran on computed_on, this machine's GPUs; their collectives were modeled on the "
+                  "cluster's GPUs (modeled_gpus) and links"}};
+}
+
 nlohmann::json Job::report() const {
   using nlohmann::json;
   json j;
@@ -112,6 +132,7 @@ nlohmann::json Job::report() const {
                      {"last_operation", c.last_posted == Posted::kNothing ? nlohmann::json(nullptr)
                                                                           : nlohmann::json(last_post(c))}});
     if (c.stood_in) ranks.back()["stood_in_by"] = figures_of(c).global_rank;
+    if (!c.hello.compute_gpu.empty()) ranks.back()["computed_on"] = c.hello.compute_gpu;
   }
   std::stable_sort(ranks.begin(), ranks.end(), [](const json& a, const json& b) {
     return a["global_rank"].get<int>() < b["global_rank"].get<int>();
@@ -122,6 +143,7 @@ nlohmann::json Job::report() const {
   if (json memory = memory_report(); !memory.is_null()) j["memory"] = std::move(memory);
   if (json representative = representative_report(); !representative.is_null())
     j["representative"] = std::move(representative);
+  if (json hybrid = hybrid_report(); !hybrid.is_null()) j["hybrid"] = std::move(hybrid);
 
   json comms = json::array();
   for (const json& entry : comms_.retired()) comms.push_back(entry);

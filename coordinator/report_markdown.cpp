@@ -147,6 +147,16 @@ std::string report_markdown(const json& r) {
     for (const auto& [name, value] : conf.items()) settings += (settings.empty() ? "" : ", ") + name + "=" + value.get<std::string>();
     md += "NCCL settings the cluster gives every job (the job's environment overrides them): " + settings + ".\n\n";
   }
+  if (r.contains("hybrid")) {
+    auto names = [](const json& list) {
+      std::string out;
+      for (const json& name : list) out += (out.empty() ? "" : ", ") + name.get<std::string>();
+      return out;
+    };
+    md += fmt::format("Hybrid mode: the ranks computed on this machine's {}; their communication is modeled on the "
+                      "cluster's {}.\n\n",
+                      names(r["hybrid"]["computed_on"]), names(r["hybrid"]["modeled_gpus"]));
+  }
   const json& t = r["totals"];
   md += fmt::format("{} collective calls of {} in all, modeled {:.1f} us of communication over a {:.1f} us timeline.\n\n",
                     t["collective_calls"].get<uint64_t>(), bytes_text(t["bytes"].get<double>()),

@@ -135,6 +135,9 @@ def summarize(report: dict) -> str:
                          "FAKEGPU_REPRESENTATIVE=0,1 runs the others as rank 1)")
         elif {0, 1} <= set(processes):
             lines += own_work_of_rank_0(report)
+    if hybrid := report.get("hybrid"):
+        lines.append(f"computed on this machine's {', '.join(hybrid.get('computed_on', []))}; communication modeled "
+                     f"on the cluster's {', '.join(hybrid.get('modeled_gpus', [])) or 'GPUs'}")
     colls = report.get("collectives", {})
     if colls:
         for name, stats in sorted(colls.items()):

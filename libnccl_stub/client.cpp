@@ -1,5 +1,7 @@
 #include "client.h"
 
+#include "cuda_bridge.h"
+
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -123,6 +125,7 @@ void Client::handshake() {
   hello.hostname = id.hostname;
   hello.token = env::get(env::kCoordinatorToken);
   hello.chunk_bytes = chunk_bytes_;
+  if (env::get(env::kMode) == "hybrid") hello.compute_gpu = cuda().device_name();
   submit(hello)->reply<wire::Welcome>();  // throws the coordinator's refusal, if any
 }
 

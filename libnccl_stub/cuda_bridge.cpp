@@ -25,6 +25,7 @@ void find(Fn*& fn, const char* name) {
 CudaBridge::CudaBridge() {
   bridge_ = find_cuda_bridge("NCCL");
   find(get_device_, "cudaGetDevice");
+  find(device_properties_, "cudaGetDeviceProperties");
   find(stream_sync_, "cudaStreamSynchronize");
   find(memcpy_, "cudaMemcpy");
   find(malloc_, "cudaMalloc");
@@ -52,6 +53,14 @@ int CudaBridge::current_device() const {
   int dev = 0;
   if (get_device_ && get_device_(&dev) != 0) return 0;
   return dev;
+}
+
+std::string CudaBridge::device_name() const {
+  if (!device_properties_) return "";
+  // Larger than cudaDeviceProp of any CUDA version; the name leads it, NUL-terminated.
+  alignas(8) char props[4096] = {};
+  if (device_properties_(props, current_device()) != 0) return "";
+  return std::string(props, strnlen(props, 256));
 }
 
 void CudaBridge::sync_stream(cudaStream_t stream) const {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "fake_cuda_bridge.h"
@@ -25,6 +26,9 @@ using HostFunction = std::function<void(StreamClock)>;
 class CudaBridge {
  public:
   int current_device() const;
+  // The name of the GPU under the current device, as the program's runtime reports it ("" when
+  // it cannot say): in hybrid mode, the GPU the rank computes on.
+  std::string device_name() const;
   // Waits for work already queued on the stream; throws NcclError on a CUDA failure.
   void sync_stream(cudaStream_t stream) const;
   // Whether work can be queued on streams (a runtime with cudaLaunchHostFunc is loaded).
@@ -133,6 +137,9 @@ class CudaBridge {
   using StreamSync = int (*)(cudaStream_t);
   using Memcpy = int (*)(void*, const void*, size_t, int);
   GetDevice get_device_ = nullptr;
+  // cudaGetDeviceProperties, of each version's layout (CUDA 12 keeps 11's under this name): only
+  // the name, the first field of every one, is read.
+  int (*device_properties_)(void*, int) = nullptr;
   StreamSync stream_sync_ = nullptr;
   Memcpy memcpy_ = nullptr;
   int (*malloc_)(void**, size_t) = nullptr;

@@ -18,7 +18,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 12;
+constexpr uint32_t kProtocolVersion = 13;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -92,6 +92,9 @@ struct Hello {
   // Largest piece of bulk data the client takes in one frame (FAKEGPU_STAGING_CHUNK_BYTES); 0
   // when it reads only whole frames (an observer). See PayloadChunk.
   uint64_t chunk_bytes = 0;
+  // In hybrid mode, the name of the GPU the rank computes on, as its CUDA runtime reports it;
+  // empty where its devices are fakegpu's.
+  std::string compute_gpu;
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("protocol_version", m.protocol_version);
@@ -105,6 +108,7 @@ struct Hello {
     v("role", m.role);
     v("token", m.token);
     v("chunk_bytes", m.chunk_bytes);
+    v("compute_gpu", m.compute_gpu);
   }
 };
 

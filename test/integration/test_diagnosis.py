@@ -221,11 +221,11 @@ def read_frame(s):
 
 
 def greet(s, address):
-    """Connects s as a rank: Hello (rank 0 of 2, host "test", no token, 4 KiB chunks), Welcome."""
+    """Connects s as a rank: Hello (rank 0 of 2, host "test", no token, 4 KiB chunks, no GPU named), Welcome."""
     s.settimeout(10)
     s.connect(address)
     hello = struct.pack("<IiiI", PROTOCOL_VERSION, 0, 2, os.getpid()) + struct.pack("<I", 4) + b"test" + \
-        b"\x00" + struct.pack("<I", 0) + struct.pack("<Q", 4096)
+        b"\x00" + struct.pack("<I", 0) + struct.pack("<Q", 4096) + struct.pack("<I", 0)
     s.sendall(frame(1, 1, hello))
     assert read_frame(s)[0] == 2, "Welcome"
 

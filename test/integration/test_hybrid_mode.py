@@ -44,6 +44,13 @@ class HybridMode(unittest.TestCase):
         self.assertIn("Staging pool: new", r.stderr, "device data is staged through host blocks")
         report = json.loads((self.tmp / "r.json").read_text())
         self.assertEqual(report["world_size"], 4)
+        # The report names the GPU the ranks computed on (fakegpu's stand-in runtime's one device,
+        # an H100 by default) and the cluster's GPUs the communication was modeled on.
+        self.assertEqual(report["hybrid"]["computed_on"], ["NVIDIA H100 80GB HBM3"])
+        self.assertEqual(report["hybrid"]["modeled_gpus"], ["h100-sxm"])
+        self.assertEqual({rank["computed_on"] for rank in report["ranks"]}, {"NVIDIA H100 80GB HBM3"})
+        self.assertIn("computed on this machine's NVIDIA H100 80GB HBM3; communication modeled on the cluster's "
+                      "h100-sxm", r.stdout + r.stderr)
         self.assertGreater(report["collectives"]["AllReduce"]["calls"], 0)
         # The staged copies are shared with the coordinator, which works on them in place.
         self.assertGreater(report["data_plane"]["shared_memory_bytes"], 0)

@@ -27,7 +27,7 @@ namespace fakegpu::wire {
     const auto& [__VA_ARGS__] = m;                \
     return std::tie(__VA_ARGS__);                 \
   }
-MEMBERS(Hello, a, b, c, d, e, f, g, h)
+MEMBERS(Hello, a, b, c, d, e, f, g, h, i)
 MEMBERS(Welcome, a, b, c, d)
 MEMBERS(ErrorReply, a, b)
 MEMBERS(CommInit, a, b, c, d, e)
@@ -125,6 +125,7 @@ Hello full_hello() {
   m.role = ClientRole::kObserver;
   m.token = "s3cret";
   m.chunk_bytes = kBig;
+  m.compute_gpu = "NVIDIA H200";
   return m;
 }
 

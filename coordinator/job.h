@@ -350,6 +350,9 @@ class Job {
   void retire_stand_ins(Comm& comm, ClientId id);
   // Why a shrink cannot go on when ranks are stood in for.
   std::string shrink_refusal(const Comm& parent) const;
+  // Why the stood-in ranks cannot repeat a process's Send of a pairwise exchange (a partner
+  // beyond the communicator); empty when they can, or when it is no such Send.
+  std::string pair_refusal(const Comm& comm, ClientId process, const wire::Collective& msg) const;
   // Notes in a rank's NCCL ledger what its library charges at an init, and at a completed call
   // (`rank` its comm rank in it).
   void ledger_init(ClientId client, uint64_t comm, const wire::NcclMemory& plan);

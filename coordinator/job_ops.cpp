@@ -130,6 +130,11 @@ void Job::handle_collective(ClientId id, const wire::Collective& msg, std::share
   client.last_coll = msg.coll;
   note_post(client, Posted::kCollective, msg.comm_id, msg.seq, now);
   if (is_point_to_point(msg.coll)) {
+    if (stands_in())
+      if (const std::string why = pair_refusal(*comm, id, msg); !why.empty()) {
+        reply_error(id, request_id, Status::kInvalidUsage, why);
+        return;
+      }
     handle_p2p(*comm, id, msg, std::move(rank), request_id, now);
     if (stands_in()) {
       post_stand_in_side(*comm, msg, now);

@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "coll_shape.h"
@@ -39,6 +40,13 @@ int local_rank_of(const ClusterConfig& cluster, int rank) {
 bool overlap(const std::vector<int>& a, const std::vector<int>& b) {
   std::set<int> seen(a.begin(), a.end());
   return std::any_of(b.begin(), b.end(), [&](int r) { return seen.count(r); });
+}
+
+// Whether the stood-in ranks repeat a process's Send by pairing as it pairs with its peer, by the
+// XOR of their ranks: a pairwise exchange (one Send to a peer and one Receive from it), unless the
+// peer is half the communicator away, where each rank's partner is as far from it both ways.
+bool pairs_by_xor(int nranks, const wire::Collective& send) {
+  return (send.flags & wire::kPairExchange) && 2 * std::abs(send.root - send.rank) != nranks;
 }
 
 }  // namespace
@@ -276,12 +284,15 @@ void Job::post_stood_in_messages(Comm& comm, ClientId process, const wire::Colle
                                  std::chrono::steady_clock::time_point now) {
   // Only an exchange (a group that sends and receives on the communicator: an all-to-all, a ring)
   // is taken for one every rank makes; a lone message is one rank's own (rank 0 sends rank 3 a
-  // tensor), met by its receiver alone. Each message is posted from its sender's side.
+  // tensor), met by its receiver alone. Each message is posted from its sender's side. A pairwise
+  // exchange pairs the stood-in ranks by XOR (pairs_by_xor); in any other each stood-in rank sends
+  // as far from it as the process's peer is from the process.
   if (msg.coll != wire::CollType::kSend || !(msg.flags & wire::kSendsAndReceives)) return;
   const int n = static_cast<int>(comm.members.size());
+  const bool pairs = pairs_by_xor(n, msg);
   for (int from = 0; from < n; ++from) {
     if (comm.members[from].follows != process) continue;
-    const int to = ((msg.root - msg.rank + from) % n + n) % n;
+    const int to = pairs ? from ^ (msg.root ^ msg.rank) : ((msg.root - msg.rank + from) % n + n) % n;
     const ClientId sender = comm.members[from].client, receiver = comm.members[to].client;
     if (!is_stand_in(receiver)) continue;  // a process posts its side itself
     wire::Collective send = msg, recv = msg;
@@ -389,6 +400,20 @@ void Job::split_for_group(ClientId id, Client& client, const Comm& parent, const
   init.comm_name = parent.name.substr(0, parent.name.rfind(':') + 1) + group->name;
   pending_inits_[init.key].split_parent = parent.id;
   handle_comm_init(id, client, init, request_id);
+}
+
+std::string Job::pair_refusal(const Comm& comm, ClientId process, const wire::Collective& msg) const {
+  const int n = static_cast<int>(comm.members.size());
+  if (msg.coll != wire::CollType::kSend || !pairs_by_xor(n, msg)) return "";
+  const int distance = msg.root ^ msg.rank;
+  for (int from = 0; from < n; ++from)
+    if (comm.members[from].follows == process && (from ^ distance) >= n)
+      return fmt::format("ncclSend of rank {} to rank {} on communicator {} ('{}') under FAKEGPU_REPRESENTATIVE: a "
+                         "pairwise exchange, whose stood-in ranks pair by the XOR of their ranks ({}), but rank {}'s "
+                         "partner, {}, is beyond the communicator's {} ranks, so the stood-in ranks cannot repeat it; "
+                         "run every rank (leave out --representative)",
+                         msg.rank, msg.root, comm.id, comm.name, distance, from, from ^ distance, n);
+  return "";
 }
 
 std::string Job::shrink_refusal(const Comm& parent) const {

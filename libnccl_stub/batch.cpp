@@ -38,15 +38,36 @@ bool moves_data(const CollectiveCall& c) {
   return std::max(c.send_bytes, c.recv_bytes) <= kSmallPayloadBytes;
 }
 
-// The communicators a batch receives on, each once: their Sends share channel blocks with the
-// receives (wire::kSendsAndReceives). Kept per thread, so a batch allocates nothing once warm.
-const std::vector<const ncclComm*>& receiving_comms(const std::vector<CollectiveCall>& calls) {
-  thread_local std::vector<const ncclComm*> comms;
-  comms.clear();
-  for (const CollectiveCall& c : calls)
-    if (c.desc.coll == wire::CollType::kRecv && std::find(comms.begin(), comms.end(), c.comm) == comms.end())
-      comms.push_back(c.comm);
-  return comms;
+// What a batch does on each communicator it sends or receives on: its Sends share channel
+// blocks with the receives (wire::kSendsAndReceives), and one Send and one Receive with a single
+// peer are a pairwise exchange (wire::kPairExchange). Kept per thread, so a batch allocates
+// nothing once warm.
+struct CommExchange {
+  const ncclComm* comm;
+  int sends = 0, receives = 0;
+  int32_t send_peer = -1, receive_peer = -1;
+  uint8_t send_flags() const {
+    return (receives ? wire::kSendsAndReceives : 0) |
+           (sends == 1 && receives == 1 && send_peer == receive_peer ? wire::kPairExchange : 0);
+  }
+};
+const std::vector<CommExchange>& exchanges(const std::vector<CollectiveCall>& calls) {
+  thread_local std::vector<CommExchange> found;
+  found.clear();
+  for (const CollectiveCall& c : calls) {
+    const bool send = c.desc.coll == wire::CollType::kSend, receive = c.desc.coll == wire::CollType::kRecv;
+    if (!send && !receive) continue;
+    auto it = std::find_if(found.begin(), found.end(), [&](const CommExchange& e) { return e.comm == c.comm; });
+    if (it == found.end()) it = found.insert(found.end(), CommExchange{c.comm});
+    (send ? it->sends : it->receives) += 1;
+    (send ? it->send_peer : it->receive_peer) = c.desc.root;
+  }
+  return found;
+}
+
+uint8_t send_flags(const std::vector<CommExchange>& found, const ncclComm* comm) {
+  auto it = std::find_if(found.begin(), found.end(), [&](const CommExchange& e) { return e.comm == comm; });
+  return it == found.end() ? 0 : it->send_flags();
 }
 
 }  // namespace
@@ -74,16 +95,14 @@ void post_batch(const std::vector<CollectiveCall>& calls, StagingSet* staging, S
   // A lone small AllReduce, Broadcast or AllGather of ranks on one host: they exchange the data
   // among themselves.
   if (!staging && calls.size() == 1 && post_exchanged(calls.front(), posted->ready_us, track, posted)) return;
-  const std::vector<const ncclComm*>& receiving = receiving_comms(calls);
+  const std::vector<CommExchange>& found = exchanges(calls);
   try {
     for (size_t i = 0; i < calls.size(); ++i) {
       const CollectiveCall& c = calls[i];
       wire::Collective desc = c.desc;
       desc.ready_us = posted->ready_us;
       desc.track = track;
-      if (c.desc.coll == wire::CollType::kSend &&
-          std::find(receiving.begin(), receiving.end(), c.comm) != receiving.end())
-        desc.flags |= wire::kSendsAndReceives;
+      if (c.desc.coll == wire::CollType::kSend) desc.flags |= send_flags(found, c.comm);
       const void* send = c.sendbuff;
       void* recv = c.recvbuff;
       size_t send_bytes = c.send_bytes, recv_bytes = c.recv_bytes;

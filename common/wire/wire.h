@@ -396,6 +396,10 @@ enum CollectiveFlags : uint8_t {
   // A Send whose rank also receives on the communicator in the same NCCL group (a ring or
   // pairwise exchange): each p2p channel's block then copies both ways, at half the rate each.
   kSendsAndReceives = 4,
+  // A Send whose rank, on the communicator in the same NCCL group, sends to one peer and receives
+  // from that peer alone: a pairwise exchange (a round of recursive doubling). In a
+  // representative run the stood-in ranks pair up alike (job_stand_ins.cpp).
+  kPairExchange = 8,
 };
 
 // The result for one rank; the receive buffer contents follow as bulk data.

@@ -151,6 +151,48 @@ class Representative(unittest.TestCase):
         self.assertIn("received 0.0 0.0", r.stdout)
         self.assertIn([0, 1], [c["global_ranks"] for c in json.loads(report.read_text())["communicators"]])
 
+    def test_pairwise_exchanges_by_xor_from_one_process(self):
+        # Recursive doubling: in round d every rank exchanges with rank ^ d, a group of one Send and
+        # one Receive with that peer (batch_isend_irecv). The stood-in ranks pair up alike, so every
+        # rank's calls and bytes are those of running every rank. On 6 ranks the pairs of round 2
+        # leave the world for ranks 4 and 5, which rank 0 alone cannot show: the job stops, saying so.
+        script = self.tmp / "doubling.py"
+        script.write_text(
+            "import os, torch, torch.distributed as dist\n"
+            "device = torch.device('cuda', int(os.environ['LOCAL_RANK']))\n"
+            "dist.init_process_group('nccl', device_id=device)\n"
+            "rank, world = dist.get_rank(), dist.get_world_size()\n"
+            "mine, theirs = torch.ones(1 << 16, device=device), torch.empty(1 << 16, device=device)\n"
+            "d = 1\n"
+            "while d < world:\n"
+            "    if rank ^ d < world:\n"
+            "        ops = [dist.P2POp(dist.isend, mine, rank ^ d), dist.P2POp(dist.irecv, theirs, rank ^ d)]\n"
+            "        for work in dist.batch_isend_irecv(ops):\n"
+            "            work.wait()\n"
+            "        mine += theirs\n"
+            "    d *= 2\n"
+            "torch.cuda.synchronize()\n"
+            "dist.destroy_process_group()\n")
+        env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
+        reports = {}
+        for flags in ((), ("--representative",)):
+            reports[flags] = self.tmp / f"doubling{len(flags)}.json"
+            r = fgpu_torch(*flags, "--gpu", "h100", "--nodes", 2, "--gpus-per-node", 4, "--nproc", 8,
+                           "--report", reports[flags], PYTHON, script, env=env, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        full, rep = (json.loads(reports[flags].read_text()) for flags in ((), ("--representative",)))
+        self.assertEqual(rep["representative"]["processes"], [0])
+        self.assertEqual(full["collectives"]["Send"]["calls"], 8 * 3)
+        self.assertEqual((rep["collectives"]["Send"]["calls"], rep["collectives"]["Send"]["bytes"]),
+                         (full["collectives"]["Send"]["calls"], full["collectives"]["Send"]["bytes"]))
+        self.assertEqual(ranks(rep), ranks(full))
+        r = fgpu_torch("--representative", "--gpu", "h100", "--nodes", 2, "--gpus-per-node", 3, "--nproc", 6, PYTHON,
+                       script, env=env, timeout=600)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("a pairwise exchange, whose stood-in ranks pair by the XOR of their ranks (2), but rank 4's "
+                      "partner, 6, is beyond the communicator's 6 ranks, so the stood-in ranks cannot repeat it; run "
+                      "every rank", r.stdout)
+
     def test_split_group_from_one_process(self):
         env = dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes")
         script = self.tmp / "split.py"

@@ -147,6 +147,51 @@ TEST_F(StandInTest, AnAllToAllOfMessagesReachesEveryPairOfRanks) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(report["ranks"][r]["collectives"], 8) << r;
 }
 
+TEST_F(StandInTest, APairwiseExchangePairsTheStoodInRanksByXor) {
+  post(GroupRanks{"0", {}});
+  const uint64_t world = init("default_pg:0", 4);
+  ASSERT_NE(world, 0u);
+  // Recursive doubling's rounds: the process exchanges with rank 1, then with rank 2, each a
+  // group of one Send and one Receive with that peer alone.
+  for (int peer : {1, 2}) {
+    Collective send = allreduce(world, 0, 1, 16);
+    send.coll = CollType::kSend;
+    send.root = peer;
+    send.flags |= kSendsAndReceives | kPairExchange;
+    post(send, floats(std::vector<float>(16, 1)));
+    Collective recv = send;
+    recv.coll = CollType::kRecv;
+    post(recv);
+    auto frames = out.take(1);
+    ASSERT_EQ(frames.size(), 2u) << peer;
+    for (const OutFrame& f : frames) EXPECT_EQ(f.type, MsgType::kCollectiveDone) << error_text(f);
+  }
+  // Rank j with rank j xor 1, then j xor 2: every rank sends and receives once a round, as when
+  // every rank runs (a shift would have rank 1 send twice in the first round and rank 3 never).
+  const nlohmann::json report = job.report();
+  EXPECT_EQ(report["collectives"]["Send"]["calls"], 8);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(report["ranks"][r]["collectives"], 4) << r;
+}
+
+TEST_F(StandInTest, APairwiseExchangeWhosePartnersLeaveTheCommunicatorIsRefused) {
+  post(GroupRanks{"0", {}});
+  post(GroupRanks{"1", {0, 1, 2}});
+  const uint64_t three = init("group:1", 3);
+  ASSERT_NE(three, 0u);
+  Collective send = allreduce(three, 0, 1, 16);
+  send.coll = CollType::kSend;
+  send.root = 2;
+  send.flags |= kSendsAndReceives | kPairExchange;
+  post(send, floats(std::vector<float>(16, 1)));
+  auto frames = out.take(1);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].type, MsgType::kError);
+  const std::string text = error_text(frames[0]);
+  EXPECT_NE(text.find("pairwise exchange"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 1's partner, 3, is beyond the communicator's 3 ranks"), std::string::npos) << text;
+  EXPECT_NE(text.find("run every rank"), std::string::npos) << text;
+}
+
 TEST_F(StandInTest, ABroadcastFromAStandInSendsZeros) {
   post(GroupRanks{"0", {}});
   const uint64_t world = init("default_pg:0", 4);

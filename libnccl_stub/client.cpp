@@ -1,7 +1,5 @@
 #include "client.h"
 
-#include "cuda_bridge.h"
-
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -14,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "cuda_bridge.h"
 #include "descriptor_passing.h"
 #include "env.h"
 #include "identity.h"

@@ -77,6 +77,9 @@ constexpr int kPointerDeviceOrdinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr Result kSuccess = Result(0), kErrorInvalidValue = Result(1), kErrorInvalidDevice = Result(101),
                  kErrorNotFound = Result(500);
 
+// A location the program may name: any but a device it does not see.
+bool valid_location(const MemLocation& where) { return where.type != kLocationDevice || valid(where.id); }
+
 // A device the program names, as the GPU under it.
 MemLocation on_gpu(MemLocation where) {
   if (where.type == kLocationDevice) where.id = gpu_of(where.id);
@@ -196,6 +199,7 @@ EXPORT Result cuPointerGetAttribute(void* data, PointerAttribute attribute, Devi
 EXPORT Result cuMemCreate(AllocationHandle* handle, size_t size, const MemAllocationProp* prop,
                           unsigned long long flags) {
   if (!prop) return kErrorInvalidValue;
+  if (!valid_location(prop->location)) return kErrorInvalidDevice;
   MemAllocationProp on = *prop;
   on.location = on_gpu(on.location);
   return DRIVER(Result (*)(AllocationHandle*, size_t, const MemAllocationProp*, unsigned long long), "cuMemCreate",
@@ -204,6 +208,7 @@ EXPORT Result cuMemCreate(AllocationHandle* handle, size_t size, const MemAlloca
 
 EXPORT Result cuMemGetAllocationGranularity(size_t* granularity, const MemAllocationProp* prop, Granularity option) {
   if (!prop) return kErrorInvalidValue;
+  if (!valid_location(prop->location)) return kErrorInvalidDevice;
   MemAllocationProp on = *prop;
   on.location = on_gpu(on.location);
   return DRIVER(Result (*)(size_t*, const MemAllocationProp*, Granularity), "cuMemGetAllocationGranularity", granularity,
@@ -215,6 +220,7 @@ EXPORT Result cuMemSetAccess(DevicePointer pointer, size_t size, const MemAccess
   // Devices on one GPU name it once: the driver refuses a location listed twice.
   std::vector<MemAccessDesc> on;
   for (size_t i = 0; i < count; ++i) {
+    if (!valid_location(desc[i].location)) return kErrorInvalidDevice;
     MemAccessDesc d = desc[i];
     d.location = on_gpu(d.location);
     bool seen = false;

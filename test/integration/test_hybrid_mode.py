@@ -61,9 +61,13 @@ class HybridMode(unittest.TestCase):
         probe = ('echo "$LD_PRELOAD|${LD_LIBRARY_PATH:-}|$FAKEGPU_MODE|${FAKEGPU_HYBRID_DEVICES:-}|'
                  '$(readlink "${LD_LIBRARY_PATH%%:*}/libfakegpu-cuda-driver.so.1")"')
         driver = str(built("nccl_check").parent / "standin-driver" / "libcuda.so.1")
+        # NVML's count is shared too where the machine has NVML (a machine with a GPU).
+        has_nvml = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.CDLL('libnvidia-ml.so.1')"],
+                                  env=with_one_gpu(), capture_output=True).returncode == 0
+        sharing = [built("libfakegpu-hybrid-devices.so")] + ([built("libfakegpu-hybrid-nvml.so")] if has_nvml else [])
         for ranks, preload, devices, linked in (
                 ("1", [built("libnccl.so.2")], "", ""),
-                ("2", [built("libfakegpu-hybrid-devices.so"), built("libnccl.so.2")], "2", driver)):
+                ("2", sharing + [built("libnccl.so.2")], "2", driver)):
             r = fgpu("--mode", "hybrid", "--nproc", ranks, "sh", "-c", probe, env=with_one_gpu())
             self.assertEqual(r.returncode, 0, r.stderr)
             lines = [line for line in r.stdout.splitlines() if line.count("|") == 4]

@@ -5,10 +5,66 @@
 #include "batch.h"
 #include "cuda_bridge.h"
 #include "enqueue.h"
+#include "flag_wait.h"
 #include "queued_batch.h"
 #include "staging.h"
 
 namespace fakegpu::stub {
+namespace {
+
+using Calls = std::shared_ptr<const std::vector<CollectiveCall>>;
+
+// Each replay numbers its calls anew: they take their sequence numbers when they run.
+std::vector<CollectiveCall> numbered(const std::vector<CollectiveCall>& calls) {
+  std::vector<CollectiveCall> run = calls;
+  for (auto& c : run) take_sequence_number(c);
+  return run;
+}
+
+// A host flag the graph keeps for its replays (flag_wait.h). The graph's wait is recorded once,
+// for one value, so each replay first lowers the word below it and the watcher raises it again
+// once the replay's replies are in. Replays of one graph run one after another, so the batch
+// posted by the one under way is the one its closing function settles. The flag goes back to
+// the pool with the graph.
+struct GraphFlag {
+  HostFlag flag;
+  std::shared_ptr<PostedBatch> posted;
+  std::vector<CollectiveCall> run;      // the replay's calls, numbered
+  std::unique_ptr<InflightHold> hold;  // the replay is in flight from its posting to its end
+  explicit GraphFlag(const HostFlag& f) : flag(f) {}
+  ~GraphFlag() { give_back_flag(flag); }
+};
+
+// Staged calls whose end the replay waits for on the graph's flag: the recorded host function
+// only posts them, as in enqueue_flagged, so collectives of graphs replayed on two streams never
+// wait on each other through NVIDIA's one thread of host functions.
+void capture_flagged(cudaStream_t stream, const Calls& calls, const std::shared_ptr<StagingSet>& staging,
+                     const HostFlag& flag) {
+  const CudaBridge& cu = cuda();
+  auto owned = std::make_shared<GraphFlag>(flag);
+  cu.enqueue_captured(stream, [calls, staging, owned](StreamClock clock) {
+    __atomic_store_n(owned->flag.host, owned->flag.value - 1, __ATOMIC_RELEASE);
+    owned->posted = std::make_shared<PostedBatch>();
+    try {
+      owned->run = numbered(*calls);
+      owned->hold = std::make_unique<InflightHold>(owned->run);
+    } catch (const std::exception& e) {  // copying the calls or numbering them ran out of memory
+      fail_batch(*calls, ncclSystemError, std::string("a graph replay could not start its collectives: ") + e.what());
+      owned->run.clear();  // nothing to settle
+      __atomic_store_n(owned->flag.host, owned->flag.value, __ATOMIC_RELEASE);  // nothing was posted
+      return;
+    }
+    start_queued(owned->run, staging.get(), clock, owned->posted.get());
+    raise_when_done(owned->posted, owned->flag);
+  });
+  cu.wait_on_flag(stream, flag.host, flag.device, flag.value);
+  cu.enqueue_captured(stream, [owned](StreamClock clock) {
+    if (!owned->run.empty()) finish_queued(owned->run, clock, owned->posted.get());
+    owned->hold.reset();
+  });
+}
+
+}  // namespace
 
 // Each replay of the graph runs the calls again, as new operations: they take their sequence
 // numbers when they run, not now. The recorded function (and any staging buffers) belong to the
@@ -23,11 +79,15 @@ void enqueue_captured(cudaStream_t stream, std::vector<CollectiveCall> batch) {
   if (staging_needed()) {
     staging = std::make_shared<StagingSet>(*calls);
     stage_inputs(*calls, *staging, stream);
+    if (auto flag = take_flag()) {
+      capture_flagged(stream, calls, staging, *flag);
+      unstage_outputs(*calls, *staging, stream);
+      return;
+    }
   }
   cu.enqueue_captured(stream, [calls, staging](StreamClock clock) {
     try {
-      std::vector<CollectiveCall> run = *calls;
-      for (auto& c : run) take_sequence_number(c);
+      std::vector<CollectiveCall> run = numbered(*calls);
       InflightHold hold(run);  // each replay is in flight until it has run
       run_queued(run, staging.get(), clock);
     } catch (const std::exception& e) {  // copying the calls or numbering them ran out of memory

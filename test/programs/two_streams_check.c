@@ -7,7 +7,8 @@
  * 1. each rank all-reduces on its own stream, rank 0's call first, outside a group;
  * 2. with two communicators per rank, rank 0 all-gathers on its first stream, then
  *    reduce-scatters on its second, while rank 1 does the two in the other order (as FSDP's
- *    all-gathers and reduce-scatters on two streams can be met).
+ *    all-gathers and reduce-scatters on two streams can be met);
+ * 3. the same two collectives captured into a CUDA graph each, replayed twice in those orders.
  * Prints "TWO STREAMS OK" when every result is right; a hang ends the program after 60 s. */
 #include <nccl.h>
 #include <signal.h>
@@ -39,6 +40,17 @@ static void read_back(float* host, const float* device, size_t n) {
   OK(cudaMemcpy(host, device, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+/* The graph of what `record` queues on the stream, instantiated. */
+#define CAPTURED(exec, stream, record)                                        \
+  do {                                                                        \
+    cudaGraph_t graph_;                                                       \
+    OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));         \
+    OK(record);                                                               \
+    OK(cudaStreamEndCapture(stream, &graph_));                                \
+    OK(cudaGraphInstantiate(&(exec), graph_, 0));                             \
+    OK(cudaGraphDestroy(graph_));                                             \
+  } while (0)
+
 int main(void) {
   signal(SIGALRM, hung);
   alarm(60);
@@ -68,6 +80,28 @@ int main(void) {
   OK(ncclAllGather(gather_in[1], gather_out[1], COUNT, ncclFloat, first[1], streams[1][0]));
   for (int r = 0; r < NRANKS; ++r)
     for (int s = 0; s < 2; ++s) OK(cudaStreamSynchronize(streams[r][s]));
+
+  /* 3: each collective of 2 captured into a graph of its own, replayed twice in the same orders
+   * (the results are those of 2 each time). */
+  cudaGraphExec_t gather_graph[NRANKS], scatter_graph[NRANKS];
+  for (int r = 0; r < NRANKS; ++r) {
+    OK(cudaSetDevice(r));
+    CAPTURED(gather_graph[r], streams[r][0],
+             ncclAllGather(gather_in[r], gather_out[r], COUNT, ncclFloat, first[r], streams[r][0]));
+    CAPTURED(scatter_graph[r], streams[r][1],
+             ncclReduceScatter(scatter_in[r], scatter_out[r], COUNT, ncclFloat, ncclSum, second[r], streams[r][1]));
+  }
+  for (int replay = 0; replay < 2; ++replay) {
+    OK(cudaGraphLaunch(gather_graph[0], streams[0][0]));
+    OK(cudaGraphLaunch(scatter_graph[0], streams[0][1]));
+    OK(cudaGraphLaunch(scatter_graph[1], streams[1][1]));
+    OK(cudaGraphLaunch(gather_graph[1], streams[1][0]));
+  }
+  for (int r = 0; r < NRANKS; ++r) {
+    for (int s = 0; s < 2; ++s) OK(cudaStreamSynchronize(streams[r][s]));
+    OK(cudaGraphExecDestroy(gather_graph[r]));
+    OK(cudaGraphExecDestroy(scatter_graph[r]));
+  }
 
   static float got[NRANKS * COUNT];
   for (int r = 0; r < NRANKS; ++r) {

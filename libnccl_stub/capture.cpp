@@ -1,10 +1,15 @@
 // Records collective calls into the CUDA graph a stream is capturing, to run at each replay.
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "batch.h"
 #include "cuda_bridge.h"
 #include "enqueue.h"
+#include "errors.h"
 #include "flag_wait.h"
 #include "queued_batch.h"
 #include "staging.h"
@@ -35,6 +40,13 @@ struct GraphFlag {
   ~GraphFlag() { give_back_flag(flag); }
 };
 
+// Where the stream's wait cannot be captured, the settling host function waits for the flag
+// itself, as captured collectives did before (they may then wait on each other across streams).
+void wait_on_host(const HostFlag& flag) {
+  while (static_cast<int32_t>(__atomic_load_n(flag.host, __ATOMIC_ACQUIRE) - flag.value) < 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
 // Staged calls whose end the replay waits for on the graph's flag: the recorded host function
 // only posts them, as in enqueue_flagged, so collectives of graphs replayed on two streams never
 // wait on each other through NVIDIA's one thread of host functions.
@@ -57,8 +69,19 @@ void capture_flagged(cudaStream_t stream, const Calls& calls, const std::shared_
     start_queued(owned->run, staging.get(), clock, owned->posted.get());
     raise_when_done(owned->posted, owned->flag);
   });
-  cu.wait_on_flag(stream, flag.host, flag.device, flag.value);
-  cu.enqueue_captured(stream, [owned](StreamClock clock) {
+  bool stream_waits = true;
+  try {
+    cu.wait_on_flag(stream, flag.host, flag.device, flag.value);
+  } catch (const NcclError& e) {
+    stream_waits = false;
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      info(wire::kSubsysGraph, std::string("a CUDA graph here cannot hold a stream's wait on a host flag (") +
+                                   e.what() + "): captured collectives wait in their host functions");
+    });
+  }
+  cu.enqueue_captured(stream, [owned, stream_waits](StreamClock clock) {
+    if (!stream_waits) wait_on_host(owned->flag);
     if (!owned->run.empty()) finish_queued(owned->run, clock, owned->posted.get());
     owned->hold.reset();
   });

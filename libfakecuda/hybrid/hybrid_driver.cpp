@@ -158,10 +158,10 @@ EXPORT Result cuDevicePrimaryCtxRetain(Context* context, Device device) {
 
 // Release, Reset and SetFlags each have a _v2, which cuda.h names for programs since CUDA 11 and
 // which the entry points of their plain names give; the plain symbols are older programs'.
-#define FORWARD_PRIMARY_CONTEXT(name, symbol)                                                              \
-  EXPORT Result name(Device device) {                                                                  \
-    if (!valid(device)) return kErrorInvalidDevice;                                                        \
-    return DRIVER(Result (*)(Device), symbol, gpu_of(device));                                         \
+#define FORWARD_PRIMARY_CONTEXT(name, symbol)                  \
+  EXPORT Result name(Device device) {                          \
+    if (!valid(device)) return kErrorInvalidDevice;            \
+    return DRIVER(Result (*)(Device), symbol, gpu_of(device)); \
   }
 FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease")
 FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2")
@@ -187,7 +187,8 @@ EXPORT Result cuCtxGetDevice(Device* device) {
 }
 
 EXPORT Result cuPointerGetAttribute(void* data, PointerAttribute attribute, DevicePointer pointer) {
-  Result rc = DRIVER(Result (*)(void*, PointerAttribute, DevicePointer), "cuPointerGetAttribute", data, attribute, pointer);
+  Result rc =
+      DRIVER(Result (*)(void*, PointerAttribute, DevicePointer), "cuPointerGetAttribute", data, attribute, pointer);
   if (rc == kSuccess && data && attribute == kPointerDeviceOrdinal) {
     int* ordinal = static_cast<int*>(data);
     *ordinal = device_of(*ordinal);
@@ -211,8 +212,8 @@ EXPORT Result cuMemGetAllocationGranularity(size_t* granularity, const MemAlloca
   if (!valid_location(prop->location)) return kErrorInvalidDevice;
   MemAllocationProp on = *prop;
   on.location = on_gpu(on.location);
-  return DRIVER(Result (*)(size_t*, const MemAllocationProp*, Granularity), "cuMemGetAllocationGranularity", granularity,
-                &on, option);
+  return DRIVER(Result (*)(size_t*, const MemAllocationProp*, Granularity), "cuMemGetAllocationGranularity",
+                granularity, &on, option);
 }
 
 EXPORT Result cuMemSetAccess(DevicePointer pointer, size_t size, const MemAccessDesc* desc, size_t count) {
@@ -238,7 +239,8 @@ EXPORT Result cuMemSetAccess(DevicePointer pointer, size_t size, const MemAccess
 EXPORT Result cuMemGetAllocationPropertiesFromHandle(MemAllocationProp* prop, AllocationHandle handle) {
   Result rc = DRIVER(Result (*)(MemAllocationProp*, AllocationHandle), "cuMemGetAllocationPropertiesFromHandle",
                        prop, handle);
-  if (rc == kSuccess && prop && prop->location.type == kLocationDevice) prop->location.id = device_of(prop->location.id);
+  if (rc == kSuccess && prop && prop->location.type == kLocationDevice)
+    prop->location.id = device_of(prop->location.id);
   return rc;
 }
 

@@ -2,18 +2,27 @@
 
 #include <dlfcn.h>
 
+#include <string>
+
 #include "env.h"
 #include "log_once.h"
 
 namespace fakegpu::hybrid {
 
+namespace {
 const char* const kRuntimes[] = {"libcudart.so.13", "libcudart.so.12", nullptr};
-// Not "libcuda.so.1": that soname is this library's own (hybrid_driver.cpp).
-const char* const kDrivers[] = {kRealDriver, nullptr};
+// Not "libcuda.so.1" nor "libnvidia-ml.so.1": those sonames are the hybrid libraries' own.
+const char* const kDrivers[] = {"libfakegpu-cuda-driver.so.1", nullptr};
+const char* const kNvmls[] = {"libfakegpu-nvml.so.1", nullptr};
+}  // namespace
 
-void* next_symbol(const char* name, const char* const* sonames) {
+const Next kRuntime{kRuntimes, "NVIDIA's CUDA runtime"};
+const Next kDriver{kDrivers, "NVIDIA's driver"};
+const Next kNvml{kNvmls, "NVIDIA's NVML"};
+
+void* next_symbol(const char* name, const Next& next) {
   if (void* sym = dlsym(RTLD_NEXT, name)) return sym;
-  for (const char* const* s = sonames; *s; ++s)
+  for (const char* const* s = next.sonames; *s; ++s)
     if (void* handle = dlopen(*s, RTLD_LAZY | RTLD_NOLOAD)) {
       void* sym = dlsym(handle, name);
       dlclose(handle);  // drops the reference NOLOAD took; whoever loaded it keeps it loaded
@@ -22,13 +31,17 @@ void* next_symbol(const char* name, const char* const* sonames) {
   return nullptr;
 }
 
+void say_not_loaded(const char* name, const Next& next) {
+  log_once(name, (std::string(next.what) + " is not loaded in this process").c_str());
+}
+
 namespace {
 
 // The GPUs here, as NVIDIA's runtime counts them.
 int real_devices() {
   static const int count = [] {
     static std::atomic<void*> cache{nullptr};
-    auto count_devices = real_symbol<int (*)(int*)>("cudaGetDeviceCount", cache, kRuntimes);
+    auto count_devices = real_symbol<int (*)(int*)>("cudaGetDeviceCount", cache, kRuntime);
     int n = 0;
     return count_devices && count_devices(&n) == 0 && n > 0 ? n : 1;
   }();

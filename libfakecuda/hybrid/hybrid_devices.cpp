@@ -9,31 +9,11 @@
 // device are mapped the same way (hybrid_driver.cpp).
 #include "cuda_runtime.h"
 #include "device_map.h"
-#include "log_once.h"
-
-namespace {
 
 using namespace fakegpu::hybrid;
 
-// Calls the runtime's own `name`, or fails naming it.
-template <typename Fn, typename... Args>
-cudaError_t call_runtime(const char* name, std::atomic<void*>& cache, Args... args) {
-  auto real = real_symbol<Fn>(name, cache, kRuntimes);
-  if (!real) {
-    fakegpu::log_once(name, "NVIDIA's CUDA runtime is not loaded in this process");
-    return cudaErrorNotSupported;
-  }
-  return real(args...);
-}
-
-// The runtime's definition of `fn` called with the arguments given; each use looks it up once.
-#define REAL(fn, ...)                                                                  \
-  ([&] {                                                                               \
-    static std::atomic<void*> cache{nullptr};                                          \
-    return call_runtime<decltype(&fn)>(#fn, cache, __VA_ARGS__);                       \
-  }())
-
-}  // namespace
+// The runtime's definition of `fn` called with the arguments given.
+#define REAL(fn, ...) CALL_NEXT(kRuntime, cudaErrorNotSupported, fn, __VA_ARGS__)
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 

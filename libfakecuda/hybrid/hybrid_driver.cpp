@@ -26,7 +26,6 @@
 #include "cuda_runtime.h"
 #endif
 #include "device_map.h"
-#include "log_once.h"
 
 namespace {
 
@@ -86,23 +85,8 @@ MemLocation on_gpu(MemLocation where) {
   return where;
 }
 
-// Calls the real driver's `name`, or fails naming it.
-template <typename Fn, typename... Args>
-Result call_driver(const char* name, std::atomic<void*>& cache, Args... args) {
-  auto real = real_symbol<Fn>(name, cache, kDrivers);
-  if (!real) {
-    fakegpu::log_once(name, "NVIDIA's driver is not loaded in this process");
-    return kErrorNotFound;
-  }
-  return real(args...);
-}
-
-// The real driver's `name`, of type Fn, called with the arguments given.
-#define DRIVER(Fn, name, ...)                            \
-  ([&] {                                                 \
-    static std::atomic<void*> cache{nullptr};            \
-    return call_driver<Fn>(name, cache, __VA_ARGS__);    \
-  }())
+// The real driver's definition of `fn` called with the arguments given.
+#define DRIVER(fn, ...) CALL_NEXT(kDriver, kErrorNotFound, fn, __VA_ARGS__)
 
 }  // namespace
 
@@ -110,28 +94,28 @@ Result call_driver(const char* name, std::atomic<void*>& cache, Args... args) {
 
 EXPORT Result cuDeviceGet(Device* device, int ordinal) {
   if (!valid(ordinal)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(Device*, int), "cuDeviceGet", device, gpu_of(ordinal));
+  return DRIVER(cuDeviceGet, device, gpu_of(ordinal));
 }
 
 EXPORT Result cuDeviceGetCount(int* count) {
-  Result rc = DRIVER(Result (*)(int*), "cuDeviceGetCount", count);
+  Result rc = DRIVER(cuDeviceGetCount, count);
   if (rc == kSuccess && count && sharing()) *count = shown_devices();
   return rc;
 }
 
 EXPORT Result cuDeviceGetAttribute(int* value, DeviceAttribute attribute, Device device) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(int*, DeviceAttribute, Device), "cuDeviceGetAttribute", value, attribute, gpu_of(device));
+  return DRIVER(cuDeviceGetAttribute, value, attribute, gpu_of(device));
 }
 
 EXPORT Result cuDeviceGetName(char* name, int length, Device device) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(char*, int, Device), "cuDeviceGetName", name, length, gpu_of(device));
+  return DRIVER(cuDeviceGetName, name, length, gpu_of(device));
 }
 
 EXPORT Result cuDeviceGetPCIBusId(char* bus_id, int length, Device device) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(char*, int, Device), "cuDeviceGetPCIBusId", bus_id, length, gpu_of(device));
+  return DRIVER(cuDeviceGetPCIBusId, bus_id, length, gpu_of(device));
 }
 
 // Two devices on one GPU share its memory, as cudaDeviceCanAccessPeer says too.
@@ -141,54 +125,54 @@ EXPORT Result cuDeviceCanAccessPeer(int* can, Device device, Device peer) {
     *can = 1;
     return kSuccess;
   }
-  return DRIVER(Result (*)(int*, Device, Device), "cuDeviceCanAccessPeer", can, gpu_of(device), gpu_of(peer));
+  return DRIVER(cuDeviceCanAccessPeer, can, gpu_of(device), gpu_of(peer));
 }
 
 // Primary contexts: a device's is its GPU's.
 EXPORT Result cuDevicePrimaryCtxGetState(Device device, unsigned int* flags, int* active) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(Device, unsigned int*, int*), "cuDevicePrimaryCtxGetState", gpu_of(device), flags,
+  return DRIVER(cuDevicePrimaryCtxGetState, gpu_of(device), flags,
                 active);
 }
 
 EXPORT Result cuDevicePrimaryCtxRetain(Context* context, Device device) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(Context*, Device), "cuDevicePrimaryCtxRetain", context, gpu_of(device));
+  return DRIVER(cuDevicePrimaryCtxRetain, context, gpu_of(device));
 }
 
 // Release, Reset and SetFlags each have a _v2, which cuda.h names for programs since CUDA 11 and
 // which the entry points of their plain names give; the plain symbols are older programs'.
-#define FORWARD_PRIMARY_CONTEXT(name, symbol)                  \
+#define FORWARD_PRIMARY_CONTEXT(name)                  \
   EXPORT Result name(Device device) {                          \
     if (!valid(device)) return kErrorInvalidDevice;            \
-    return DRIVER(Result (*)(Device), symbol, gpu_of(device)); \
+    return DRIVER(name, gpu_of(device));                       \
   }
-FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease")
-FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2")
-FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset")
-FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset_v2")
+FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease)
+FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease_v2)
+FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxReset)
+FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxReset_v2)
 #undef FORWARD_PRIMARY_CONTEXT
 
 EXPORT Result cuDevicePrimaryCtxSetFlags(Device device, unsigned int flags) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(Device, unsigned int), "cuDevicePrimaryCtxSetFlags", gpu_of(device), flags);
+  return DRIVER(cuDevicePrimaryCtxSetFlags, gpu_of(device), flags);
 }
 
 EXPORT Result cuDevicePrimaryCtxSetFlags_v2(Device device, unsigned int flags) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(Result (*)(Device, unsigned int), "cuDevicePrimaryCtxSetFlags_v2", gpu_of(device), flags);
+  return DRIVER(cuDevicePrimaryCtxSetFlags_v2, gpu_of(device), flags);
 }
 
 // The device of the current context: the one this thread chose where that runs on its GPU.
 EXPORT Result cuCtxGetDevice(Device* device) {
-  Result rc = DRIVER(Result (*)(Device*), "cuCtxGetDevice", device);
+  Result rc = DRIVER(cuCtxGetDevice, device);
   if (rc == kSuccess && device) *device = device_of(*device);
   return rc;
 }
 
 EXPORT Result cuPointerGetAttribute(void* data, PointerAttribute attribute, DevicePointer pointer) {
   Result rc =
-      DRIVER(Result (*)(void*, PointerAttribute, DevicePointer), "cuPointerGetAttribute", data, attribute, pointer);
+      DRIVER(cuPointerGetAttribute, data, attribute, pointer);
   if (rc == kSuccess && data && attribute == kPointerDeviceOrdinal) {
     int* ordinal = static_cast<int*>(data);
     *ordinal = device_of(*ordinal);
@@ -203,8 +187,7 @@ EXPORT Result cuMemCreate(AllocationHandle* handle, size_t size, const MemAlloca
   if (!valid_location(prop->location)) return kErrorInvalidDevice;
   MemAllocationProp on = *prop;
   on.location = on_gpu(on.location);
-  return DRIVER(Result (*)(AllocationHandle*, size_t, const MemAllocationProp*, unsigned long long), "cuMemCreate",
-                handle, size, &on, flags);
+  return DRIVER(cuMemCreate, handle, size, &on, flags);
 }
 
 EXPORT Result cuMemGetAllocationGranularity(size_t* granularity, const MemAllocationProp* prop, Granularity option) {
@@ -212,8 +195,7 @@ EXPORT Result cuMemGetAllocationGranularity(size_t* granularity, const MemAlloca
   if (!valid_location(prop->location)) return kErrorInvalidDevice;
   MemAllocationProp on = *prop;
   on.location = on_gpu(on.location);
-  return DRIVER(Result (*)(size_t*, const MemAllocationProp*, Granularity), "cuMemGetAllocationGranularity",
-                granularity, &on, option);
+  return DRIVER(cuMemGetAllocationGranularity, granularity, &on, option);
 }
 
 EXPORT Result cuMemSetAccess(DevicePointer pointer, size_t size, const MemAccessDesc* desc, size_t count) {
@@ -232,13 +214,12 @@ EXPORT Result cuMemSetAccess(DevicePointer pointer, size_t size, const MemAccess
       }
     if (!seen) on.push_back(d);
   }
-  return DRIVER(Result (*)(DevicePointer, size_t, const MemAccessDesc*, size_t), "cuMemSetAccess", pointer, size,
+  return DRIVER(cuMemSetAccess, pointer, size,
                 on.data(), on.size());
 }
 
 EXPORT Result cuMemGetAllocationPropertiesFromHandle(MemAllocationProp* prop, AllocationHandle handle) {
-  Result rc = DRIVER(Result (*)(MemAllocationProp*, AllocationHandle), "cuMemGetAllocationPropertiesFromHandle",
-                       prop, handle);
+  Result rc = DRIVER(cuMemGetAllocationPropertiesFromHandle, prop, handle);
   if (rc == kSuccess && prop && prop->location.type == kLocationDevice)
     prop->location.id = device_of(prop->location.id);
   return rc;
@@ -273,55 +254,37 @@ const Mapped kMapped[] = {
 };
 
 // The runtime found `symbol`: a call above gets this library's definition in its place.
-cudaError_t mapped_entry_point(cudaError_t rc, const char* symbol, void** fn) {
-  if (rc != cudaSuccess || !symbol || !fn || !*fn) return rc;
+cudaError_t mapped_entry_point(cudaError_t rc, const char* symbol, void** out) {
+  if (rc != cudaSuccess || !symbol || !out || !*out) return rc;
   for (const Mapped& m : kMapped)
-    if (std::strcmp(m.name, symbol) == 0) *fn = m.fn;
+    if (std::strcmp(m.name, symbol) == 0) *out = m.fn;
   return rc;
 }
 
-using EntryPoint = cudaError_t (*)(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);
-using EntryPointByVersion = cudaError_t (*)(const char*, void**, unsigned int, unsigned long long,
-                                            cudaDriverEntryPointQueryResult*);
-
-template <typename Fn, typename... Args>
-cudaError_t runtime_entry_point(const char* name, std::atomic<void*>& cache, const char* symbol, void** fn,
-                                Args... args) {
-  auto real = real_symbol<Fn>(name, cache, kRuntimes);
-  if (!real) {
-    fakegpu::log_once(name, "NVIDIA's CUDA runtime is not loaded in this process");
-    return cudaErrorNotSupported;
-  }
-  return mapped_entry_point(real(symbol, fn, args...), symbol, fn);
-}
-
-#define ENTRY_POINT(Fn, name, symbol, fn, ...)                                     \
-  ([&] {                                                                          \
-    static std::atomic<void*> cache{nullptr};                                     \
-    return runtime_entry_point<Fn>(name, cache, symbol, fn, __VA_ARGS__);         \
-  }())
-
 }  // namespace
 
-EXPORT cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags,
+// The runtime's entry point of `symbol` into `out`, a call above's being this library's.
+#define ENTRY_POINT(lookup, ...) \
+  mapped_entry_point(CALL_NEXT(kRuntime, cudaErrorNotSupported, lookup, symbol, out, __VA_ARGS__), symbol, out)
+
+EXPORT cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** out, unsigned long long flags,
                                            cudaDriverEntryPointQueryResult* status) {
-  return ENTRY_POINT(EntryPoint, "cudaGetDriverEntryPoint", symbol, fn, flags, status);
+  return ENTRY_POINT(cudaGetDriverEntryPoint, flags, status);
 }
 
-EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** fn, unsigned long long flags,
+EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** out, unsigned long long flags,
                                                 cudaDriverEntryPointQueryResult* status) {
-  return ENTRY_POINT(EntryPoint, "cudaGetDriverEntryPoint_ptsz", symbol, fn, flags, status);
+  return ENTRY_POINT(cudaGetDriverEntryPoint_ptsz, flags, status);
 }
 
-EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int version,
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** out, unsigned int version,
                                                     unsigned long long flags,
                                                     cudaDriverEntryPointQueryResult* status) {
-  return ENTRY_POINT(EntryPointByVersion, "cudaGetDriverEntryPointByVersion", symbol, fn, version, flags, status);
+  return ENTRY_POINT(cudaGetDriverEntryPointByVersion, version, flags, status);
 }
 
-EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** fn, unsigned int version,
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** out, unsigned int version,
                                                          unsigned long long flags,
                                                          cudaDriverEntryPointQueryResult* status) {
-  return ENTRY_POINT(EntryPointByVersion, "cudaGetDriverEntryPointByVersion_ptsz", symbol, fn, version, flags,
-                     status);
+  return ENTRY_POINT(cudaGetDriverEntryPointByVersion_ptsz, version, flags, status);
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""torchtitan's published Llama 3 and 3.1 runs, predicted from one process: torchtitan's own
-configs under `fgpu --representative` in shapes mode, on clusters of 8-GPU servers. Prints, per
-run, the predicted tokens per second per GPU and PyTorch's peak reserved memory beside the
-published figures, with what the prediction cost here (wall time, peak host memory).
+"""torchtitan's published Llama 3 and 3.1 runs, predicted from one process (one per pipeline
+stage): torchtitan's own configs under `fgpu --representative` in shapes mode, on clusters of
+8-GPU servers. Prints, per run, the predicted tokens per second per GPU and PyTorch's peak
+reserved memory beside the published figures, with what the prediction cost here (wall time, peak
+host memory).
 
     python3 verification/bench/torchtitan_published.py                 # every run below
     python3 verification/bench/torchtitan_published.py --runs 8b-8
@@ -25,16 +26,22 @@ The runs, none of which the kernel model was calibrated on:
     activation checkpointing. Published with Float8 linear layers and torch.compile, which this
     prediction leaves out (torchao is not installed; compiled graphs run unfused here): it
     predicts the same job in bf16, eagerly, which runs slower on a GPU than what was published.
+  - 405b-512-pp, 405b-512-ipp: Table 5: Llama 3.1 405B, FSDP 8 x TP 8 x PP 8 over 512 GPUs, local
+    batch 32 (32 microbatches of one), full activation checkpointing, the 1F1B and interleaved
+    1F1B schedules; memory the largest of any GPU. Published with Float8, torch.compile and async
+    TP, which this prediction leaves out, as for 70b-256. fgpu runs a process for each stage.
   Their GPUs are Grand Teton H100s, 96 GB of HBM2e at 2.4 TB/s, power-limited to 500 W, whose
   peak TFLOPS the authors place between the SXM's and the NVL's; `--gpu h100` models the SXM
   (80 GB of HBM3, 3.35 TB/s, 700 W), so the SXM should be faster.
 Their loss takes the whole logits at once, as torchtitan's then did (`--loss.num-chunks 1`;
-torchtitan 0.3.0 chunks them by default). Attention is torchtitan 0.3.0's FlexAttention where the
-runs had PyTorch's SDPA. Needs torchtitan in build/torch-venv (skips, exit 77, without it).
+torchtitan 0.3.0 chunks them by default), but for the pipelines' (RUNS below). Attention is
+torchtitan 0.3.0's FlexAttention where the runs had PyTorch's SDPA. Needs torchtitan in
+build/torch-venv (skips, exit 77, without it).
 """
 
 import argparse
 from pathlib import Path
+from typing import NamedTuple
 
 from torchtitan_bench import chosen, train, workspace_or_skip
 
@@ -55,31 +62,50 @@ def llama3_405b_bf16():
     return config
 """
 
-# name -> (GPU family, GPUs, config, local batch, tensor-parallel degree, published tokens/s/GPU,
-# published GiB or None)
+class Run(NamedTuple):
+    gpu: str               # preset family
+    gpus: int
+    config: str
+    batch: int             # local batch size
+    tp: int                # tensor-parallel degree
+    published_tps: int     # tokens/s/GPU
+    published_gib: float | None
+    pp: int = 1            # pipeline stages
+    schedule: str = ""     # torchtitan's pipeline schedule
+    loss_chunks: int = 1   # the loss's chunks: 1, the whole logits, as torchtitan's loss then took them
+
+
 RUNS = {
-    "8b-64-a100": ("a100", 64, "llama3_8b", 1, 1, 2973, None),
-    "70b-64-a100": ("a100", 64, "llama3_70b", 1, 1, 331, None),
-    "8b-8": ("h100", 8, "llama3_8b", 2, 1, 5762, 82.4),
-    "8b-128": ("h100", 128, "llama3_8b", 2, 1, 5605, 67.0),
-    "70b-256": ("h100", 256, "llama3_70b", 16, 8, 829, 71.9),
-    "405b-128": ("h100", 128, "llama3_405b_bf16", 2, 8, 109, None),
+    "8b-64-a100": Run("a100", 64, "llama3_8b", 1, 1, 2973, None),
+    "70b-64-a100": Run("a100", 64, "llama3_70b", 1, 1, 331, None),
+    "8b-8": Run("h100", 8, "llama3_8b", 2, 1, 5762, 82.4),
+    "8b-128": Run("h100", 128, "llama3_8b", 2, 1, 5605, 67.0),
+    "70b-256": Run("h100", 256, "llama3_70b", 16, 8, 829, 71.9),
+    "405b-128": Run("h100", 128, "llama3_405b_bf16", 2, 8, 109, None),
+    # FSDP2's reduce-scatter on the last stage stops a pipeline whose loss takes the whole logits
+    # ("expects uniform gradient dtype", in torchtitan 0.3.0): torchtitan's own 8 chunks.
+    "405b-512-pp": Run("h100", 512, "llama3_405b_bf16", 32, 8, 100, 82.5, pp=8, schedule="1F1B", loss_chunks=8),
+    "405b-512-ipp": Run("h100", 512, "llama3_405b_bf16", 32, 8, 128, 72.7, pp=8, schedule="Interleaved1F1B",
+                        loss_chunks=8),
 }
 
 
 def run(name, workspace):
-    gpu, gpus, config, batch, tp, _, _ = RUNS[name]
+    job = RUNS[name]
     module = "llama3"
-    if config in WRITTEN:
+    if job.config in WRITTEN:
         (Path(workspace) / f"{CONFIG_MODULE}.py").write_text(CONFIGS)
         module = CONFIG_MODULE
-    r, wall, host = train(gpus, workspace, module, config, "--training.local-batch-size", str(batch),
-                          "--parallelism.tensor-parallel-degree", str(tp), "--training.disable-cuda-graphs",
-                          "--loss.num-chunks", "1", gpu=gpu)
+    pipeline = ("--parallelism.pipeline-parallel-degree", str(job.pp),
+                "--parallelism.pipeline-parallel-schedule", job.schedule) if job.pp > 1 else ()
+    r, wall, host = train(job.gpus, workspace, module, job.config, "--training.local-batch-size", str(job.batch),
+                          "--parallelism.tensor-parallel-degree", str(job.tp), *pipeline,
+                          "--training.disable-cuda-graphs", "--loss.num-chunks", str(job.loss_chunks), gpu=job.gpu)
     step_s = r["steps"]["median_time_us"] / 1e6
     reserved = max(m["pytorch"]["max_reserved"] for m in r["memory"]["ranks"])
-    # torchtitan's count: a data-parallel rank's tokens over the GPUs that share them (its TP group).
-    return batch * SEQUENCE / step_s / tp, reserved / 2**30, wall, host
+    # torchtitan's count: a data-parallel rank's tokens over the GPUs that share them (its TP group
+    # and pipeline stages).
+    return job.batch * SEQUENCE / step_s / (job.tp * job.pp), reserved / 2**30, wall, host
 
 
 def main():
@@ -88,14 +114,14 @@ def main():
     args = p.parse_args()
     names = chosen(p, "--runs", args.runs, RUNS)
     workspace = workspace_or_skip()
-    print(f"{'run':>11} {'GPUs':>10} {'TPS/GPU':>8} {'published':>9} {'ratio':>6} {'GiB':>6} {'published':>9} "
+    print(f"{'run':>12} {'GPUs':>10} {'TPS/GPU':>8} {'published':>9} {'ratio':>6} {'GiB':>6} {'published':>9} "
           f"{'wall s':>7} {'host GB':>8}")
     for name in names:
         tps, gib, wall, host = run(name, workspace)
-        gpu, gpus, _, _, _, published_tps, published_gib = RUNS[name]
-        shown_gib = f"{published_gib:.1f}" if published_gib else "-"
-        print(f"{name:>11} {f'{gpus} x {gpu}':>10} {tps:>8.0f} {published_tps:>9} {tps / published_tps:>6.2f} {gib:>6.1f} "
-              f"{shown_gib:>9} {wall:>7.1f} {host / 1e9:>8.2f}", flush=True)
+        job = RUNS[name]
+        shown_gib = f"{job.published_gib:.1f}" if job.published_gib else "-"
+        print(f"{name:>12} {f'{job.gpus} x {job.gpu}':>10} {tps:>8.0f} {job.published_tps:>9} "
+              f"{tps / job.published_tps:>6.2f} {gib:>6.1f} {shown_gib:>9} {wall:>7.1f} {host / 1e9:>8.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,20 @@ class Representative(unittest.TestCase):
     def test_fsdp_on_eight_ranks(self):
         self.check_same(2, 4, "fsdp")
 
+    def test_ddp_on_sixteen_ranks(self):
+        self.check_same(2, 8, "ddp")
+
+    def test_fsdp_on_sixteen_ranks(self):
+        self.check_same(2, 8, "fsdp")
+
+    def test_pipeline_of_two_stages_on_eight_ranks(self):
+        # A process per stage: the stood-in ranks of each stage repeat its first rank.
+        full, _, _ = self.check_same(2, 4, "pp", processes="0,4")
+        self.assertIn("Send", full["collectives"], "the stages pass activations and gradients point to point")
+
+    def test_pipeline_of_two_stages_on_sixteen_ranks(self):
+        self.check_same(2, 8, "pp", processes="0,8")
+
     def test_fsdp_by_tensor_parallel_on_eight_ranks_from_torchrun(self):
         full, _, _ = self.check_same(2, 4, "tp_dp", torchrun=True)
         self.assertGreater(len(full["communicators"]), 3, "TP and FSDP groups each have communicators")

@@ -12,7 +12,7 @@ from pathlib import Path
 from . import __version__
 from .calibrate import cmd_calibrate
 from .clusters import DEFAULT_GPU, cluster_config_path, cluster_layout, write_cluster_config
-from .launchers import launcher_world_size
+from .launchers import launcher_name, launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
 from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
 from .failures import failure_table
@@ -174,6 +174,11 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         raise SetupError("no command given (try: fgpu --nproc 2 ./program, or fgpu demo)")
     if args.nproc is not None and args.nproc < 1:
         raise SetupError(f"--nproc {args.nproc}: the number of ranks must be at least 1")
+    if args.nproc and (launcher := launcher_name(args.command)):
+        # Each copy would start a job of its own: N x M processes, each torchrun's world its own.
+        raise SetupError(f"--nproc {args.nproc} starts {args.nproc} copies of the command, and {launcher} starts "
+                         f"ranks of its own; leave out --nproc (fgpu takes the ranks from {launcher}'s options), or "
+                         f"give --nproc the program without {launcher}")
     if args.cluster_config and (args.nodes or args.gpus_per_node or args.gpu):
         raise SetupError("--nodes, --gpus-per-node and --gpu describe a cluster in place of --cluster-config; "
                          "(FAKEGPU_CLUSTER_CONFIG); give one or the other")

@@ -1,10 +1,19 @@
-"""The number of ranks a launcher command line asks for, where fgpu sizes the cluster by it."""
+"""Launcher command lines (torchrun, mpirun and friends): which launcher, and the number of ranks
+it asks for, where fgpu sizes the cluster by it."""
 
 from pathlib import Path
 
 from . import torchrun
 
 MPI_LAUNCHERS = {"mpirun", "mpiexec", "orterun", "srun"}
+
+
+def launcher_name(command):
+    """"torchrun", or the MPI launcher's name, when the command starts ranks of its own; else None."""
+    if torchrun.split(command) is not None:
+        return "torchrun"
+    name = Path(command[0]).name if command else ""
+    return name if name in MPI_LAUNCHERS else None
 
 
 def launcher_world_size(command):

@@ -376,6 +376,10 @@ class FgpuCli(unittest.TestCase):
         self.assertEqual(wrong.returncode, 2)
         self.assertIn("torchrun --nproc_per_node 4 does not match the cluster config, which has 2 nodes of 2 GPUs",
                       wrong.stderr)
+        # --nproc copies the command, and each torchrun would start a job of its own: refused.
+        twice = fgpu("--nproc", "4", "torchrun", "--nproc_per_node=4", rank, env=env)
+        self.assertEqual(twice.returncode, 2)
+        self.assertIn("--nproc 4 starts 4 copies of the command, and torchrun starts ranks of its own", twice.stderr)
 
     def test_mpirun_ranks_take_their_virtual_node(self):
         # A launcher fgpu cannot split per node: each rank takes its node of a 2 x 2 cluster as

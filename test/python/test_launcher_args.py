@@ -5,7 +5,7 @@ for (fakegpu/launchers.py)."""
 import unittest
 
 from fakegpu import torchrun
-from fakegpu.launchers import launcher_world_size
+from fakegpu.launchers import launcher_name, launcher_world_size
 from fakegpu.paths import SetupError
 
 
@@ -31,6 +31,16 @@ class Split(unittest.TestCase):
         self.assertEqual(launcher, ["python3", "-m", "torch.distributed.run"])
         self.assertEqual(given, {"--no-python": True})
         self.assertEqual((kept, script), (["--no-python"], ["./a.out", "--size", "4"]))
+
+
+class LauncherName(unittest.TestCase):
+    def test_launchers_and_programs(self):
+        for command, name in ((["/v/bin/torchrun", "--nproc_per_node=2", "t.py"], "torchrun"),
+                              (["python3", "-m", "torch.distributed.run", "t.py"], "torchrun"),
+                              (["mpirun", "-np", "4", "./a.out"], "mpirun"), (["/usr/bin/srun", "./a.out"], "srun"),
+                              (["python3", "t.py"], None), (["./a.out"], None), ([], None)):
+            with self.subTest(command=command):
+                self.assertEqual(launcher_name(command), name)
 
 
 class PerNode(unittest.TestCase):

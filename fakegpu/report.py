@@ -128,8 +128,10 @@ def summarize(report: dict) -> str:
     lines.append(f"ranks seen: {len(ranks)}, communicators: {len(report.get('communicators', []))}")
     if rep := report.get("representative"):
         processes, stood_in = rep.get("processes", []), rep.get("stood_in", [])
-        lines.append(f"representative run: {len(processes)} rank(s) ran as processes ({span_list(processes)}); the "
-                     f"coordinator stood in for {len(stood_in)}, each repeating the nearest process below it")
+        stood = (f"the coordinator stood in for {len(stood_in)}, each repeating the nearest process below it"
+                 if stood_in else
+                 "the coordinator stood in for none (it stands in for ranks as their communicators are made)")
+        lines.append(f"representative run: {len(processes)} rank(s) ran as processes ({span_list(processes)}); {stood}")
         if processes == [0] and 1 in stood_in:
             lines.append("  (rank 0's work stands for every rank's: if rank 0 does work of its own on the GPU, "
                          "FAKEGPU_REPRESENTATIVE=0,1 runs the others as rank 1)")

@@ -81,6 +81,9 @@ class Load(unittest.TestCase):
                       summary([0], [1, 2, 3]))
         self.assertIn("FAKEGPU_REPRESENTATIVE=0,1 runs the others as rank 1", summary([0], [1, 2, 3]))
         self.assertNotIn("FAKEGPU_REPRESENTATIVE=0,1", summary([0, 1], [2, 3]))
+        # A job that ended before making a communicator: nobody was stood in for.
+        self.assertIn("(0); the coordinator stood in for none (it stands in for ranks as their communicators are made)",
+                      summary([0], []))
 
     def test_a_representative_run_from_ranks_0_and_1_compares_their_work(self):
         def summary(zero_us, one_us):

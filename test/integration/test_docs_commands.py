@@ -79,6 +79,8 @@ COVERAGE = [
     (r"^python3 test/integration/test_group_semantics\.py$", "test", "group_semantics"),
     (r"^\./test/run_(multinode_sim|ddp_multinode)\.sh \d$", "test", "run_multinode_sim_2"),
     (r"^\./test/run_hybrid_(multinode|ddp|parallel)\.sh \d$", "test", "run_hybrid_multinode_2"),
+    (r"^\./scripts/gpu-checks$", "manual",
+     "needs a real GPU: the hybrid checks it runs skip here (run_hybrid_*), and fgpu calibrate refuses"),
     (r"^\./fgpu --mode hybrid torchrun ", "manual",
      "needs a GPU and CUDA torch; run_hybrid_ddp_4 runs it where they are, test_hybrid_mode.py drives hybrid mode here"),
     (r"^MASTER_ADDR=\S+ MASTER_PORT=\d+ \./fgpu --nproc 4 python3 verification/ddp_reference_check\.py --device cpu",

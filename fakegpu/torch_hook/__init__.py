@@ -14,7 +14,8 @@ torch` has finished; every module here but bridge.py imports torch.
   capture.py (CUDA graphs), memory.py (library workspaces, peaks, out of memory), host.py
   (the modeled host clock's events).
 - steps.py, representative.py, compile_backend.py: patches of torch's Python (step marks and the
-  report's flush, representative runs, torch.compile's backend)."""
+  report's flush, representative runs, torch.compile's backend); fusion.py: a compiled graph's
+  operators grouped into inductor's fused kernels, each priced once."""
 
 import os
 

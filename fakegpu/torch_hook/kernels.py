@@ -8,7 +8,7 @@ import ctypes
 import torch
 
 from fakegpu.torch_hook import bridge as B
-from fakegpu.torch_hook import capture, cost, host, random_draws, values
+from fakegpu.torch_hook import capture, cost, fusion, host, random_draws, values
 from fakegpu.torch_hook.stand_ins import CpuView, FrozenView, MetaView, copy_into, freeze, tree_map
 
 _bridge = None  # fakegpu's CUDA runtime (loaded by sitecustomize before torch)
@@ -121,6 +121,12 @@ def _run_in_graph(op, args, kwargs, device, stream):
 
 def price(stream, name, facts):
     """Queues an operator's modeled time (its launch on the host, its kernels on the stream) and
-    returns its OpCost."""
-    facts.flags |= host.backward_flags()
+    returns its OpCost; nothing for an operator of a compiled graph's fused kernel, which is
+    priced once for them all (fusion.py)."""
+    if fusion.absorbing():
+        return B.OpCost()
+    flags = host.backward_flags()
+    if fusion.in_compiled_graph():  # launched by the graph's wrapper, not one by one by autograd's engine
+        flags &= ~B.IN_BACKWARD
+    facts.flags |= flags
     return _bridge.record(stream, facts, name)

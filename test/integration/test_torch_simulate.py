@@ -273,8 +273,8 @@ class Parallel(TorchTest):
         r = self.run_ok("--nproc", "2", PYTHON, TORCH_SCRIPTS / "train_parallel.py", "--style", "fsdp", "--compile",
                         "--out", self.tmp / "result.json")
         self.check_reference(self.tmp / "result.json")
-        # Inductor would have needed a GPU; the job says once that it ran aot_eager instead.
-        self.assertEqual(r.stderr.count("fakegpu: torch.compile runs its graphs with the aot_eager backend"), 1,
+        # Inductor would have needed a GPU; the job says once that its graphs ran operator by operator.
+        self.assertEqual(r.stderr.count("fakegpu: torch.compile runs its graphs operator by operator here"), 1,
                          r.stderr[-3000:])
         self.assertNotIn("InductorError", r.stderr)
 
@@ -308,6 +308,38 @@ class Prediction(TorchTest):
         self.run_ok(*args, PYTHON, TORCH_SCRIPTS / "step_time.py", "--out", out,
                     env=dict(os.environ, FAKEGPU_TORCH_COMPUTE=mode))
         return json.loads(out.read_text())["step_ms"]
+
+    def operators(self, part, *flags):
+        """Rank 0's operator table for test/torch/compile_fusion.py: name -> its row."""
+        report = self.tmp / f"{part}{''.join(flags)}.json"
+        self.run_ok("--report", report, "--nproc", "1", PYTHON, TORCH_SCRIPTS / "compile_fusion.py", "--part", part,
+                    *flags, env=dict(os.environ, FAKEGPU_TORCH_COMPUTE="shapes"))
+        rank = json.loads(report.read_text())["operators"]["ranks"][0]
+        return {row["name"]: row for row in rank["rows"]}, rank
+
+    def test_compiled_graphs_are_priced_as_inductors_fused_kernels(self):
+        fused = "torch.compile: fused kernel"
+        eager, _ = self.operators("pointwise")
+        compiled, _ = self.operators("pointwise", "--compiled")
+        # Three elementwise kernels a call eager; compiled, one reading x and writing the result
+        # once, the bytes and time of the eager relu alone.
+        self.assertEqual([eager[op]["calls"] for op in ("aten::mul", "aten::add", "aten::relu")], [3, 3, 3])
+        self.assertEqual((compiled[fused]["calls"], compiled[fused]["kernels"]), (3, 3))
+        self.assertAlmostEqual(compiled[fused]["gpu_us"], eager["aten::relu"]["gpu_us"], delta=1e-6)
+        self.assertFalse({"aten::mul", "aten::add", "aten::relu"} & set(compiled), compiled.keys())
+        # A block forward and backward: the same products; its other operators fused into fewer
+        # kernels, less memory-bound time and fewer launches.
+        eager, eager_rank = self.operators("block")
+        compiled, compiled_rank = self.operators("block", "--compiled")
+        for op in ("aten::mm", "aten::addmm"):
+            self.assertAlmostEqual(compiled[op]["gpu_us"], eager[op]["gpu_us"], delta=1e-6)
+        for gone in ("aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::gelu",
+                     "aten::gelu_backward"):
+            self.assertIn(gone, eager)
+            self.assertNotIn(gone, compiled)
+        memory = [r["gpu_us_by_category"]["memory"] for r in (eager_rank, compiled_rank)]
+        self.assertLess(memory[1], memory[0])
+        self.assertLess(compiled_rank["host_us"], eager_rank["host_us"])
 
     def test_shapes_only_predicts_the_same_step_time_as_computing(self):
         computed = self.step_ms("--nproc", "2", mode="1")

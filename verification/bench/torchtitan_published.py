@@ -21,7 +21,8 @@ The runs, none of which the kernel model was calibrated on:
   and torchtitan of December 2024), throughput read at iteration 90, memory as torchtitan logs it
   (the caching allocator's peak reserved).
   - 8b-8, 8b-128: Tables 1 and 3, the rows "FSDP": Llama 3.1 8B, FSDP over 8 and 128 GPUs, local
-    batch 2 of 8192 tokens, selective activation checkpointing, no torch.compile.
+    batch 2 of 8192 tokens, selective activation checkpointing, no torch.compile; 8b-8-compile:
+    Table 1's "FSDP + torch.compile", the same job compiled.
   - 70b-256: Table 4, the row "2D": Llama 3.1 70B, FSDP 32 x TP 8, local batch 16, full
     activation checkpointing. Published with Float8 linear layers and torch.compile, which this
     prediction leaves out (torchao is not installed; compiled graphs run unfused here): it
@@ -73,12 +74,14 @@ class Run(NamedTuple):
     pp: int = 1            # pipeline stages
     schedule: str = ""     # torchtitan's pipeline schedule
     loss_chunks: int = 1   # the loss's chunks: 1, the whole logits, as torchtitan's loss then took them
+    compiled: bool = False  # torch.compile on the model and loss
 
 
 RUNS = {
     "8b-64-a100": Run("a100", 64, "llama3_8b", 1, 1, 2973, None),
     "70b-64-a100": Run("a100", 64, "llama3_70b", 1, 1, 331, None),
     "8b-8": Run("h100", 8, "llama3_8b", 2, 1, 5762, 82.4),
+    "8b-8-compile": Run("h100", 8, "llama3_8b", 2, 1, 6667, 77.0, compiled=True),
     "8b-128": Run("h100", 128, "llama3_8b", 2, 1, 5605, 67.0),
     "70b-256": Run("h100", 256, "llama3_70b", 16, 8, 829, 71.9),
     "405b-128": Run("h100", 128, "llama3_405b_bf16", 2, 8, 109, None),
@@ -100,7 +103,8 @@ def run(name, workspace):
                 "--parallelism.pipeline-parallel-schedule", job.schedule) if job.pp > 1 else ()
     r, wall, host = train(job.gpus, workspace, module, job.config, "--training.local-batch-size", str(job.batch),
                           "--parallelism.tensor-parallel-degree", str(job.tp), *pipeline,
-                          "--training.disable-cuda-graphs", "--loss.num-chunks", str(job.loss_chunks), gpu=job.gpu)
+                          "--training.disable-cuda-graphs", "--loss.num-chunks", str(job.loss_chunks),
+                          *(("--compile.enable",) if job.compiled else ()), gpu=job.gpu)
     step_s = r["steps"]["median_time_us"] / 1e6
     reserved = max(m["pytorch"]["max_reserved"] for m in r["memory"]["ranks"])
     # torchtitan's count: a data-parallel rank's tokens over the GPUs that share them (its TP group

@@ -77,14 +77,16 @@ def _source(node):
 
 
 class Kernel:
-    """One fused kernel: its operators' nodes and what it reads and writes from outside."""
+    """One fused kernel: its operators' nodes and what it reads and writes from outside. Its bytes
+    are counted from the values a run computes, so a graph compiled for dynamic shapes is priced at
+    each run's sizes."""
 
     def __init__(self):
         self.nodes = []
         self.made = set()    # nodes whose values the kernel computes
-        self.reads = {}      # source node outside the kernel -> bytes read of it
+        self.reads = {}      # source node outside the kernel -> the nodes (it or views of it) read
+        self.writes = []     # (node, None: all of its value, or the indices of its results read outside)
         self.loops = 0       # reductions: each its own loop, and kernel
-        self.nbytes = None   # what it reads and writes, once planned
 
     def add(self, node):
         self.nodes.append(node)
@@ -94,8 +96,7 @@ class Kernel:
         for arg in node.all_input_nodes:
             source = _source(arg)
             if source not in self.made:
-                read = _nbytes(arg.meta.get("val"))
-                self.reads[source] = max(self.reads.get(source, 0.0), min(read, _nbytes(source.meta.get("val"))))
+                self.reads.setdefault(source, set()).add(arg)
 
     def reads_from(self, node):
         return any(_source(arg) in self.made for arg in node.all_input_nodes)
@@ -104,15 +105,20 @@ class Kernel:
         """Takes in another open kernel, one this one's next operator also reads from."""
         self.nodes += other.nodes
         self.made |= other.made
-        for source, nbytes in other.reads.items():
-            self.reads[source] = max(self.reads.get(source, 0.0), nbytes)
-        self.reads = {source: nbytes for source, nbytes in self.reads.items() if source not in self.made}
+        for source, read in other.reads.items():
+            self.reads.setdefault(source, set()).update(read)
+        self.reads = {source: read for source, read in self.reads.items() if source not in self.made}
         self.loops += other.loops
 
-    def facts(self):
-        if self.nbytes is None:  # once the graph is planned, the same at every run
-            self.nbytes = sum(self.reads.values()) + sum(_written(n, self.made) for n in self.nodes)
-        return B.facts(B.MEMORY, nbytes=self.nbytes, dims=(max(1, self.loops),))
+    def settle(self):
+        """What it writes, once the graph is planned."""
+        self.writes = [(n, part) for n in self.nodes if (part := _written(n, self.made)) is not False]
+
+    def facts(self, sizes):
+        """Its facts, from sizes: node -> (bytes of its value, bytes of each of its results)."""
+        read = sum(max(min(sizes[r][0], sizes[source][0]) for r in nodes) for source, nodes in self.reads.items())
+        written = sum(sizes[n][0] if part is None else sum(sizes[n][1][i] for i in part) for n, part in self.writes)
+        return B.facts(B.MEMORY, nbytes=float(read + written), dims=(max(1, self.loops),))
 
 
 def _escapes(node, made):
@@ -121,23 +127,28 @@ def _escapes(node, made):
 
 
 def _written(node, made):
-    """The bytes of node's value the kernel writes to memory: what the rest of the graph reads (of
-    an operator with several results, those read), or all of it where nothing reads it (a copy_
-    into a graph input)."""
+    """What of node's value the kernel writes to memory: None for all of it (the rest of the graph
+    reads it, or nothing does: a copy_ into a graph input), the indices of the results read of an
+    operator with several, or False for nothing."""
     if not node.users:
-        return _nbytes(node.meta.get("val"))
-    if isinstance(node.meta.get("val"), (tuple, list)):
-        return sum(_nbytes(u.meta.get("val")) for u in node.users if _escapes(u, made))
-    return _nbytes(node.meta.get("val")) if _escapes(node, made) else 0.0
+        return None
+    if all(u.target is operator.getitem for u in node.users):  # several results, each taken apart
+        return [u.args[1] for u in node.users if _escapes(u, made)] or False
+    return None if _escapes(node, made) else False
+
+
+def sizes_of(value):
+    """(bytes of a node's value, bytes of each of its results)."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    each = [_nbytes(v) for v in items]
+    return sum(each), each
 
 
 def plan(graph):
     """(the nodes of fused kernels, node -> the kernels to price before it runs, the kernels to price
-    at the end); or None where the graph lacks what fusing needs (each node's example value)."""
+    at the end)."""
     members, close_before, open_kernels = set(), {}, []
     for node in graph.nodes:
-        if node.op == "call_function" and "val" not in node.meta:
-            return None
         if _is_view(node) or node.op in ("placeholder", "get_attr"):
             continue
         if node.op == "call_function" and _fusible(node):
@@ -155,6 +166,8 @@ def plan(graph):
         if closing:
             close_before[node] = closing
             open_kernels = [k for k in open_kernels if k not in closing]
+    for kernel in open_kernels + [k for ks in close_before.values() for k in ks]:
+        kernel.settle()
     return members, close_before, open_kernels
 
 
@@ -164,21 +177,29 @@ class FusedRun(torch.fx.Interpreter):
     def __init__(self, gm, fused):
         super().__init__(gm)
         self.members, self.close_before, self.ended = fused
+        self.sizes = {}
+
+    def boxed_run(self, args_list):
+        # The graph's inputs go straight into its environment, not through run_node.
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        self.sizes.update((n, sizes_of(a)) for n, a in zip(placeholders, args_list))
+        return super().boxed_run(args_list)
 
     def run_node(self, node):
         for kernel in self.close_before.get(node, ()):
-            _price(kernel)
+            self.price(kernel)
         _state.absorbing = node in self.members
         try:
-            return super().run_node(node)
+            value = super().run_node(node)
         finally:
             _state.absorbing = False
+        self.sizes[node] = sizes_of(value)
+        return value
 
-
-def _price(kernel):
-    from fakegpu.torch_hook import kernels  # kernels imports this module
-    stream = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
-    kernels.price(stream, NAME, kernel.facts())
+    def price(self, kernel):
+        from fakegpu.torch_hook import kernels  # kernels imports this module
+        stream = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
+        kernels.price(stream, NAME, kernel.facts(self.sizes))
 
 
 def compiler(gm, example_inputs):
@@ -188,12 +209,10 @@ def compiler(gm, example_inputs):
     def run(args):
         _state.compiled = getattr(_state, "compiled", 0) + 1
         try:
-            if fused is None:
-                return torch.fx.Interpreter(gm).boxed_run(args)
             interpreter = FusedRun(gm, fused)
             out = interpreter.boxed_run(args)
             for kernel in interpreter.ended:
-                _price(kernel)
+                interpreter.price(kernel)
             return out
         finally:
             _state.compiled -= 1

@@ -20,13 +20,14 @@ def trace(f, *shapes):
 
 
 def kernels(graph):
-    """[(bytes, kernels it launches, sorted names of its operators)], in the order they are priced."""
+    """[(bytes, kernels it launches, sorted names of its operators)], in the order they are priced,
+    the sizes those of the traced values."""
     from fakegpu.torch_hook import fusion
     members, close_before, ended = fusion.plan(graph)
     order = [k for node in graph.nodes for k in close_before.get(node, ())] + ended
-    self_check = {n for k in order for n in k.nodes}
-    assert self_check == members, (self_check, members)
-    return [(k.facts().bytes, k.facts().dims[0], sorted(n.target.__name__.split(".")[0] for n in k.nodes))
+    assert {n for k in order for n in k.nodes} == members
+    sizes = {n: fusion.sizes_of(n.meta.get("val")) for n in graph.nodes}
+    return [(k.facts(sizes).bytes, k.facts(sizes).dims[0], sorted(n.target.__name__.split(".")[0] for n in k.nodes))
             for k in order]
 
 

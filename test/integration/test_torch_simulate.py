@@ -327,6 +327,11 @@ class Prediction(TorchTest):
         self.assertEqual((compiled[fused]["calls"], compiled[fused]["kernels"]), (3, 3))
         self.assertAlmostEqual(compiled[fused]["gpu_us"], eager["aten::relu"]["gpu_us"], delta=1e-6)
         self.assertFalse({"aten::mul", "aten::add", "aten::relu"} & set(compiled), compiled.keys())
+        # Compiled for dynamic shapes, each call is priced at its own size.
+        eager, _ = self.operators("dynamic")
+        compiled, _ = self.operators("dynamic", "--compiled")
+        self.assertEqual(compiled[fused]["calls"], 3)
+        self.assertAlmostEqual(compiled[fused]["gpu_us"], eager["aten::relu"]["gpu_us"], delta=1e-6)
         # A block forward and backward: the same products; its other operators fused into fewer
         # kernels, less memory-bound time and fewer launches.
         eager, eager_rank = self.operators("block")

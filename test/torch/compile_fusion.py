@@ -3,6 +3,8 @@ eager or compiled, for the report's operator table to compare.
 
 --part pointwise: (x * 2 + 1).relu() over 2**20 floats, three times: three elementwise kernels a
   call eager, one compiled.
+--part dynamic: the same over 2**18, 2**20 and 2**19 floats, compiled for dynamic shapes: each
+  call priced at its own size.
 --part block: a layer norm, a Linear, GELU and a Linear, forward and backward, three times."""
 
 import argparse
@@ -21,6 +23,15 @@ def pointwise(compiled):
         g(x)
 
 
+def dynamic(compiled):
+    def f(x):
+        return (x * 2 + 1).relu()
+
+    g = torch.compile(f, dynamic=True) if compiled else f
+    for n in (1 << 18, 1 << 20, 1 << 19):
+        g(torch.randn(n, device="cuda"))
+
+
 def block(compiled):
     layers = torch.nn.Sequential(torch.nn.LayerNorm(1024), torch.nn.Linear(1024, 4096), torch.nn.GELU(),
                                  torch.nn.Linear(4096, 1024)).cuda()
@@ -32,10 +43,10 @@ def block(compiled):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--part", choices=("pointwise", "block"), required=True)
+    p.add_argument("--part", choices=("pointwise", "dynamic", "block"), required=True)
     p.add_argument("--compiled", action="store_true")
     args = p.parse_args()
-    {"pointwise": pointwise, "block": block}[args.part](args.compiled)
+    {"pointwise": pointwise, "dynamic": dynamic, "block": block}[args.part](args.compiled)
     torch.cuda.synchronize()
 
 

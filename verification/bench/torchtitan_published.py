@@ -21,8 +21,8 @@ The runs, none of which the kernel model was calibrated on:
   and torchtitan of December 2024), throughput read at iteration 90, memory as torchtitan logs it
   (the caching allocator's peak reserved).
   - 8b-8, 8b-128: Tables 1 and 3, the rows "FSDP": Llama 3.1 8B, FSDP over 8 and 128 GPUs, local
-    batch 2 of 8192 tokens, selective activation checkpointing, no torch.compile; 8b-8-compile:
-    Table 1's "FSDP + torch.compile", the same job compiled.
+    batch 2 of 8192 tokens, selective activation checkpointing, no torch.compile; 8b-8-compile and
+    8b-8-float8: Table 1's "FSDP + torch.compile" and "FSDP + torch.compile + Float8".
   - 70b-256: Table 4, the row "2D": Llama 3.1 70B, FSDP 32 x TP 8, local batch 16, full
     activation checkpointing. Published with Float8 linear layers and torch.compile: 70b-256
     predicts the same job in bf16, eagerly, and 70b-256-float8 with both, as published (torchao's
@@ -50,7 +50,7 @@ SEQUENCE = 8192
 # Configs of torchtitan's written for these runs (WRITTEN): a module the job imports from its
 # workspace.
 CONFIG_MODULE = "fakegpu_published_configs"
-WRITTEN = {"llama3_405b_bf16", "llama3_70b_float8_compiled"}
+WRITTEN = {"llama3_405b_bf16", "llama3_70b_float8_compiled", "llama3_8b_float8_compiled"}
 CONFIGS = """
 from torchtitan.components.quantization import Float8LinearConverter
 from torchtitan.config import CompileConfig
@@ -64,12 +64,19 @@ def llama3_405b_bf16():
     return config
 
 
-def llama3_70b_float8_compiled():
-    config = config_registry.llama3_70b()
-    config.model_spec = model_registry("70B", converters=[
+def float8_compiled(config, flavor):
+    config.model_spec = model_registry(flavor, converters=[
         Float8LinearConverter.Config(filter_fqns=["lm_head"], model_compile_enabled=True)])
     config.compile = CompileConfig(enable=True)
     return config
+
+
+def llama3_70b_float8_compiled():
+    return float8_compiled(config_registry.llama3_70b(), "70B")
+
+
+def llama3_8b_float8_compiled():
+    return float8_compiled(config_registry.llama3_8b(), "8B")
 """
 
 class Run(NamedTuple):
@@ -91,6 +98,7 @@ RUNS = {
     "70b-64-a100": Run("a100", 64, "llama3_70b", 1, 1, 331, None),
     "8b-8": Run("h100", 8, "llama3_8b", 2, 1, 5762, 82.4),
     "8b-8-compile": Run("h100", 8, "llama3_8b", 2, 1, 6667, 77.0, compiled=True),
+    "8b-8-float8": Run("h100", 8, "llama3_8b_float8_compiled", 2, 1, 8532, 76.8),
     "8b-128": Run("h100", 128, "llama3_8b", 2, 1, 5605, 67.0),
     "70b-256": Run("h100", 256, "llama3_70b", 16, 8, 829, 71.9),
     "70b-256-float8": Run("h100", 256, "llama3_70b_float8_compiled", 16, 8, 829, 71.9),

@@ -79,6 +79,7 @@ def llama3_8b_float8_compiled():
     return float8_compiled(config_registry.llama3_8b(), "8B")
 """
 
+
 class Run(NamedTuple):
     gpu: str               # preset family
     gpus: int

@@ -25,14 +25,13 @@ def launcher_world_size(command):
     def number(text):
         return int(text) if isinstance(text, str) and text.isdigit() and int(text) > 0 else None
 
-    torchrun_parts = torchrun.split(command)  # torchrun's options, up to its script
-    if torchrun_parts is not None:
-        given = torchrun_parts[1]
+    launcher = launcher_name(command)
+    if launcher == "torchrun":
+        given = torchrun.split(command)[1]  # torchrun's options, up to its script
         per_node = number(given.get("--nproc_per_node") or given.get("--nproc-per-node"))
         nodes = number(given.get("--nnodes")) or 1
         return per_node * nodes if per_node else None
     args = list(command)
-    name = Path(args[0]).name
 
     def value(*flags):
         for i, a in enumerate(args):
@@ -43,6 +42,6 @@ def launcher_world_size(command):
                     return a.split("=", 1)[1]
         return None
 
-    if name in MPI_LAUNCHERS:
+    if launcher:
         return number(value("-np", "-n", "--np", "--ntasks"))
     return None

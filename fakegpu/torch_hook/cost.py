@@ -212,6 +212,11 @@ def _base(name):
     return name.partition(".")[0]
 
 
+def returns_view(schema):
+    """Whether an operator returns an alias of an input without writing it (a view)."""
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
 def _foreach(name, args, result, nbytes):
     lists = [a for a in args if isinstance(a, (list, tuple)) and a and hasattr(a[0], "numel")]
     if not lists:

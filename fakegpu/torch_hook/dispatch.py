@@ -50,15 +50,6 @@ def _takes_device(schema):
     return any(arg.name == "device" for arg in schema.arguments)
 
 
-def _is_view(schema):
-    """Whether the operator returns an alias of an input without writing it (a view)."""
-    for ret in schema.returns:
-        info = ret.alias_info
-        if info is not None and not info.is_write:
-            return True
-    return False
-
-
 # Shapes only still makes some copies real: programs exchange metadata and control values through
 # the device, to and from the host and, inside a collective library, between device buffers (DDP
 # checks its parameters' shapes across ranks with an all-gather that ProcessGroupNCCL copies out
@@ -173,7 +164,7 @@ def install(shapes_only):
             if not (has_kernel(name, "CUDA") or explicit):
                 continue
             op = _overload(name)
-            if op is None or _is_view(op._schema):
+            if op is None or cost.returns_view(op._schema):
                 continue
             if explicit and not has_kernel(name, "CUDA") and _takes_device(op._schema):
                 continue  # factories and _to_copy: their own kernels place the result

@@ -18,6 +18,7 @@ backward graph as one node)."""
 
 import operator
 import threading
+from typing import NamedTuple
 
 import torch
 
@@ -56,7 +57,7 @@ def _is_view(node):
     if node.target is operator.getitem:
         return True
     schema = getattr(node.target, "_schema", None)
-    return schema is not None and any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+    return schema is not None and cost.returns_view(schema)
 
 
 def _fusible(node):
@@ -144,9 +145,15 @@ def sizes_of(value):
     return sum(each), each
 
 
+class Plan(NamedTuple):
+    members: set          # the nodes of fused kernels
+    close_before: dict    # node -> the kernels to price before it runs
+    ended: list           # the kernels to price at the end
+    placeholders: list    # the graph's inputs, in order
+
+
 def plan(graph):
-    """(the nodes of fused kernels, node -> the kernels to price before it runs, the kernels to price
-    at the end)."""
+    """Where a graph's fused kernels are and when each is priced."""
     members, close_before, open_kernels = set(), {}, []
     for node in graph.nodes:
         if _is_view(node) or node.op in ("placeholder", "get_attr"):
@@ -168,7 +175,7 @@ def plan(graph):
             open_kernels = [k for k in open_kernels if k not in closing]
     for kernel in open_kernels + [k for ks in close_before.values() for k in ks]:
         kernel.settle()
-    return members, close_before, open_kernels
+    return Plan(members, close_before, open_kernels, [n for n in graph.nodes if n.op == "placeholder"])
 
 
 class FusedRun(torch.fx.Interpreter):
@@ -176,19 +183,18 @@ class FusedRun(torch.fx.Interpreter):
 
     def __init__(self, gm, fused):
         super().__init__(gm)
-        self.members, self.close_before, self.ended = fused
+        self.plan = fused
         self.sizes = {}
 
     def boxed_run(self, args_list):
         # The graph's inputs go straight into its environment, not through run_node.
-        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
-        self.sizes.update((n, sizes_of(a)) for n, a in zip(placeholders, args_list))
+        self.sizes.update((n, sizes_of(a)) for n, a in zip(self.plan.placeholders, args_list))
         return super().boxed_run(args_list)
 
     def run_node(self, node):
-        for kernel in self.close_before.get(node, ()):
+        for kernel in self.plan.close_before.get(node, ()):
             self.price(kernel)
-        _state.absorbing = node in self.members
+        _state.absorbing = node in self.plan.members
         try:
             value = super().run_node(node)
         finally:
@@ -211,7 +217,7 @@ def compiler(gm, example_inputs):
         try:
             interpreter = FusedRun(gm, fused)
             out = interpreter.boxed_run(args)
-            for kernel in interpreter.ended:
+            for kernel in fused.ended:
                 interpreter.price(kernel)
             return out
         finally:

@@ -131,8 +131,7 @@ EXPORT Result cuDeviceCanAccessPeer(int* can, Device device, Device peer) {
 // Primary contexts: a device's is its GPU's.
 EXPORT Result cuDevicePrimaryCtxGetState(Device device, unsigned int* flags, int* active) {
   if (!valid(device)) return kErrorInvalidDevice;
-  return DRIVER(cuDevicePrimaryCtxGetState, gpu_of(device), flags,
-                active);
+  return DRIVER(cuDevicePrimaryCtxGetState, gpu_of(device), flags, active);
 }
 
 EXPORT Result cuDevicePrimaryCtxRetain(Context* context, Device device) {
@@ -142,10 +141,10 @@ EXPORT Result cuDevicePrimaryCtxRetain(Context* context, Device device) {
 
 // Release, Reset and SetFlags each have a _v2, which cuda.h names for programs since CUDA 11 and
 // which the entry points of their plain names give; the plain symbols are older programs'.
-#define FORWARD_PRIMARY_CONTEXT(name)                  \
-  EXPORT Result name(Device device) {                          \
-    if (!valid(device)) return kErrorInvalidDevice;            \
-    return DRIVER(name, gpu_of(device));                       \
+#define FORWARD_PRIMARY_CONTEXT(name)               \
+  EXPORT Result name(Device device) {               \
+    if (!valid(device)) return kErrorInvalidDevice; \
+    return DRIVER(name, gpu_of(device));            \
   }
 FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease)
 FORWARD_PRIMARY_CONTEXT(cuDevicePrimaryCtxRelease_v2)
@@ -171,8 +170,7 @@ EXPORT Result cuCtxGetDevice(Device* device) {
 }
 
 EXPORT Result cuPointerGetAttribute(void* data, PointerAttribute attribute, DevicePointer pointer) {
-  Result rc =
-      DRIVER(cuPointerGetAttribute, data, attribute, pointer);
+  Result rc = DRIVER(cuPointerGetAttribute, data, attribute, pointer);
   if (rc == kSuccess && data && attribute == kPointerDeviceOrdinal) {
     int* ordinal = static_cast<int*>(data);
     *ordinal = device_of(*ordinal);
@@ -214,8 +212,7 @@ EXPORT Result cuMemSetAccess(DevicePointer pointer, size_t size, const MemAccess
       }
     if (!seen) on.push_back(d);
   }
-  return DRIVER(cuMemSetAccess, pointer, size,
-                on.data(), on.size());
+  return DRIVER(cuMemSetAccess, pointer, size, on.data(), on.size());
 }
 
 EXPORT Result cuMemGetAllocationPropertiesFromHandle(MemAllocationProp* prop, AllocationHandle handle) {

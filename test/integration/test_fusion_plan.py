@@ -23,9 +23,9 @@ def kernels(graph):
     """[(bytes, kernels it launches, sorted names of its operators)], in the order they are priced,
     the sizes those of the traced values."""
     from fakegpu.torch_hook import fusion
-    members, close_before, ended = fusion.plan(graph)
-    order = [k for node in graph.nodes for k in close_before.get(node, ())] + ended
-    assert {n for k in order for n in k.nodes} == members
+    planned = fusion.plan(graph)
+    order = [k for node in graph.nodes for k in planned.close_before.get(node, ())] + planned.ended
+    assert {n for k in order for n in k.nodes} == planned.members
     sizes = {n: fusion.sizes_of(n.meta.get("val")) for n in graph.nodes}
     return [(k.facts(sizes).bytes, k.facts(sizes).dims[0], sorted(n.target.__name__.split(".")[0] for n in k.nodes))
             for k in order]

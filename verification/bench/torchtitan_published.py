@@ -50,7 +50,7 @@ SEQUENCE = 8192
 # Configs of torchtitan's written for these runs (WRITTEN): a module the job imports from its
 # workspace.
 CONFIG_MODULE = "fakegpu_published_configs"
-WRITTEN = {"llama3_405b_bf16", "llama3_70b_float8_compiled", "llama3_8b_float8_compiled"}
+WRITTEN = {"llama3_405b_bf16", "llama3_70b_float8", "llama3_8b_float8"}
 CONFIGS = """
 from torchtitan.components.quantization import Float8LinearConverter
 from torchtitan.config import CompileConfig
@@ -64,19 +64,19 @@ def llama3_405b_bf16():
     return config
 
 
-def float8_compiled(config, flavor):
+# Float8 linear layers but the output layer's, for a model that is compiled (Run.compiled).
+def float8(config, flavor):
     config.model_spec = model_registry(flavor, converters=[
         Float8LinearConverter.Config(filter_fqns=["lm_head"], model_compile_enabled=True)])
-    config.compile = CompileConfig(enable=True)
     return config
 
 
-def llama3_70b_float8_compiled():
-    return float8_compiled(config_registry.llama3_70b(), "70B")
+def llama3_70b_float8():
+    return float8(config_registry.llama3_70b(), "70B")
 
 
-def llama3_8b_float8_compiled():
-    return float8_compiled(config_registry.llama3_8b(), "8B")
+def llama3_8b_float8():
+    return float8(config_registry.llama3_8b(), "8B")
 """
 
 
@@ -99,10 +99,10 @@ RUNS = {
     "70b-64-a100": Run("a100", 64, "llama3_70b", 1, 1, 331, None),
     "8b-8": Run("h100", 8, "llama3_8b", 2, 1, 5762, 82.4),
     "8b-8-compile": Run("h100", 8, "llama3_8b", 2, 1, 6667, 77.0, compiled=True),
-    "8b-8-float8": Run("h100", 8, "llama3_8b_float8_compiled", 2, 1, 8532, 76.8),
+    "8b-8-float8": Run("h100", 8, "llama3_8b_float8", 2, 1, 8532, 76.8, compiled=True),
     "8b-128": Run("h100", 128, "llama3_8b", 2, 1, 5605, 67.0),
     "70b-256": Run("h100", 256, "llama3_70b", 16, 8, 829, 71.9),
-    "70b-256-float8": Run("h100", 256, "llama3_70b_float8_compiled", 16, 8, 829, 71.9),
+    "70b-256-float8": Run("h100", 256, "llama3_70b_float8", 16, 8, 829, 71.9, compiled=True),
     "405b-128": Run("h100", 128, "llama3_405b_bf16", 2, 8, 109, None),
     # FSDP2's reduce-scatter on the last stage stops a pipeline whose loss takes the whole logits
     # ("expects uniform gradient dtype", in torchtitan 0.3.0): torchtitan's own 8 chunks.

@@ -9,14 +9,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import __version__
+from . import __version__, kernel_times
 from .calibrate import cmd_calibrate
 from .clusters import DEFAULT_GPU, cluster_config_path, cluster_layout, write_cluster_config
 from .launchers import launcher_name, launcher_world_size
 from .coordinator import Coordinator, answers, resolve_transport
 from .daemon import cmd_coordinator, live_status, register_job, report_owner, status_json
 from .failures import failure_table
-from .launch import rank_environment, rank_launches, share_gpus, virtual_nodes_value
+from .launch import prepend, rank_environment, rank_launches, share_gpus, virtual_nodes_value
 from .model_cmd import cmd_model
 from .modes import check_modes
 from .paths import SetupError, build_dir, built, configs_dir
@@ -72,6 +72,12 @@ def main_parser():
                    help="start only rank 0 of an SPMD PyTorch job (the ranks in FAKEGPU_REPRESENTATIVE when set) and "
                         "let the coordinator stand in for the others, in shapes mode: a large job's step time and "
                         "memory from one process (docs/pytorch.md)")
+    p.add_argument("--measure-kernels", metavar="FILE",
+                   help="with --mode hybrid: time every PyTorch operator the ranks run on this machine's GPU, each "
+                        "alone, and write the table to FILE, for --kernel-times (docs/hybrid.md)")
+    p.add_argument("--kernel-times", metavar="FILE", default=env_default("FAKEGPU_KERNEL_TIMES"),
+                   help="price PyTorch's operators at the times --measure-kernels measured on a real GPU, carried to "
+                        "the cluster's GPU; operators it lacks, with the kernel model [FAKEGPU_KERNEL_TIMES]")
     p.add_argument("--version", action="version", version=f"fgpu {__version__}")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run")
     return p
@@ -163,6 +169,25 @@ def default_cluster(args, workdir: Path) -> str:
     return write_cluster_config(args.gpu, world, args.nodes, args.gpus_per_node, directory=workdir)
 
 
+def check_kernel_options(args):
+    if args.measure_kernels and args.mode != "hybrid":
+        raise SetupError("--measure-kernels times operators on this machine's GPU: it needs --mode hybrid (a "
+                         "simulate run takes the table it writes with --kernel-times)")
+    if args.kernel_times and args.mode != "simulate":
+        raise SetupError(f"--kernel-times prices a simulate run's operators; with --mode {args.mode} they run on "
+                         "the GPU")
+
+
+def measure_kernels_in(env, workdir: Path) -> Path:
+    """The folder where the ranks leave their operators' times (torch_hook/kernel_timing.py), which
+    fakegpu's sitecustomize installs in hybrid mode too when asked."""
+    folder = workdir / "kernel-times"
+    folder.mkdir()
+    env["FAKEGPU_MEASURE_KERNELS"] = str(folder)
+    env["PYTHONPATH"] = prepend("PYTHONPATH", str(Path(__file__).resolve().parent / "python_hook"), env)
+    return folder
+
+
 def run_job_in(args, workdir: Path, quiet_summary) -> int:
     gpus = check_modes(args.mode, args.dist_mode)
     if gpus and args.device_count:
@@ -182,6 +207,7 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
     if args.cluster_config and (args.nodes or args.gpus_per_node or args.gpu):
         raise SetupError("--nodes, --gpus-per-node and --gpu describe a cluster in place of --cluster-config; "
                          "(FAKEGPU_CLUSTER_CONFIG); give one or the other")
+    check_kernel_options(args)
     transport = resolve_transport(args.coordinator_transport, args.coordinator_addr)
     representatives = check_representative(args, gpus) if args.representative else None
     config = str(cluster_config_path(args.cluster_config)) if args.cluster_config else default_cluster(args, workdir)
@@ -207,6 +233,9 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         address = owned.address
         registration = register_job(owned, args.command, report)
     env = rank_environment(os.environ, transport, address, str(Path(config).resolve()), args.device_count, args.mode)
+    timed = measure_kernels_in(env, workdir) if args.measure_kernels else None
+    if args.kernel_times:
+        env["FAKEGPU_KERNEL_TIMES"] = kernel_times.check(args.kernel_times)
     rerun = None
     if args.representative:
         if not os.environ.get("FAKEGPU_REPRESENTATIVE"):  # fgpu's guess, "0": a rank may ask for more
@@ -262,6 +291,9 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
                 print(f"fgpu: the coordinator {stopped_how(stop_code)}:\n{owned.output()}", file=sys.stderr)
     if rerun and rerun.exists():
         raise RunAgain(rerun.read_text().strip())
+    if timed:
+        said = kernel_times.gather(timed, Path(args.measure_kernels))
+        print(f"fgpu: {said or '--measure-kernels: no rank timed a PyTorch operator on the GPU'}", file=sys.stderr)
     code = outcome.code
     written = load(report) if owned and file_stamp(report) not in (None, earlier_report) else {}
     if written:

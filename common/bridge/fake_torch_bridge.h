@@ -18,8 +18,9 @@ extern "C" {
 #endif
 
 /* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush; 6: describe_group;
- * 7: op_facts' dims for elementwise loops that cannot vectorize and for matrices' layouts */
-#define FAKEGPU_TORCH_BRIDGE_VERSION 7u
+ * 7: op_facts' dims for elementwise loops that cannot vectorize and for matrices' layouts;
+ * 8: record_measured_op */
+#define FAKEGPU_TORCH_BRIDGE_VERSION 8u
 
 /* Host work outside any one operator (host_event). */
 enum fakegpu_host_event {
@@ -74,6 +75,14 @@ typedef struct fakegpu_torch_bridge_table {
    * coordinator through fakegpu's NCCL library, for representative runs. cudaErrorNotSupported
    * when that library is not loaded, cudaErrorUnknown when the message could not be sent. */
   int (*describe_group)(const char* name, int nranks, const int32_t* ranks);
+  /* ---- added in version 8 ---- */
+  /* As record_op, for an operator whose kernels took `measured_us` on a real GPU of the profile
+   * named `measured_on` (fgpu --measure-kernels): its kernels take that time scaled by the ratio of
+   * the kernel model's times for the current device and for that GPU (measured_on NULL or the
+   * current device's own profile: as measured). The host's part is the model's, as for record_op.
+   * cudaErrorInvalidValue for a profile fakegpu does not know. */
+  int (*record_measured_op)(void* stream, const char* name, const fakegpu_op_facts* op, double measured_us,
+                            const char* measured_on, fakegpu_op_cost* cost);
 } fakegpu_torch_bridge_table;
 
 const fakegpu_torch_bridge_table* fakegpu_torch_bridge(unsigned version);

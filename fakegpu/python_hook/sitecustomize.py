@@ -1,10 +1,12 @@
-"""Run by every Python process that fgpu starts in simulate mode (fgpu puts this folder first
-on PYTHONPATH). PyTorch's CUDA build finds NVIDIA's libraries through RPATH, which
-LD_LIBRARY_PATH cannot override. The dynamic loader, though, satisfies a library's dependency
-with an already loaded library of the same soname. So fakegpu's CUDA runtime, driver and cuBLAS
-are loaded here, globally, before anything imports torch; torch then runs on them unchanged.
-Once `import torch` has finished, fakegpu's PyTorch hook (fakegpu.torch_hook) installs itself.
-A sitecustomize of the user's own, later on the path, still runs afterwards."""
+"""Run by every Python process that fgpu starts in simulate mode, and in hybrid mode with
+--measure-kernels (fgpu puts this folder first on PYTHONPATH). PyTorch's CUDA build finds
+NVIDIA's libraries through RPATH, which LD_LIBRARY_PATH cannot override. The dynamic loader,
+though, satisfies a library's dependency with an already loaded library of the same soname. So
+fakegpu's CUDA runtime, driver and cuBLAS are loaded here, globally, before anything imports
+torch; torch then runs on them unchanged. Once `import torch` has finished, fakegpu's PyTorch
+hook (fakegpu.torch_hook) installs itself; in hybrid mode only the operators' timing does
+(torch_hook/kernel_timing.py). A sitecustomize of the user's own, later on the path, still runs
+afterwards."""
 
 import ctypes
 import importlib.abc
@@ -77,8 +79,9 @@ def _fakegpu_package():
     spec.loader.exec_module(module)
 
 
-def _install_after_torch_import():
-    """Arranges for the hook's install() to run right after `import torch` completes."""
+def _install_after_torch_import(simulate):
+    """Arranges for the hook's install() (simulate mode) and the kernel timing of fgpu
+    --measure-kernels (when asked for) to run right after `import torch` completes."""
 
     class AfterTorch(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
@@ -92,9 +95,13 @@ def _install_after_torch_import():
 
             def exec_module(module):
                 load(module)
-                import fakegpu.torch_hook
+                if simulate:
+                    import fakegpu.torch_hook
 
-                fakegpu.torch_hook.install()
+                    fakegpu.torch_hook.install()
+                from fakegpu.torch_hook import kernel_timing
+
+                kernel_timing.install()
 
             spec.loader.exec_module = exec_module
             return spec
@@ -111,6 +118,10 @@ def _chain_user_sitecustomize():
         spec.loader.exec_module(module)
 
 
-if os.environ.get("FAKEGPU_MODE", "simulate") == "simulate" and _preload():
-    _install_after_torch_import()
+if os.environ.get("FAKEGPU_MODE", "simulate") == "simulate":
+    if _preload():
+        _install_after_torch_import(simulate=True)
+elif os.environ.get("FAKEGPU_MEASURE_KERNELS"):  # hybrid mode, timing operators on the GPU
+    _fakegpu_package()
+    _install_after_torch_import(simulate=False)
 _chain_user_sitecustomize()

@@ -6,7 +6,7 @@ here. test/integration/test_bridge_mirror.py checks this mirror against the head
 
 import ctypes
 
-VERSION = 7
+VERSION = 8
 
 # fakegpu_op_kind
 (MEMORY, GEMM, CONV, ATTENTION, ATTENTION_BACKWARD, REDUCTION, NORM, NORM_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD,
@@ -55,7 +55,10 @@ class _Table(ctypes.Structure):
                 ("coordinator_linked", ctypes.CFUNCTYPE(_STATUS, ctypes.POINTER(ctypes.c_int))),
                 ("flush_to_coordinator", ctypes.CFUNCTYPE(_STATUS)),
                 ("describe_group", ctypes.CFUNCTYPE(_STATUS, ctypes.c_char_p, ctypes.c_int,
-                                                    ctypes.POINTER(ctypes.c_int32)))]
+                                                    ctypes.POINTER(ctypes.c_int32))),
+                ("record_measured_op", ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, ctypes.c_char_p,
+                                                        ctypes.POINTER(OpFacts), ctypes.c_double, ctypes.c_char_p,
+                                                        ctypes.POINTER(OpCost)))]
 
 
 def facts(kind, math=MEMORY_BOUND, flops=0.0, nbytes=0.0, dims=(), flags=0, element_bytes=0, row_alignment=16):
@@ -88,6 +91,18 @@ class Bridge:
             key = self._names[name] = name.encode()
         cost = OpCost()
         self._check(self._t.record_op(stream, key, ctypes.byref(op), ctypes.byref(cost)), f"the cost of {name}")
+        return cost
+
+    def record_measured(self, stream, op, name, measured_us, measured_on):
+        """As record, for an operator whose kernels took measured_us on a GPU of the profile named
+        measured_on (None: the current device's): the runtime scales that time to the current device."""
+        key = self._names.get(name)
+        if key is None:
+            key = self._names[name] = name.encode()
+        cost = OpCost()
+        on = measured_on.encode() if measured_on else None
+        self._check(self._t.record_measured_op(stream, key, ctypes.byref(op), measured_us, on, ctypes.byref(cost)),
+                    f"the measured cost of {name} (on {measured_on})")
         return cost
 
     def host_event(self, event, count=0):

@@ -8,7 +8,7 @@ import ctypes
 import torch
 
 from fakegpu.torch_hook import bridge as B
-from fakegpu.torch_hook import capture, cost, fusion, host, random_draws, values
+from fakegpu.torch_hook import capture, cost, fusion, host, measured, random_draws, values
 from fakegpu.torch_hook.stand_ins import CpuView, FrozenView, MetaView, copy_into, freeze, tree_map
 
 _bridge = None  # fakegpu's CUDA runtime (loaded by sitecustomize before torch)
@@ -24,6 +24,7 @@ def install(shapes_only):
         return False
     _library = torch.library.Library("aten", "IMPL")
     _view = MetaView if shapes_only else CpuView
+    measured.install()
     return True
 
 
@@ -125,8 +126,11 @@ def price(stream, name, facts):
     priced once for them all (fusion.py)."""
     if fusion.absorbing():
         return B.OpCost()
+    table_key = measured.key(name, facts) if measured.active() else None
     flags = host.backward_flags()
     if fusion.in_compiled_graph():  # launched by the graph's wrapper, not one by one by autograd's engine
         flags &= ~B.IN_BACKWARD
     facts.flags |= flags
+    if table_key is not None:
+        return measured.record(_bridge, stream, facts, name, table_key)
     return _bridge.record(stream, facts, name)

@@ -51,11 +51,28 @@ void load_kernels(const fakegpu_op_facts& op) {
   if (op.kind == FAKEGPU_OP_GEMM) load(FAKEGPU_LIBRARY_CUBLAS);
 }
 
+// A time measured on a real GPU (fgpu --measure-kernels) for an operator's kernels.
+struct Measured {
+  double us;
+  const fakegpu::GpuProfile* on;  // the GPU it was measured on; nullptr: the current device's own
+};
+
+// The measured time carried to the current device: scaled by the ratio of the kernel model's times
+// here and on the measuring GPU, so that the model only says how the two GPUs differ for this
+// operator, never how long it takes.
+double carried_us(const Measured& measured, const fakegpu_op_facts& op, double modeled_here_us) {
+  if (!measured.on || measured.on == current().profile) return measured.us;
+  const double modeled_there_us = fakegpu::kernels::estimate(*measured.on, op, catalogue().host_speed).gpu_us;
+  return modeled_there_us > 0 ? measured.us * modeled_here_us / modeled_there_us : measured.us;
+}
+
 // Queues the operator's kernels after its launch on the host; returns what it cost.
-fakegpu_op_cost record(cudaStream_t stream, const fakegpu_op_facts& op, bool on_host) {
+fakegpu_op_cost record(cudaStream_t stream, const fakegpu_op_facts& op, bool on_host,
+                       const Measured* measured = nullptr) {
   check(op);
   if (on_host) load_kernels(op);
   fakegpu_op_cost cost = fakegpu::kernels::estimate(*current().profile, op, catalogue().host_speed);
+  if (measured && cost.kernels > 0) cost.gpu_us = carried_us(*measured, op, cost.gpu_us);
   if (!on_host) cost.host_us = 0;
   host_clock().advance(to_ns(cost.host_us));
   const WorkKind kind = op.kind == FAKEGPU_OP_HOST_COPY ? kCopyWork : kKernelWork;
@@ -67,6 +84,21 @@ int record_op(void* stream, const char* name, const fakegpu_op_facts* op, fakegp
   return guarded([&] {
     if (!op) throw cudaErrorInvalidValue;
     const fakegpu_op_cost c = record(static_cast<cudaStream_t>(stream), *op, true);
+    if (name) count_op(name, *op, c);
+    if (cost) *cost = c;
+  });
+}
+
+int record_measured_op(void* stream, const char* name, const fakegpu_op_facts* op, double measured_us,
+                       const char* measured_on, fakegpu_op_cost* cost) {
+  return guarded([&] {
+    if (!op || !(measured_us >= 0)) throw cudaErrorInvalidValue;
+    Measured measured{measured_us, nullptr};
+    if (measured_on && !(measured.on = fakegpu::find_gpu_profile(measured_on))) {
+      log_once("record_measured_op", (std::string("no GPU profile named '") + measured_on + "'").c_str());
+      throw cudaErrorInvalidValue;
+    }
+    const fakegpu_op_cost c = record(static_cast<cudaStream_t>(stream), *op, true, &measured);
     if (name) count_op(name, *op, c);
     if (cost) *cost = c;
   });
@@ -150,7 +182,7 @@ int describe_group(const char* name, int nranks, const int32_t* ranks) {
 constexpr fakegpu_torch_bridge_table kTable = {
     FAKEGPU_TORCH_BRIDGE_VERSION, sizeof(fakegpu_torch_bridge_table), drain, record_op, host_event, matmul_share,
     mark_step, torch_memory, torch_out_of_memory, stream_capturing, launch_host_func, coordinator_linked,
-    flush_to_coordinator, describe_group,
+    flush_to_coordinator, describe_group, record_measured_op,
 };
 
 }  // namespace

@@ -475,6 +475,89 @@ class Prediction(TorchTest):
         self.assertLess(predicted[50304], 0.75 * predicted[50257], predicted)
 
 
+class MeasuredKernelTimes(TorchTest):
+    """Kernel times measured on a GPU in place of the kernel model's (fakegpu/torch_hook/measured.py,
+    kernel_timing.py). No GPU here: the timing runs over fakegpu's runtime, whose CUDA events give
+    the modeled times; what is checked is that both runs key operators alike, that a table's times
+    are the ones used, and how they are carried to another GPU."""
+
+    def train(self, *fgpu_args, env=None):
+        """test/torch/kernel_times.py's DDP job on 2 ranks: (losses, rank 0's operator rows by name, stderr)."""
+        out, report = self.tmp / "losses.json", self.tmp / "report.json"
+        r = self.run_ok("--report", report, *fgpu_args, "--nproc", "2", PYTHON, TORCH_SCRIPTS / "kernel_times.py",
+                        "--part", "train", "--out", out, env=env)
+        rows = json.loads(report.read_text())["operators"]["ranks"][0]["rows"]
+        return json.loads(out.read_text())["losses"], {row["name"]: row for row in rows}, r.stderr
+
+    def measure(self):
+        """The table the 2-rank job's timing leaves, gathered as fgpu --measure-kernels does."""
+        folder = self.tmp / "samples"
+        folder.mkdir()
+        losses, _, _ = self.train(env=dict(os.environ, FAKEGPU_MEASURE_KERNELS=str(folder)))
+        self.assertEqual(len(list(folder.glob("rank*.json"))), 2, "each rank leaves its samples")
+        sys.path.insert(0, str(REPO))
+        from fakegpu import kernel_times
+
+        table = self.tmp / "times.json"
+        said = kernel_times.gather(folder, table)
+        self.assertRegex(said, r"^kernel times of \d+ operators measured on NVIDIA H100 80GB HBM3 \(profile h100-sxm\)")
+        return losses, table
+
+    def test_a_table_measured_in_one_run_prices_every_operator_of_the_next(self):
+        timed_losses, table = self.measure()
+        losses, model_rows, _ = self.train()
+        self.assertEqual(timed_losses, losses, "timing changes no result")
+        measured_losses, rows, stderr = self.train("--kernel-times", table)
+        self.assertEqual(measured_losses, losses)
+        # The operators the hook prices were found, keyed by their names and facts in both runs. The
+        # few left are tiny copies made inside ProcessGroupNCCL's own operators, where no timing
+        # reaches, and autograd's size checks, which launch nothing.
+        line = re.search(r"fakegpu: kernel times: (\d+) of (\d+) operator calls \(100% of the kernel time\) "
+                         r"measured on NVIDIA H100 80GB HBM3", stderr)
+        self.assertIsNotNone(line, stderr[-3000:])
+        self.assertGreaterEqual(int(line.group(1)), 0.95 * int(line.group(2)))
+        self.assertEqual(set(rows), set(model_rows))
+        # The table's times are the ones used: three times each, three times every operator's total.
+        data = json.loads(table.read_text())
+        for entry in data["operators"].values():
+            entry["us"] *= 3
+        tripled = self.tmp / "tripled.json"
+        tripled.write_text(json.dumps(data))
+        _, tripled_rows, _ = self.train("--kernel-times", tripled)
+        unmeasured = {"aten::copy_", "aten::is_same_size"}  # partly: the calls above
+        self.assertGreater(len(set(rows) - unmeasured), 15)
+        for name, row in ((n, r) for n, r in rows.items() if n not in unmeasured):
+            self.assertAlmostEqual(tripled_rows[name]["gpu_us"], 3 * row["gpu_us"], delta=1e-3 * row["gpu_us"] + 1e-6,
+                                   msg=name)
+
+    def test_a_measured_time_is_carried_to_another_gpu_by_the_models_ratio(self):
+        figures = {}
+        for gpu in ("h100", "a100"):
+            out = self.tmp / f"{gpu}.json"
+            self.run_ok("--gpu", gpu, "--nproc", "1", PYTHON, TORCH_SCRIPTS / "kernel_times.py", "--part", "carry",
+                        "--out", out, "--profiles", "h100-sxm,a100-80gb")
+            figures[gpu] = json.loads(out.read_text())
+        h100, a100 = figures["h100"], figures["a100"]
+        # 100 us measured on one GPU: as measured on that GPU, scaled by the model's ratio on the other.
+        self.assertEqual((h100["unscaled"], h100["h100-sxm"], a100["a100-80gb"]), (100.0, 100.0, 100.0))
+        self.assertAlmostEqual(a100["h100-sxm"], 100 * a100["model"] / h100["model"], places=6)
+        self.assertAlmostEqual(h100["a100-80gb"], 100 * h100["model"] / a100["model"], places=6)
+        self.assertGreater(a100["h100-sxm"], 150, "a bf16 product is slower on an A100")
+        self.assertIn("refused the measured cost of carry (on no-such-gpu)", a100["unknown"])
+
+    def test_fgpu_refuses_what_it_cannot_do_with_kernel_times(self):
+        r = fgpu_torch("--measure-kernels", self.tmp / "t.json", "--nproc", "1", "true")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--measure-kernels times operators on this machine's GPU: it needs --mode hybrid", r.stderr)
+        bad = self.tmp / "bad.json"
+        bad.write_text('{"format": "something else"}')
+        r = fgpu_torch("--kernel-times", bad, "--nproc", "1", "true")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"--kernel-times: {bad} is not a table of kernel times", r.stderr)
+        r = fgpu_torch("--kernel-times", self.tmp / "missing.json", "--nproc", "1", "true")
+        self.assertIn("--kernel-times: cannot read kernel times", r.stderr)
+
+
 class ShapesValues(TorchTest):
     """Shapes mode computes the small control values programs act on (test/torch/shapes_values.py)."""
 

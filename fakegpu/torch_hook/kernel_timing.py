@@ -1,0 +1,151 @@
+"""fgpu --measure-kernels: each ATen operator a rank runs on the real GPU (hybrid mode) timed with
+CUDA events, for a later simulate run to price operators at (measured.py).
+
+How an operator is timed, so that neither the host nor the other ranks sharing the GPU distort it:
+1. the rank waits for what its current stream holds (never while holding the lock below: that
+   work may be a collective waiting for a peer);
+2. it takes the GPU's lock (a file lock every rank of the machine shares, and a thread lock for
+   autograd's threads), so no other rank's operator runs on the GPU meanwhile;
+3. it queues a short spin kernel, then the start event, the operator and the end event: the
+   operator's kernels are queued while the spin runs, so the events time the GPU's work, not
+   the host's launching;
+4. it waits for the end event and lets go of the lock.
+The time between the events is the operator's; the median of its calls, per name and facts, goes
+into the table. Timing serialises every operator of every rank on the GPU: the run is slower,
+never different in its results.
+
+Not timed: views and other operators that launch nothing, collectives (the simulator models
+them), and operators on tensors that are not plain CUDA tensors (tensor subclasses are timed in
+the operators they run on their local tensors). A compiled graph's kernels (inductor's) are not
+ATen operators and go untimed: the simulate run prices them with the kernel model."""
+
+import atexit
+import fcntl
+import json
+import os
+import threading
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from fakegpu.torch_hook import bridge as B
+from fakegpu.torch_hook import cost, measured
+from fakegpu.torch_hook.operators import attention, efficient_attention, fallbacks
+
+SPIN_CYCLES = 200_000  # about 100 us on a GPU at 2 GHz: longer than launching an operator's kernels
+MAX_SAMPLES = 32  # per operator and rank: the median needs no more
+# Operators that launch nothing or only allocate: timing them would time the events alone.
+UNTIMED = {"aten::empty.memory_format", "aten::empty_strided", "aten::resize_", "aten::record_stream",
+           "aten::_local_scalar_dense", "aten::is_pinned", "aten::_pin_memory", "aten::set_",
+           "aten::set_.source_Storage", "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor",
+           "aten::_unsafe_view", "aten::_has_same_storage_numel", "aten::is_set_to", "aten::_fused_sdp_choice"}
+
+
+def _named(func, args, kwargs):
+    """The operator's arguments by their schema's names."""
+    named = {a.name: v for a, v in zip(func._schema.arguments, args)}
+    named.update(kwargs)
+    return named
+
+
+def facts_of(func, name, args, kwargs, result):
+    """The facts the simulate run's hook computes for this operator (dispatch.py and operators/),
+    so that both runs key it alike."""
+    if name in (attention.FORWARD, efficient_attention.FORWARD):
+        a = _named(func, args, kwargs)
+        bias = a.get("attn_bias")
+        tensors = (a["query"], a["key"], a["value"], result[0]) + ((bias,) if bias is not None else ())
+        return cost.attention_facts(a["query"], a["key"], tensors, bool(a.get("is_causal")), False)
+    if name in (attention.BACKWARD, efficient_attention.BACKWARD):
+        a = _named(func, args, kwargs)
+        grads = tuple(g for g in result if isinstance(g, torch.Tensor))
+        tensors = (a.get("grad_out", a.get("grad_out_")), a["query"], a["key"], a["value"], a["out"]) + grads
+        return cost.attention_facts(a["query"], a["key"], tensors, bool(a.get("is_causal")), True)
+    elementwise = torch.Tag.pointwise in func.tags and name not in fallbacks.NAMES
+    return cost.op_facts(name, args, result, elementwise=elementwise)
+
+
+_explicit_keys = {}
+
+
+def _decomposed_by(func):
+    """The composite kernel a factory-like operator (one taking a device, with no CUDA kernel of
+    its own: _to_copy, zeros_like, randn) runs, which the simulate run's hook leaves in place and
+    prices the operators of; None for any other operator."""
+    if func not in _explicit_keys:
+        schema, has_kernel = func._schema, torch._C._dispatch_has_kernel_for_dispatch_key
+        name = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+        takes_device = any(a.name == "device" for a in schema.arguments)
+        keys = [k for k in ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+                if takes_device and not has_kernel(name, "CUDA") and has_kernel(name, k)]
+        _explicit_keys[func] = getattr(torch._C.DispatchKey, keys[0]) if keys else None
+    return _explicit_keys[func]
+
+
+def _plain_cuda(leaves):
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    return any(t.device.type == "cuda" for t in tensors) and all(
+        type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors)
+
+
+class KernelTimer(TorchDispatchMode):
+    def __init__(self, lock_path):
+        super().__init__()
+        self.lock_file = open(lock_path, "a")  # noqa: SIM115 - held for the process's life
+        self.thread_lock = threading.Lock()
+        self.samples = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        composite = _decomposed_by(func)
+        if composite is not None:  # time the operators it runs, as the simulate run prices them
+            with self:
+                return func._op_dk(composite, *args, **kwargs)
+        if (func.namespace != "aten" or name in UNTIMED or cost.returns_view(func._schema)
+                or not _plain_cuda(cost.tree_leaves((args, kwargs)))):
+            return func(*args, **kwargs)
+        stream = torch.cuda.current_stream()
+        if stream.is_capturing():  # a CUDA graph's capture: nothing runs now
+            return func(*args, **kwargs)
+        stream.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with self.thread_lock:
+            fcntl.flock(self.lock_file, fcntl.LOCK_EX)
+            try:
+                torch.cuda._sleep(SPIN_CYCLES)
+                start.record(stream)
+                result = func(*args, **kwargs)
+                end.record(stream)
+                end.synchronize()
+            finally:
+                fcntl.flock(self.lock_file, fcntl.LOCK_UN)
+        try:
+            facts = facts_of(func, name, args, kwargs, result)
+        except Exception:  # noqa: BLE001 - an operator the model has no facts for is priced by kind alone
+            return result
+        if facts.kind == B.NO_KERNEL:
+            return result
+        calls = self.samples.setdefault(measured.key(name, facts), [])
+        if len(calls) < MAX_SAMPLES:
+            calls.append(start.elapsed_time(end) * 1e3)
+        return result
+
+    def write(self, folder, rank):
+        """The samples, and the GPU's name, into a file of the folder fgpu gathers them from."""
+        if not self.samples:
+            return
+        device = torch.cuda.get_device_name(torch.cuda.current_device())
+        with open(os.path.join(folder, f"rank{rank}-{os.getpid()}.json"), "w") as f:
+            json.dump({"device": device, "samples": self.samples}, f)
+
+
+def install():
+    """Times this rank's operators from now on, when FAKEGPU_MEASURE_KERNELS names the folder
+    fgpu gathers the ranks' samples in; they are written there when the process ends."""
+    folder = os.environ.get("FAKEGPU_MEASURE_KERNELS")
+    if not folder:
+        return
+    timer = KernelTimer(os.path.join(folder, "gpu.lock"))
+    timer.__enter__()  # for the process's life; autograd's threads inherit the mode
+    atexit.register(timer.write, folder, os.environ.get("RANK", "0"))

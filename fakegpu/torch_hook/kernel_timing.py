@@ -14,10 +14,13 @@ The time between the events is the operator's; the median of its calls, per name
 into the table. Timing serialises every operator of every rank on the GPU: the run is slower,
 never different in its results.
 
-Not timed: views and other operators that launch nothing, collectives (the simulator models
-them), and operators on tensors that are not plain CUDA tensors (tensor subclasses are timed in
-the operators they run on their local tensors). A compiled graph's kernels (inductor's) are not
-ATen operators and go untimed: the simulate run prices them with the kernel model."""
+Not timed: views and other operators that launch nothing, and collectives (the simulator models
+them), operators on tensor subclasses, and a compiled graph's kernels (inductor's, which are not
+ATen operators). A subclass's operators on its plain tensors run inside it, where this mode does
+not reach: a DTensor's (tensor parallelism's) local products go untimed, as does work inside
+ProcessGroupNCCL's own operators. The simulate run prices what was not timed with the kernel
+model. (A mode that gives way to a subclass, returning NotImplemented, would see those operators,
+but DTensor's dispatch, in C++, then fails.)"""
 
 import atexit
 import fcntl
@@ -82,10 +85,7 @@ def _decomposed_by(func):
     return _explicit_keys[func]
 
 
-def _plain_cuda(leaves):
-    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
-    return any(t.device.type == "cuda" for t in tensors) and all(
-        type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors)
+PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 class KernelTimer(TorchDispatchMode):
@@ -102,8 +102,9 @@ class KernelTimer(TorchDispatchMode):
         if composite is not None:  # time the operators it runs, as the simulate run prices them
             with self:
                 return func._op_dk(composite, *args, **kwargs)
-        if (func.namespace != "aten" or name in UNTIMED or cost.returns_view(func._schema)
-                or not _plain_cuda(cost.tree_leaves((args, kwargs)))):
+        tensors = [t for t in cost.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if (any(type(t) not in PLAIN for t in tensors) or func.namespace != "aten" or name in UNTIMED or cost.returns_view(func._schema)
+                or not any(t.device.type == "cuda" for t in tensors)):
             return func(*args, **kwargs)
         stream = torch.cuda.current_stream()
         if stream.is_capturing():  # a CUDA graph's capture: nothing runs now

@@ -89,7 +89,12 @@ def install():
         return
     _times = Times(path)
     if os.environ.get("RANK", "0") == "0":
-        atexit.register(lambda: print(_times.summary(), file=sys.stderr, flush=True))
+        atexit.register(_say_how_much)
+
+
+def _say_how_much():
+    if _times.found + _times.missed:  # not a launcher (torchrun's agent) that priced nothing
+        print(_times.summary(), file=sys.stderr, flush=True)
 
 
 def active():

@@ -35,7 +35,7 @@ from fakegpu.torch_hook import bridge as B
 from fakegpu.torch_hook import cost, measured
 from fakegpu.torch_hook.operators import attention, efficient_attention, fallbacks
 
-SPIN_CYCLES = 200_000  # about 100 us on a GPU at 2 GHz: longer than launching an operator's kernels
+SPIN_CYCLES = 400_000  # about 200 us on a GPU at 2 GHz: longer than launching an operator's kernels
 MAX_SAMPLES = 32  # per operator and rank: the median needs no more
 # Operators that launch nothing or only allocate: timing them would time the events alone.
 UNTIMED = {"aten::empty.memory_format", "aten::empty_strided", "aten::resize_", "aten::record_stream",
@@ -103,9 +103,14 @@ class KernelTimer(TorchDispatchMode):
             with self:
                 return func._op_dk(composite, *args, **kwargs)
         tensors = [t for t in cost.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        if (any(type(t) not in PLAIN for t in tensors) or func.namespace != "aten" or name in UNTIMED or cost.returns_view(func._schema)
-                or not any(t.device.type == "cuda" for t in tensors)):
+        if (any(type(t) not in PLAIN for t in tensors) or func.namespace != "aten" or name in UNTIMED
+                or cost.returns_view(func._schema) or not any(t.device.type == "cuda" for t in tensors)):
             return func(*args, **kwargs)
+        device = next(t.device for t in tensors if t.device.type == "cuda")
+        with torch.cuda.device(device):  # the operator's device, where its kernels go
+            return self._timed(func, name, args, kwargs)
+
+    def _timed(self, func, name, args, kwargs):
         stream = torch.cuda.current_stream()
         if stream.is_capturing():  # a CUDA graph's capture: nothing runs now
             return func(*args, **kwargs)
@@ -123,7 +128,7 @@ class KernelTimer(TorchDispatchMode):
                 fcntl.flock(self.lock_file, fcntl.LOCK_UN)
         try:
             facts = facts_of(func, name, args, kwargs, result)
-        except Exception:  # noqa: BLE001 - an operator the model has no facts for is priced by kind alone
+        except Exception:  # noqa: BLE001 - no facts (a result that is not a tensor): nothing to key it by
             return result
         if facts.kind == B.NO_KERNEL:
             return result

@@ -71,6 +71,15 @@ std::string operators_section(const json& operators) {
       "launching them on the host). Bound: what held most of an operator's time; host where launching it took "
       "longer than its kernels.\n\n",
       first["global_rank"].dump(), first["operators"].dump(), us(first["gpu_us"]), us(first["host_us"]));
+  if (const double measured = first["measured_gpu_us"].get<double>(); measured > 0) {
+    const json source = operators.value("kernel_times", json::object());
+    const json on = source.value("measured_on", json());
+    md += fmt::format("{:.0f}% of that GPU time comes from kernel times measured on {} ({}), carried to the "
+                      "cluster's GPU; the kernel model prices the rest.\n\n",
+                      100 * measured / std::max(first["gpu_us"].get<double>(), 1e-9),
+                      on.is_string() ? on.get<std::string>() : "a real GPU",
+                      source.contains("table") ? source["table"].get<std::string>() : "fgpu --kernel-times");
+  }
   md += table({"operator", "calls", "GPU us", "share", "host us", "kind", "bound"}, rows);
   rows.clear();
   for (const auto& k : operators["ranks"]) {

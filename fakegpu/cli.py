@@ -208,6 +208,7 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         raise SetupError("--nodes, --gpus-per-node and --gpu describe a cluster in place of --cluster-config; "
                          "(FAKEGPU_CLUSTER_CONFIG); give one or the other")
     check_kernel_options(args)
+    times = kernel_times.check(args.kernel_times) if args.kernel_times else None
     transport = resolve_transport(args.coordinator_transport, args.coordinator_addr)
     representatives = check_representative(args, gpus) if args.representative else None
     config = str(cluster_config_path(args.cluster_config)) if args.cluster_config else default_cluster(args, workdir)
@@ -229,13 +230,15 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
         coordinator_env = dict(os.environ, FAKEGPU_NCCL_VERSION=args.nccl_version) if args.nccl_version else None
         if args.representative:
             coordinator_env = dict(coordinator_env or os.environ, FAKEGPU_REPRESENTATIVE=representatives)
+        if times:  # the report names the table
+            coordinator_env = dict(coordinator_env or os.environ, FAKEGPU_KERNEL_TIMES=times)
         owned = Coordinator(config, transport, address, report, env=coordinator_env).start()
         address = owned.address
         registration = register_job(owned, args.command, report)
     env = rank_environment(os.environ, transport, address, str(Path(config).resolve()), args.device_count, args.mode)
     timed = measure_kernels_in(env, workdir) if args.measure_kernels else None
-    if args.kernel_times:
-        env["FAKEGPU_KERNEL_TIMES"] = kernel_times.check(args.kernel_times)
+    if times:
+        env["FAKEGPU_KERNEL_TIMES"] = times
     rerun = None
     if args.representative:
         if not os.environ.get("FAKEGPU_REPRESENTATIVE"):  # fgpu's guess, "0": a rank may ask for more

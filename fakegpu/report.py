@@ -56,7 +56,12 @@ def operators_line(operators: dict, steps) -> str:
     else:
         step, parts, head = gpu, list(kinds), f"GPU time on rank {rank['global_rank']}: "
     top = ", ".join(f"{r['name']} {r['share']:.0%}" for r in rank["rows"][:3])
-    return head + ", ".join(f"{name} {us / step:.0%}" for name, us in parts) + f"; largest operators: {top}"
+    line = head + ", ".join(f"{name} {us / step:.0%}" for name, us in parts) + f"; largest operators: {top}"
+    if rank.get("measured_gpu_us"):
+        source = operators.get("kernel_times") or {}
+        on = f" on {source['measured_on']}" if source.get("measured_on") else ""
+        line += f"; {rank['measured_gpu_us'] / gpu:.0%} of its GPU time from kernel times measured{on}"
+    return line
 
 
 def gib(n: float) -> str:

@@ -45,7 +45,7 @@ void forward_operator_totals(Client& client) {
       msg.rows.push_back({std::string(t.name, strnlen(t.name, sizeof t.name)), t.calls, t.kernels, t.gpu_us, t.host_us,
                           t.bound_us[FAKEGPU_BOUND_MEMORY], t.bound_us[FAKEGPU_BOUND_COMPUTE],
                           t.bound_us[FAKEGPU_BOUND_LAUNCH], t.bound_us[FAKEGPU_BOUND_HOST],
-                          static_cast<uint8_t>(t.kind)});
+                          static_cast<uint8_t>(t.kind), t.measured_us});
     }
     client.post(msg);
   } catch (const std::exception& e) {

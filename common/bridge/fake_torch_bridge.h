@@ -19,8 +19,8 @@ extern "C" {
 
 /* 4: fakegpu_op_cost's workspace; 5: capture, host functions, flush; 6: describe_group;
  * 7: op_facts' dims for elementwise loops that cannot vectorize and for matrices' layouts;
- * 8: record_measured_op */
-#define FAKEGPU_TORCH_BRIDGE_VERSION 8u
+ * 8: record_measured_op; 9: fakegpu_op_total's measured_us */
+#define FAKEGPU_TORCH_BRIDGE_VERSION 9u
 
 /* Host work outside any one operator (host_event). */
 enum fakegpu_host_event {

@@ -102,6 +102,7 @@ typedef struct fakegpu_op_total {
   double bound_us[4]; /* by fakegpu_op_bound, then host */
   int32_t kind;       /* fakegpu_op_kind of its first call */
   int32_t reserved;
+  double measured_us; /* of gpu_us, in calls priced at a measured time (record_measured_op) */
 } fakegpu_op_total;
 
 #define FAKEGPU_BOUND_HOST 3

@@ -18,7 +18,7 @@
 namespace fakegpu::wire {
 
 // Bump whenever any message below changes shape.
-constexpr uint32_t kProtocolVersion = 13;
+constexpr uint32_t kProtocolVersion = 14;
 constexpr uint32_t kFrameMagic = 0x55504746;  // "FGPU" in little-endian byte order
 constexpr size_t kHeaderBytes = 32;
 // Largest body accepted from a peer; anything bigger is treated as a corrupt frame.
@@ -642,6 +642,7 @@ struct OperatorTotal {
   double launch_us = 0;   // ... by kernels' fixed costs
   double host_bound_us = 0;  // ... in calls whose host launch took longer than their kernels
   uint8_t kind = 0;       // fakegpu_op_kind
+  double measured_us = 0;  // of gpu_us, in calls priced at kernel times measured on a GPU
   template <typename Self, typename Visit>
   static void fields(Self& m, Visit& v) {
     v("name", m.name);
@@ -654,6 +655,7 @@ struct OperatorTotal {
     v("launch_us", m.launch_us);
     v("host_bound_us", m.host_bound_us);
     v("kind", m.kind);
+    v("measured_us", m.measured_us);
   }
 };
 

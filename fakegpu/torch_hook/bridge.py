@@ -6,7 +6,7 @@ here. test/integration/test_bridge_mirror.py checks this mirror against the head
 
 import ctypes
 
-VERSION = 8
+VERSION = 9
 
 # fakegpu_op_kind
 (MEMORY, GEMM, CONV, ATTENTION, ATTENTION_BACKWARD, REDUCTION, NORM, NORM_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD,

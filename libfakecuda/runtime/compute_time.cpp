@@ -99,7 +99,7 @@ int record_measured_op(void* stream, const char* name, const fakegpu_op_facts* o
       throw cudaErrorInvalidValue;
     }
     const fakegpu_op_cost c = record(static_cast<cudaStream_t>(stream), *op, true, &measured);
-    if (name) count_op(name, *op, c);
+    if (name) count_op(name, *op, c, true);
     if (cost) *cost = c;
   });
 }

@@ -26,7 +26,7 @@ Totals& totals() {
 
 }  // namespace
 
-void count_op(const char* name, const fakegpu_op_facts& op, const fakegpu_op_cost& cost) {
+void count_op(const char* name, const fakegpu_op_facts& op, const fakegpu_op_cost& cost, bool measured) {
   Totals& t = totals();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.by_name.find(name);
@@ -45,6 +45,7 @@ void count_op(const char* name, const fakegpu_op_facts& op, const fakegpu_op_cos
   row.host_us += cost.host_us;
   const int bound = cost.host_us > cost.gpu_us ? FAKEGPU_BOUND_HOST : std::clamp(cost.bound, 0, 2);
   row.bound_us[bound] += cost.gpu_us;
+  if (measured) row.measured_us += cost.gpu_us;
 }
 
 size_t copy_op_totals(fakegpu_op_total* out, size_t max) {

@@ -9,7 +9,7 @@
 
 namespace fakegpu::cuda {
 
-void count_op(const char* name, const fakegpu_op_facts& op, const fakegpu_op_cost& cost);
+void count_op(const char* name, const fakegpu_op_facts& op, const fakegpu_op_cost& cost, bool measured = false);
 // Copies up to `max` totals into `out`, largest GPU time first; returns how many there are in all.
 size_t copy_op_totals(fakegpu_op_total* out, size_t max);
 

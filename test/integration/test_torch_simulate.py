@@ -482,12 +482,14 @@ class MeasuredKernelTimes(TorchTest):
     are the ones used, and how they are carried to another GPU."""
 
     def train(self, *fgpu_args, env=None):
-        """test/torch/kernel_times.py's DDP job on 2 ranks: (losses, rank 0's operator rows by name, stderr)."""
+        """test/torch/kernel_times.py's DDP job on 2 ranks: (losses, rank 0's operator rows by name,
+        fgpu's output); self.report holds the report's operators."""
         out, report = self.tmp / "losses.json", self.tmp / "report.json"
         r = self.run_ok("--report", report, *fgpu_args, "--nproc", "2", PYTHON, TORCH_SCRIPTS / "kernel_times.py",
                         "--part", "train", "--out", out, env=env)
-        rows = json.loads(report.read_text())["operators"]["ranks"][0]["rows"]
-        return json.loads(out.read_text())["losses"], {row["name"]: row for row in rows}, r.stderr
+        self.report = json.loads(report.read_text())["operators"]
+        rows = self.report["ranks"][0]["rows"]
+        return json.loads(out.read_text())["losses"], {row["name"]: row for row in rows}, r.stdout + r.stderr
 
     def measure(self):
         """The table the 2-rank job's timing leaves, gathered as fgpu --measure-kernels does."""
@@ -507,6 +509,8 @@ class MeasuredKernelTimes(TorchTest):
         timed_losses, table = self.measure()
         losses, model_rows, _ = self.train()
         self.assertEqual(timed_losses, losses, "timing changes no result")
+        self.assertEqual(self.report["ranks"][0]["measured_gpu_us"], 0)
+        self.assertNotIn("kernel_times", self.report)
         measured_losses, rows, stderr = self.train("--kernel-times", table)
         self.assertEqual(measured_losses, losses)
         # The operators the hook prices were found, keyed by their names and facts in both runs. The
@@ -517,6 +521,16 @@ class MeasuredKernelTimes(TorchTest):
         self.assertIsNotNone(line, stderr[-3000:])
         self.assertGreaterEqual(int(line.group(1)), 0.95 * int(line.group(2)))
         self.assertEqual(set(rows), set(model_rows))
+        # The report names the table and the GPU, and how much of each rank's time it priced.
+        self.assertEqual(self.report["kernel_times"], {"table": str(table), "measured_on": "NVIDIA H100 80GB HBM3",
+                                                       "profile": "h100-sxm"})
+        for rank in self.report["ranks"]:
+            self.assertGreater(rank["measured_gpu_us"], 0.99 * rank["gpu_us"])
+        self.assertEqual(rows["aten::addmm"]["measured_us"], rows["aten::addmm"]["gpu_us"])
+        self.assertRegex(stderr, r"; (99|100)% of its GPU time from kernel times measured on NVIDIA H100 80GB HBM3")
+        markdown = (self.tmp / "report.md").read_text()
+        self.assertRegex(markdown, r"(99|100)% of that GPU time comes from kernel times measured on NVIDIA H100 80GB "
+                                   r"HBM3 \(" + re.escape(str(table)) + r"\)")
         # The table's times are the ones used: three times each, three times every operator's total.
         data = json.loads(table.read_text())
         for entry in data["operators"].values():

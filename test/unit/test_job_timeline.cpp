@@ -216,7 +216,7 @@ TEST_F(JobTimelineTest, OperatorTotalsBecomeTheReportsTableOfOperators) {
   RankOperators later;
   later.rows = {{"aten::mm", 10, 10, 1500, 150, 100, 1400, 0, 0, FAKEGPU_OP_GEMM},
                 {"aten::_scaled_dot_product_flash_attention", 2, 2, 300, 70, 0, 300, 0, 0, FAKEGPU_OP_ATTENTION},
-                {"aten::add", 20, 20, 200, 160, 40, 0, 10, 150, FAKEGPU_OP_MEMORY}};
+                {"aten::add", 20, 20, 200, 160, 40, 0, 10, 150, FAKEGPU_OP_MEMORY, 120}};
   post(ClientId(2), later);
   EXPECT_TRUE(out.take(ClientId(2)).empty()) << "RankOperators has no reply";
   const nlohmann::json ops = job.report()["operators"];
@@ -235,6 +235,10 @@ TEST_F(JobTimelineTest, OperatorTotalsBecomeTheReportsTableOfOperators) {
   EXPECT_EQ(rank["rows"][0]["bound"], "compute");
   EXPECT_EQ(rank["rows"][1]["category"], "attention");
   EXPECT_EQ(rank["rows"][2]["bound"], "host") << "most of its time in calls whose launch outlasted their kernels";
+  // Kernel times measured on a GPU (fgpu --kernel-times) priced part of aten::add.
+  EXPECT_DOUBLE_EQ(rank["rows"][2]["measured_us"].get<double>(), 120);
+  EXPECT_DOUBLE_EQ(rank["rows"][0]["measured_us"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(rank["measured_gpu_us"].get<double>(), 120);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ MEMBERS(PayloadChunk, a, b)
 MEMBERS(ActivitySlice, a, b, c, d, e)
 MEMBERS(RankActivity, a, b)
 MEMBERS(PeerMailbox, a, b, c)
-MEMBERS(OperatorTotal, a, b, c, d, e, f, g, h, i, j)
+MEMBERS(OperatorTotal, a, b, c, d, e, f, g, h, i, j, k)
 MEMBERS(RankOperators, a)
 MEMBERS(MemoryParts, a, b, c, d)
 MEMBERS(MemorySample, a, b)
@@ -190,7 +190,7 @@ RankActivity full_rank_activity() {
 
 RankOperators full_rank_operators() {
   RankOperators m;
-  m.rows = {{"aten::mm", kBig, kBig + 1, 1.5, 2.25, 0.5, 0.75, 0.125, 0.0625, 3}};
+  m.rows = {{"aten::mm", kBig, kBig + 1, 1.5, 2.25, 0.5, 0.75, 0.125, 0.0625, 3, 1.25}};
   expect_all_set(m.rows[0]);
   return m;
 }

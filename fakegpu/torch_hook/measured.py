@@ -53,7 +53,6 @@ class Times:
     came from it, for the line each rank's process prints at exit."""
 
     def __init__(self, path):
-        self.path = path
         self.profile, self.device, self.times = read_table(path)
         self.found = self.missed = 0
         self.found_us = self.missed_us = 0.0
@@ -82,12 +81,16 @@ _times = None
 
 
 def install():
-    """Reads FAKEGPU_KERNEL_TIMES when set; raises ValueError for a table that cannot be used."""
+    """Reads FAKEGPU_KERNEL_TIMES when set (fgpu has checked it already); a table that cannot be
+    used stops the rank, saying why."""
     global _times
     path = os.environ.get("FAKEGPU_KERNEL_TIMES")
     if not path:
         return
-    _times = Times(path)
+    try:
+        _times = Times(path)
+    except ValueError as e:
+        raise RuntimeError(f"fakegpu: FAKEGPU_KERNEL_TIMES: {e}") from e
     if os.environ.get("RANK", "0") == "0":
         atexit.register(_say_how_much)
 

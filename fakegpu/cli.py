@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -178,6 +179,15 @@ def check_kernel_options(args):
                          "the GPU")
 
 
+def predict_command(args) -> str:
+    """The simulate run that prices this job's operators at the times --measure-kernels wrote."""
+    cluster = ["--cluster-config", args.cluster_config] if args.cluster_config else [
+        option for name in ("nodes", "gpus_per_node", "gpu") if getattr(args, name)
+        for option in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]
+    nproc = ["--nproc", str(args.nproc)] if args.nproc else []
+    return shlex.join(["fgpu", "--kernel-times", args.measure_kernels, *cluster, *nproc, *args.command])
+
+
 def measure_kernels_in(env, workdir: Path) -> Path:
     """The folder where the ranks leave their operators' times (torch_hook/kernel_timing.py), which
     fakegpu's sitecustomize installs in hybrid mode too when asked."""
@@ -297,6 +307,8 @@ def run_job_in(args, workdir: Path, quiet_summary) -> int:
     if timed:
         said = kernel_times.gather(timed, Path(args.measure_kernels))
         print(f"fgpu: {said or '--measure-kernels: no rank timed a PyTorch operator on the GPU'}", file=sys.stderr)
+        if said:
+            print(f"fgpu: to predict the cluster's step time from them: {predict_command(args)}", file=sys.stderr)
     code = outcome.code
     written = load(report) if owned and file_stamp(report) not in (None, earlier_report) else {}
     if written:

@@ -58,3 +58,20 @@ class NcclTestsOutput(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class KernelTimesPrediction(unittest.TestCase):
+    """What fgpu --measure-kernels says to run next: the same job, the same cluster, in a simulate run."""
+
+    def predicted(self, *argv):
+        from fakegpu.cli import main_parser, predict_command
+
+        return predict_command(main_parser().parse_args(list(argv)))
+
+    def test_the_same_command_on_the_same_cluster(self):
+        self.assertEqual(self.predicted("--mode", "hybrid", "--measure-kernels", "t.json", "--gpu", "h200", "--nodes",
+                                        "2", "torchrun", "--nproc_per_node=8", "train.py", "--lr", "1e-3"),
+                         "fgpu --kernel-times t.json --nodes 2 --gpu h200 torchrun --nproc_per_node=8 train.py --lr 1e-3")
+        self.assertEqual(self.predicted("--mode", "hybrid", "--measure-kernels", "t.json", "--cluster-config", "c.yaml",
+                                        "--nproc", "2", "python", "my script.py"),
+                         "fgpu --kernel-times t.json --cluster-config c.yaml --nproc 2 python 'my script.py'")

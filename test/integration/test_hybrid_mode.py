@@ -98,6 +98,29 @@ class HybridMode(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("this machine has 1 GPU(s), but fakegpu does not implement this mode yet", r.stderr)
 
+    def test_measured_kernels_install_the_timing_in_each_python_rank(self):
+        # fgpu --measure-kernels in hybrid mode: each Python rank that imports torch runs under the
+        # operators' timing (fakegpu's sitecustomize, put on its path); operators on the CPU are
+        # not timed, so no table is written, and fgpu says so. The timing on the GPU itself is
+        # checked by torch_kernel_times over fakegpu's runtime.
+        python = Path(os.environ.get("FAKEGPU_TORCH_VENV") or Path(__file__).resolve().parents[2] / "build" /
+                      "torch-venv") / "bin" / "python"
+        if not python.exists():
+            self.skipTest(f"needs PyTorch in {python.parent.parent}")
+        probe = ("import torch; from torch.utils._python_dispatch import _get_current_dispatch_mode as mode; "
+                 "x = torch.ones(3) * 2; print('timing:', type(mode()).__name__, float(x.sum()))")
+        table = self.tmp / "times.json"
+        r = fgpu("--mode", "hybrid", "--measure-kernels", table, "--nproc", "2", python, "-c", probe,
+                 env=with_one_gpu())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("timing: KernelTimer 6.0"), 2, r.stdout)
+        self.assertIn("fgpu: --measure-kernels: no rank timed a PyTorch operator on the GPU", r.stderr)
+        self.assertFalse(table.exists())
+        # Without the flag, hybrid mode leaves the ranks' Python alone.
+        r = fgpu("--mode", "hybrid", "--nproc", "1", python, "-c", probe, env=with_one_gpu())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("timing: NoneType 6.0", r.stdout)
+
     def test_a_rank_without_a_cuda_runtime_is_refused(self):
         # Only libnccl.so.2 is loaded: in hybrid mode its buffers would be GPU memory it cannot copy.
         program = """

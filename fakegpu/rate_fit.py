@@ -207,16 +207,27 @@ def profile_text(name, base, device, rates, host_speed, table, used):
 
 
 def find_base(device_name):
-    """The built-in profile a measured GPU's name stands for (its product name, or the first word
-    of the name that is a profile's)."""
-    words = device_name.lower().replace("nvidia", "").replace("-", " ").split()
-    for count in range(len(words), 0, -1):
-        for candidate in ("-".join(words[:count]), "".join(words[:count])):
-            try:
-                return gpu_profile(candidate)
-            except SetupError:
-                continue
-    raise SetupError(f"no built-in GPU profile for '{device_name}': give --base (h100, a100, ...)")
+    """The built-in profile a measured GPU's name stands for: the one whose product name it is, else
+    the first found of its leading words joined ("h100-pcie"), its first word with one other
+    ("a100-40gb" for an A100-PCIE-40GB), or its first word alone."""
+    unknown = SetupError(f"no built-in GPU profile for '{device_name}': give --base (h100, a100, ...)")
+    words = device_name.lower().replace("nvidia", "").replace("tesla", "").replace("-", " ").split()
+    if not words:
+        raise unknown
+    joined = [join(words[:count]) for count in range(len(words), 1, -1) for join in ("-".join, "".join)]
+    candidates = joined + [f"{words[0]}-{word}" for word in words[1:]] + words[:1]
+    found = []
+    for candidate in dict.fromkeys(candidates):
+        try:
+            profile = gpu_profile(candidate)
+        except SetupError:
+            continue
+        if profile["product_name"].lower() == device_name.lower():
+            return profile
+        found.append(profile)
+    if not found:
+        raise unknown
+    return found[0]
 
 
 KERNELS = "all: kernels' figures"

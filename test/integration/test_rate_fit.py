@@ -120,6 +120,12 @@ class ProfileFiles(unittest.TestCase):
     def test_the_measured_gpu_names_its_base(self):
         self.assertEqual(rate_fit.find_base("NVIDIA H200")["name"], "h200")
         self.assertEqual(rate_fit.find_base("NVIDIA H100 80GB HBM3")["name"], "h100-sxm")
+        self.assertEqual(rate_fit.find_base("NVIDIA H100 PCIe")["name"], "h100-pcie")
+        # An A100 by its memory, the product name first: 40 GB ones are slower.
+        self.assertEqual(rate_fit.find_base("NVIDIA A100-SXM4-40GB")["name"], "a100-40gb")
+        self.assertEqual(rate_fit.find_base("NVIDIA A100-PCIE-40GB")["name"], "a100-40gb")
+        self.assertEqual(rate_fit.find_base("NVIDIA A100 80GB PCIe")["name"], "a100-80gb")
+        self.assertEqual(rate_fit.find_base("Tesla V100-SXM2-32GB")["name"], "v100")
         with self.assertRaisesRegex(Exception, "no built-in GPU profile for 'Quadro X9': give --base"):
             rate_fit.find_base("Quadro X9")
 

@@ -3,6 +3,8 @@ ranks' samples gathered into one table (--measure-kernels), and a table checked 
 uses it (--kernel-times)."""
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 from .paths import SetupError
@@ -36,6 +38,20 @@ def gather(folder: Path, out: Path):
     carried = (f" (profile {profile})" if profile else
                " (fakegpu has no profile for it: a simulate run uses its times unscaled)")
     return f"kernel times of {len(samples)} operators measured on {device}{carried} written to {out}"
+
+
+def measure_over_runtime(run, table: Path):
+    """For machines without a GPU (the benchmarks' check of their own path): run(extra_env) runs a
+    job under fgpu in simulate mode with the variables given, whose ranks then time their operators
+    over fakegpu's runtime (its events give modeled times); their samples are gathered into `table`
+    as --measure-kernels gathers them."""
+    folder = Path(tempfile.mkdtemp(prefix="fakegpu-samples-"))
+    try:
+        run({"FAKEGPU_MEASURE_KERNELS": str(folder)})
+        if gather(folder, table) is None:
+            raise RuntimeError("no rank timed an operator")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def check(path) -> str:

@@ -405,6 +405,18 @@ def attention_facts(query, key, tensors, is_causal, backward):
                    flags=flags, element_bytes=query.element_size())
 
 
+def attention_forward_facts(query, key, value, out, is_causal, bias=None):
+    """A flash or memory-efficient attention forward call's facts (the bias: memory-efficient's)."""
+    return attention_facts(query, key, (query, key, value, out) + ((bias,) if bias is not None else ()), is_causal,
+                           False)
+
+
+def attention_backward_facts(grad_out, query, key, value, out, grads, is_causal):
+    """Its backward's: the gradients it returns (None where not asked for)."""
+    tensors = (grad_out, query, key, value, out) + tuple(g for g in grads if g is not None)
+    return attention_facts(query, key, tensors, is_causal, True)
+
+
 def flex_attention_facts(query, key, visited, tensors, backward):
     """A FlexAttention kernel: fused attention that visits the share `visited` of (query block, key
     block) pairs its block mask keeps; with the mask's counts unknown (shapes mode) it is taken as

@@ -46,8 +46,14 @@ COMPOSITE_EXPLICIT = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNon
 OWN_KERNELS = attention.NAMES + efficient_attention.NAMES + fallbacks.NAMES + sync_batch_norm.NAMES
 
 
-def _takes_device(schema):
-    return any(arg.name == "device" for arg in schema.arguments)
+def factory_composite(name, schema):
+    """The composite key whose kernel an operator that takes a device and has no CUDA kernel of its
+    own runs (factories, _to_copy, zeros_like): that kernel places the result and runs the
+    operators that compute it, which the hook prices; None for any other operator."""
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    if has_kernel(name, "CUDA") or not any(arg.name == "device" for arg in schema.arguments):
+        return None
+    return next((getattr(torch._C.DispatchKey, key) for key in COMPOSITE_EXPLICIT if has_kernel(name, key)), None)
 
 
 # Shapes only still makes some copies real: programs exchange metadata and control values through
@@ -166,7 +172,7 @@ def install(shapes_only):
             op = _overload(name)
             if op is None or cost.returns_view(op._schema):
                 continue
-            if explicit and not has_kernel(name, "CUDA") and _takes_device(op._schema):
+            if factory_composite(name, op._schema) is not None:
                 continue  # factories and _to_copy: their own kernels place the result
             if name in OWN_KERNELS:
                 continue  # registered below

@@ -33,15 +33,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from fakegpu.torch_hook import bridge as B
 from fakegpu.torch_hook import cost, measured
+from fakegpu.torch_hook.dispatch import KEEP_CUDA, factory_composite
 from fakegpu.torch_hook.operators import attention, efficient_attention, fallbacks
 
 SPIN_CYCLES = 400_000  # about 200 us on a GPU at 2 GHz: longer than launching an operator's kernels
 MAX_SAMPLES = 32  # per operator and rank: the median needs no more
-# Operators that launch nothing or only allocate: timing them would time the events alone.
-UNTIMED = {"aten::empty.memory_format", "aten::empty_strided", "aten::resize_", "aten::record_stream",
-           "aten::_local_scalar_dense", "aten::is_pinned", "aten::_pin_memory", "aten::set_",
-           "aten::set_.source_Storage", "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor",
-           "aten::_unsafe_view", "aten::_has_same_storage_numel", "aten::is_set_to", "aten::_fused_sdp_choice"}
 
 
 def _named(func, args, kwargs):
@@ -56,33 +52,23 @@ def facts_of(func, name, args, kwargs, result):
     so that both runs key it alike."""
     if name in (attention.FORWARD, efficient_attention.FORWARD):
         a = _named(func, args, kwargs)
-        bias = a.get("attn_bias")
-        tensors = (a["query"], a["key"], a["value"], result[0]) + ((bias,) if bias is not None else ())
-        return cost.attention_facts(a["query"], a["key"], tensors, bool(a.get("is_causal")), False)
+        return cost.attention_forward_facts(a["query"], a["key"], a["value"], result[0], bool(a.get("is_causal")),
+                                            a.get("attn_bias"))
     if name in (attention.BACKWARD, efficient_attention.BACKWARD):
         a = _named(func, args, kwargs)
-        grads = tuple(g for g in result if isinstance(g, torch.Tensor))
-        tensors = (a.get("grad_out", a.get("grad_out_")), a["query"], a["key"], a["value"], a["out"]) + grads
-        return cost.attention_facts(a["query"], a["key"], tensors, bool(a.get("is_causal")), True)
+        return cost.attention_backward_facts(a.get("grad_out", a.get("grad_out_")), a["query"], a["key"], a["value"],
+                                             a["out"], result[:4], bool(a.get("is_causal")))
     elementwise = torch.Tag.pointwise in func.tags and name not in fallbacks.NAMES
     return cost.op_facts(name, args, result, elementwise=elementwise)
 
 
-_explicit_keys = {}
+_composites = {}  # operator -> dispatch.factory_composite's answer, asked once
 
 
 def _decomposed_by(func):
-    """The composite kernel a factory-like operator (one taking a device, with no CUDA kernel of
-    its own: _to_copy, zeros_like, randn) runs, which the simulate run's hook leaves in place and
-    prices the operators of; None for any other operator."""
-    if func not in _explicit_keys:
-        schema, has_kernel = func._schema, torch._C._dispatch_has_kernel_for_dispatch_key
-        name = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
-        takes_device = any(a.name == "device" for a in schema.arguments)
-        keys = [k for k in ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
-                if takes_device and not has_kernel(name, "CUDA") and has_kernel(name, k)]
-        _explicit_keys[func] = getattr(torch._C.DispatchKey, keys[0]) if keys else None
-    return _explicit_keys[func]
+    if func not in _composites:
+        _composites[func] = factory_composite(func.name(), func._schema)
+    return _composites[func]
 
 
 PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -99,11 +85,13 @@ class KernelTimer(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func._schema.name
         composite = _decomposed_by(func)
-        if composite is not None:  # time the operators it runs, as the simulate run prices them
+        if composite is not None:  # time the operators it runs, as the simulate run prices them (dispatch.py)
             with self:
                 return func._op_dk(composite, *args, **kwargs)
         tensors = [t for t in cost.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        if (any(type(t) not in PLAIN for t in tensors) or func.namespace != "aten" or name in UNTIMED
+        # Not timed, as the simulate run's hook does not price them: operators that launch nothing or
+        # only allocate (dispatch.KEEP_CUDA), views, and what is not ATen's (collectives).
+        if (any(type(t) not in PLAIN for t in tensors) or func.namespace != "aten" or func.name() in KEEP_CUDA
                 or cost.returns_view(func._schema) or not any(t.device.type == "cuda" for t in tensors)):
             return func(*args, **kwargs)
         device = next(t.device for t in tensors if t.device.type == "cuda")

@@ -80,27 +80,29 @@ fakegpu_op_cost record(cudaStream_t stream, const fakegpu_op_facts& op, bool on_
   return cost;
 }
 
+// An operator of the hook's, priced, queued and counted in the rank's table under `name`.
+void record_named(void* stream, const char* name, const fakegpu_op_facts* op, fakegpu_op_cost* cost,
+                  const Measured* measured) {
+  if (!op) throw cudaErrorInvalidValue;
+  const fakegpu_op_cost c = record(static_cast<cudaStream_t>(stream), *op, true, measured);
+  if (name) count_op(name, *op, c, measured != nullptr);
+  if (cost) *cost = c;
+}
+
 int record_op(void* stream, const char* name, const fakegpu_op_facts* op, fakegpu_op_cost* cost) {
-  return guarded([&] {
-    if (!op) throw cudaErrorInvalidValue;
-    const fakegpu_op_cost c = record(static_cast<cudaStream_t>(stream), *op, true);
-    if (name) count_op(name, *op, c);
-    if (cost) *cost = c;
-  });
+  return guarded([&] { record_named(stream, name, op, cost, nullptr); });
 }
 
 int record_measured_op(void* stream, const char* name, const fakegpu_op_facts* op, double measured_us,
                        const char* measured_on, fakegpu_op_cost* cost) {
   return guarded([&] {
-    if (!op || !(measured_us >= 0)) throw cudaErrorInvalidValue;
+    if (!(measured_us >= 0)) throw cudaErrorInvalidValue;
     Measured measured{measured_us, nullptr};
     if (measured_on && !(measured.on = fakegpu::find_gpu_profile(measured_on))) {
       log_once("record_measured_op", (std::string("no GPU profile named '") + measured_on + "'").c_str());
       throw cudaErrorInvalidValue;
     }
-    const fakegpu_op_cost c = record(static_cast<cudaStream_t>(stream), *op, true, &measured);
-    if (name) count_op(name, *op, c, true);
-    if (cost) *cost = c;
+    record_named(stream, name, op, cost, &measured);
   });
 }
 

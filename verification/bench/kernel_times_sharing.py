@@ -26,28 +26,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / "build" / "torch-venv" / "bin" / "python"
 JOB = ROOT / "test" / "torch" / "kernel_times.py"
+sys.path.insert(0, str(ROOT))
+from fakegpu import kernel_times  # noqa: E402
 
 
 def measure(ranks, simulate, workdir):
     """The table of one run of the job on `ranks` ranks: {key: us}."""
     table = workdir / f"times-{ranks}.json"
     job = ["--nproc", str(ranks), str(PYTHON), str(JOB), "--part", "train", "--out", str(workdir / "losses.json")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    if simulate:
-        folder = workdir / f"samples-{ranks}"
-        folder.mkdir()
-        env["FAKEGPU_MEASURE_KERNELS"] = str(folder)
-        command = [str(ROOT / "fgpu"), *job]
-    else:
-        command = [str(ROOT / "fgpu"), "--mode", "hybrid", "--measure-kernels", str(table), *job]
-    r = subprocess.run(command, capture_output=True, text=True, env=env, cwd=workdir, timeout=900)
-    if r.returncode != 0:
-        raise RuntimeError(f"{ranks} rank(s) failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
-    if simulate:
-        sys.path.insert(0, str(ROOT))
-        from fakegpu import kernel_times
 
-        kernel_times.gather(folder, table)
+    def run(fgpu_args, extra_env=None):
+        path = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        env = dict(os.environ, PYTHONPATH=path, **(extra_env or {}))
+        r = subprocess.run([str(ROOT / "fgpu"), *fgpu_args, *job], capture_output=True, text=True, env=env,
+                           cwd=workdir, timeout=900)
+        if r.returncode != 0:
+            raise RuntimeError(f"{ranks} rank(s) failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
+
+    if simulate:
+        kernel_times.measure_over_runtime(lambda extra_env: run((), extra_env), table)
+    else:
+        run(("--mode", "hybrid", "--measure-kernels", str(table)))
     return {k: v["us"] for k, v in json.loads(table.read_text())["operators"].items()}
 
 

@@ -79,13 +79,7 @@ def measure_kernels(case, gpu, how, table):
     sys.path.insert(0, str(ROOT))
     from fakegpu import kernel_times
 
-    folder = Path(tempfile.mkdtemp(prefix="fakegpu-samples-"))
-    try:
-        run_case(case, 1, ("--gpu", gpu), {"FAKEGPU_MEASURE_KERNELS": str(folder)})
-        if kernel_times.gather(folder, Path(table)) is None:
-            raise RuntimeError(f"{case}: no operator was timed")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    kernel_times.measure_over_runtime(lambda extra_env: run_case(case, 1, ("--gpu", gpu), extra_env), Path(table))
 
 
 def read_table(path):

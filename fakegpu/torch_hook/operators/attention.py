@@ -55,7 +55,7 @@ def install():
         draws = (lambda _: weights) if dropout_p > 0 else None
         (out, logsumexp, rng_state), stream = kernels.run(cpu_forward, (query, key, value, dropout_p, is_causal),
                                                           {"scale": scale}, draws)
-        kernels.price(stream, FORWARD, cost.attention_facts(query, key, (query, key, value, out), is_causal, False))
+        kernels.price(stream, FORWARD, cost.attention_forward_facts(query, key, value, out, is_causal))
         # No cumulative sequence lengths (CUDA's kernel gives them for nested tensors only) and the
         # second part of its RNG state, shaped as its own; the backward below reads neither.
         unused = torch.empty((), dtype=torch.uint64, device=query.device)
@@ -67,8 +67,8 @@ def install():
         grads, stream = kernels.run(cpu_backward,
                                     (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, philox_seed),
                                     {"scale": scale})
-        tensors = (grad_out, query, key, value, out) + tuple(grads)
-        kernels.price(stream, BACKWARD, cost.attention_facts(query, key, tensors, is_causal, True))
+        facts = cost.attention_backward_facts(grad_out, query, key, value, out, grads, is_causal)
+        kernels.price(stream, BACKWARD, facts)
         return grads
 
     kernels.register(FORWARD, forward)

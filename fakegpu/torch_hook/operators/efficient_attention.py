@@ -76,8 +76,7 @@ def install():
         (out, lse, seed, seed_on_device), stream = kernels.run(
             cpu_forward, (query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal),
             {"scale": scale}, draws)
-        tensors = (query, key, value, out) + ((attn_bias,) if attn_bias is not None else ())
-        kernels.price(stream, FORWARD, cost.attention_facts(query, key, tensors, is_causal, False))
+        kernels.price(stream, FORWARD, cost.attention_forward_facts(query, key, value, out, is_causal, attn_bias))
         # The seed and offset are host tensors, as CUDA's kernel returns them, except under graph
         # capture: there every replay draws a new seed, which the backward reads from the device.
         if dropout_p > 0 and capture.capturing(stream):
@@ -94,8 +93,8 @@ def install():
             columns = attn_bias.shape[-1]
             padded = attn_bias.new_empty(attn_bias.shape[:-1] + (_round_up(columns, BIAS_ALIGN),))[..., :columns]
             grads = grads[:3] + (padded.copy_(grads[3]),)
-        tensors = (grad_out, query, key, value, out) + tuple(g for g in grads if g is not None)
-        kernels.price(stream, BACKWARD, cost.attention_facts(query, key, tensors, is_causal, True))
+        facts = cost.attention_backward_facts(grad_out, query, key, value, out, grads, is_causal)
+        kernels.price(stream, BACKWARD, facts)
         return grads
 
     kernels.register(FORWARD, forward)
